@@ -1,0 +1,3 @@
+"""lineagewire: Spark job status and lineage as an event stream on Kafka."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,98 @@
+"""The ``lineagewire`` command.
+
+Each subsystem owns its commands; this module only lists where they live
+(``COMMANDS``) and imports a command's module when it is run, so
+``lineagewire subscribe`` never imports PySpark or FastAPI. A new command is
+one line here plus a click command in its own package.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import sys
+from typing import Any
+
+import click
+
+from lineagewire import __version__
+from lineagewire.exceptions import LineagewireError
+
+#: command name -> "module:attribute" of a click command or group
+COMMANDS: dict[str, str] = {
+    "kafka": "lineagewire.kafka.cli:kafka",
+    "topics": "lineagewire.kafka.cli:topics",
+    "subscribe": "lineagewire.consumers.audit.subscribe:subscribe",
+    "demo": "lineagewire.demo:demo",
+}
+
+_HELP: dict[str, str] = {
+    "kafka": "Fetch, start, stop and inspect the local single-node Kafka.",
+    "topics": "Create and list lineagewire's topics.",
+    "subscribe": "Tail decoded events from a topic.",
+    "demo": "Run the main demo end to end.",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        target = COMMANDS.get(name)
+        if target is None:
+            return None
+        module, attr = target.split(":")
+        try:
+            cmd = getattr(importlib.import_module(module), attr)
+        except ImportError as exc:
+            # A missing optional extra: the error already carries the pip line.
+            raise click.ClickException(str(exc)) from exc
+        return cmd
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, _HELP.get(name, "")) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="lineagewire")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
+              help="YAML config file (default: $LINEAGEWIRE_CONFIG, else ./lineagewire.yaml).")
+@click.option("--bootstrap-servers", default=None, help="Kafka bootstrap servers (env LINEAGEWIRE_BOOTSTRAP_SERVERS).")
+@click.option("--schema-registry-url", default=None, help="Schema registry URL; enables the Confluent wire format.")
+@click.option("-v", "--verbose", count=True, help="More logging (-v info, -vv debug).")
+@click.pass_context
+def main_group(ctx: click.Context, config_file: str | None, bootstrap_servers: str | None,
+               schema_registry_url: str | None, verbose: int) -> None:
+    """lineagewire: Spark job status and lineage as an event stream on Kafka."""
+    level = logging.WARNING - 10 * min(verbose, 2)
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    ctx.obj = {"config_file": config_file, "bootstrap_servers": bootstrap_servers,
+               "schema_registry_url": schema_registry_url}
+
+
+def settings_from(ctx: click.Context, **more: Any):  # noqa: ANN201 - Settings
+    """Settings for a command: the group's flags, then environment, then config file."""
+    from lineagewire.config import load_settings
+
+    obj = ctx.find_root().obj or {}
+    flags = {"bootstrap_servers": obj.get("bootstrap_servers"), "schema_registry_url": obj.get("schema_registry_url")}
+    return load_settings(obj.get("config_file"), **{**flags, **more})
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        main_group.main(args=argv, prog_name="lineagewire", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except LineagewireError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        sys.exit(130)

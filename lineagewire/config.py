@@ -1,0 +1,180 @@
+"""Typed settings, and the one place that knows where they come from.
+
+Precedence, highest first:
+
+1. values passed in code or as command-line flags (``Settings(**overrides)``);
+2. environment variables ``LINEAGEWIRE_<FIELD>``, nested with ``__``:
+   ``LINEAGEWIRE_BOOTSTRAP_SERVERS``, ``LINEAGEWIRE_TOPICS__JOBS``,
+   ``LINEAGEWIRE_SECURITY__SASL_PASSWORD``;
+3. a YAML config file: ``--config PATH``, else ``$LINEAGEWIRE_CONFIG``, else
+   ``./lineagewire.yaml`` if it exists;
+4. the defaults below.
+
+Secrets are ``SecretStr``: printed as ``**********``, revealed only in
+``as_librdkafka_dict()`` at the boundary with librdkafka.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+from typing import Any
+
+from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, YamlConfigSettingsSource
+
+from lineagewire.exceptions import ConfigError
+
+__all__ = ["ENV_PREFIX", "KafkaSecurity", "Settings", "TopicNames", "load_settings"]
+
+ENV_PREFIX = "LINEAGEWIRE_"
+CONFIG_ENV = "LINEAGEWIRE_CONFIG"
+DEFAULT_CONFIG_FILE = "lineagewire.yaml"
+
+
+class KafkaSecurity(BaseModel):
+    """SASL and TLS settings, passed through to librdkafka under their librdkafka names."""
+
+    model_config = {"extra": "forbid"}
+
+    security_protocol: str | None = Field(None, description="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL")
+    sasl_mechanism: str | None = Field(None, description="PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER, GSSAPI")
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    ssl_ca_location: str | None = None
+    ssl_certificate_location: str | None = None
+    ssl_key_location: str | None = None
+    ssl_key_password: SecretStr | None = None
+    ssl_endpoint_identification_algorithm: str | None = None
+    extra: dict[str, str] = Field(default_factory=dict, description="Any other librdkafka property, e.g. "
+                                  "{'sasl.oauthbearer.config': '...'}")
+
+    @field_validator("security_protocol")
+    @classmethod
+    def _protocol(cls, v: str | None) -> str | None:
+        allowed = {"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"}
+        if v is not None and v.upper() not in allowed:
+            raise ValueError(f"security_protocol={v!r}; expected one of {', '.join(sorted(allowed))}")
+        return v.upper() if v else v
+
+    def as_librdkafka_dict(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for name in type(self).model_fields:
+            if name == "extra":
+                continue
+            value = getattr(self, name)
+            if value is None:
+                continue
+            out[name.replace("_", ".")] = value.get_secret_value() if isinstance(value, SecretStr) else str(value)
+        out.update(self.extra)
+        return out
+
+
+class TopicNames(BaseModel):
+    """Topic names; change them to share one cluster between environments."""
+
+    model_config = {"extra": "forbid"}
+
+    jobs: str = "lineage.jobs"
+    refresh_commands: str = "lineage.refresh-commands"
+
+    def dlq(self, topic: str, service: str) -> str:
+        """Dead-letter topic of ``service`` for ``topic``: ``<topic>.dlq.<service>``."""
+        return f"{topic}.dlq.{service}"
+
+
+class Settings(BaseSettings):
+    """Everything lineagewire needs to talk to Kafka and the schema registry."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter="__",
+        extra="ignore",
+        validate_default=True,
+    )
+
+    bootstrap_servers: str = Field("127.0.0.1:9092", description="Kafka bootstrap servers, host:port[,host:port]")
+    client_id: str = "lineagewire"
+    security: KafkaSecurity = Field(default_factory=KafkaSecurity)
+    schema_registry_url: str | None = Field(None, description="Confluent-compatible schema registry; when set, "
+                                            "events use the Confluent wire format")
+    schema_registry_basic_auth: SecretStr | None = Field(None, description="user:password for the registry")
+    topics: TopicNames = Field(default_factory=TopicNames)
+
+    @field_validator("bootstrap_servers")
+    @classmethod
+    def _servers(cls, v: str) -> str:
+        for part in (p.strip() for p in v.split(",")):
+            host, sep, port = part.rpartition(":")
+            if not sep or not host or not port.isdigit():
+                raise ValueError(f"bootstrap_servers entry {part!r}; expected host:port[,host:port]")
+        return v
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        path = _config_file()
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if path is not None:
+            sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=path))
+        return tuple(sources)
+
+    def as_librdkafka_dict(self) -> dict[str, str]:
+        """The librdkafka properties for a producer, consumer or admin client."""
+        return {"bootstrap.servers": self.bootstrap_servers, "client.id": self.client_id,
+                **self.security.as_librdkafka_dict()}
+
+    def registry_config(self) -> dict[str, Any]:
+        if self.schema_registry_basic_auth is None:
+            return {}
+        return {"basic.auth.user.info": self.schema_registry_basic_auth.get_secret_value()}
+
+
+_explicit_file: pathlib.Path | None = None
+
+
+def _config_file() -> pathlib.Path | None:
+    if _explicit_file is not None:
+        return _explicit_file
+    env = os.environ.get(CONFIG_ENV)
+    if env:
+        path = pathlib.Path(env)
+        if not path.is_file():
+            raise ConfigError(f"{CONFIG_ENV}={env!r}: no such file; expected a YAML config file")
+        return path
+    path = pathlib.Path(DEFAULT_CONFIG_FILE)
+    return path if path.is_file() else None
+
+
+def load_settings(config_file: str | os.PathLike[str] | None = None, **overrides: Any) -> Settings:
+    """Settings from flags (``overrides``, None values ignored), environment and config file.
+
+    Raises ConfigError naming the setting, the value and what was expected.
+    """
+    global _explicit_file
+    if config_file is not None and not pathlib.Path(config_file).is_file():
+        raise ConfigError(f"config file {str(config_file)!r} does not exist; expected a YAML file")
+    previous, _explicit_file = _explicit_file, pathlib.Path(config_file) if config_file else None
+    try:
+        return Settings(**{k: v for k, v in overrides.items() if v is not None})
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'settings'}: {err['msg']} (got {_shown(err)})"
+            for err in exc.errors()
+        )
+        raise ConfigError(f"invalid lineagewire settings: {problems}") from None
+    finally:
+        _explicit_file = previous
+
+
+def _shown(err: Any) -> str:
+    loc = [str(p) for p in err.get("loc", ())]
+    if any("password" in p or "auth" in p for p in loc):
+        return "<secret>"
+    return repr(err.get("input"))[:80]

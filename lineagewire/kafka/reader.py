@@ -1,0 +1,181 @@
+"""Reading a range of a topic without a consumer group.
+
+``subscribe`` and ``replay`` read this way: partitions are *assigned*, not
+subscribed, and nothing is committed, so no live consumer group's offsets
+move. Positions are ``"beginning"``, ``"end"``, an offset (int, the same for
+every partition) or a time (aware datetime, resolved with offsets_for_times).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
+
+from lineagewire.config import Settings
+from lineagewire.exceptions import BrokerUnavailableError, ConfigError
+
+log = logging.getLogger(__name__)
+
+Position = str | int | dt.datetime
+
+__all__ = ["Position", "TopicReader", "parse_position"]
+
+
+def parse_position(text: str | None) -> Position | None:
+    """'beginning' | 'end' | an offset | an ISO-8601 time ('2026-01-31T12:00:00Z', '2026-01-31')."""
+    if text is None:
+        return None
+    t = text.strip()
+    if t in ("beginning", "earliest"):
+        return "beginning"
+    if t in ("end", "latest", "now"):
+        return "end"
+    if t.lstrip("-").isdigit():
+        n = int(t)
+        if n < 0:
+            raise ConfigError(f"position {text!r}: an offset must be >= 0")
+        return n
+    try:
+        when = dt.datetime.fromisoformat(t.replace("Z", "+00:00"))
+    except ValueError:
+        raise ConfigError(f"position {text!r}: expected 'beginning', 'end', an offset, or an ISO-8601 time such as "
+                          "2026-01-31T12:00:00Z") from None
+    return when if when.tzinfo else when.replace(tzinfo=dt.UTC)
+
+
+class TopicReader:
+    """Iterates over messages of ``topic`` from ``start`` up to ``end`` (exclusive).
+
+    ``end=None`` follows the topic until ``close()``; ``end="end"`` stops at the
+    high watermarks taken when reading starts (``--exit-at-end``).
+    """
+
+    def __init__(self, settings: Settings, topic: str, *, start: Position = "end", end: Position | None = None,
+                 partitions: list[int] | None = None, consumer_config: dict[str, Any] | None = None,
+                 timeout: float = 30.0) -> None:
+        self.settings = settings
+        self.topic = topic
+        conf = {
+            **settings.as_librdkafka_dict(),
+            "group.id": f"lineagewire-reader-{uuid.uuid4()}",  # required by librdkafka; never committed
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+            **(consumer_config or {}),
+        }
+        self._consumer = Consumer(conf)
+        self._closed = False
+        try:
+            md = self._consumer.list_topics(topic, timeout=timeout)
+        except KafkaException as exc:
+            raise BrokerUnavailableError(f"no broker answered at {settings.bootstrap_servers}: {exc}") from exc
+        tmd = md.topics.get(topic)
+        if tmd is None or tmd.error is not None or not tmd.partitions:
+            raise ConfigError(f"topic {topic!r} does not exist on {settings.bootstrap_servers}; "
+                              "create it with: lineagewire topics create")
+        self.partitions = sorted(partitions if partitions is not None else tmd.partitions)
+        self._stop_at = self._resolve(end, timeout) if end is not None else None
+        self.start_offsets = self._resolve(start, timeout)
+        self._consumer.assign([TopicPartition(topic, p, self.start_offsets[p]) for p in self.partitions])
+        self._active = set(self.partitions)
+        if self._stop_at is not None:
+            # Partitions with an empty range are done before we begin.
+            self._active = {p for p in self.partitions if self.start_offsets[p] < self._stop_at[p]}
+
+    def _resolve(self, pos: Position, timeout: float) -> dict[int, int]:
+        out: dict[int, int] = {}
+        if isinstance(pos, dt.datetime):
+            ms = int(pos.timestamp() * 1000)
+            tps = self._consumer.offsets_for_times([TopicPartition(self.topic, p, ms) for p in self.partitions],
+                                                   timeout=timeout)
+            for tp in tps:
+                if tp.offset < 0:  # no message at or after that time
+                    _, high = self._consumer.get_watermark_offsets(TopicPartition(self.topic, tp.partition),
+                                                                   timeout=timeout)
+                    out[tp.partition] = high
+                else:
+                    out[tp.partition] = tp.offset
+            return out
+        for p in self.partitions:
+            low, high = self._watermarks(p, timeout)
+            if pos == "beginning":
+                out[p] = low
+            elif pos == "end":
+                out[p] = high
+            elif isinstance(pos, int):
+                out[p] = min(max(pos, low), high)
+            else:
+                raise ConfigError(f"position {pos!r}: expected 'beginning', 'end', an offset or a time")
+        return out
+
+    def _watermarks(self, partition: int, timeout: float) -> tuple[int, int]:
+        try:
+            return self._consumer.get_watermark_offsets(TopicPartition(self.topic, partition), timeout=timeout)
+        except KafkaException as exc:
+            raise BrokerUnavailableError(f"{self.topic}[{partition}]: could not read watermarks from "
+                                         f"{self.settings.bootstrap_servers}: {exc}") from exc
+
+    @property
+    def stop_offsets(self) -> dict[int, int] | None:
+        return self._stop_at
+
+    def total(self) -> int | None:
+        """Offsets in the range when it is bounded (for progress bars; an upper bound on
+        compacted or transactional topics), else None."""
+        if self._stop_at is None:
+            return None
+        return sum(max(0, self._stop_at[p] - self.start_offsets[p]) for p in self.partitions)
+
+    def __iter__(self) -> Iterator[Message]:
+        return self.messages()
+
+    def messages(self, poll_timeout: float = 0.5, idle_timeout: float | None = None) -> Iterator[Message]:
+        """Yield messages in the range. ``idle_timeout``: stop after that many seconds without one."""
+        last = time.monotonic()
+        while not self._closed:
+            if self._stop_at is not None and not self._active:
+                return
+            msg = self._consumer.poll(poll_timeout)
+            if msg is None:
+                if idle_timeout is not None and time.monotonic() - last > idle_timeout:
+                    return
+                continue
+            err = msg.error()
+            if err is not None:
+                if err.code() == -191:  # _PARTITION_EOF
+                    if self._stop_at is not None and msg.offset() >= self._stop_at.get(msg.partition(), 0):
+                        self._active.discard(msg.partition())
+                    continue
+                log.warning("%s[%s]: %s", msg.topic(), msg.partition(), err.str())
+                continue
+            last = time.monotonic()
+            p = msg.partition()
+            if self._stop_at is not None:
+                if p not in self._active:
+                    continue
+                if msg.offset() >= self._stop_at[p]:
+                    self._active.discard(p)
+                    continue
+                yield msg
+                if msg.offset() + 1 >= self._stop_at[p]:
+                    self._active.discard(p)
+            else:
+                yield msg
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._consumer.close()
+
+    def __enter__(self) -> TopicReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,100 @@
+"""The product's topics, created idempotently.
+
+=============================  ==========  =========  ==========================================
+topic                          partitions  retention  key
+=============================  ==========  =========  ==========================================
+lineage.jobs                   6           30 days    job namespace/name (one job, one partition)
+lineage.refresh-commands       3           7 days     materialized table identifier
+<topic>.dlq.<service>          1           30 days    the original key
+=============================  ==========  =========  ==========================================
+
+Retention bounds Kafka's copy only; the audit archive keeps events for longer.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from lineagewire.config import Settings
+from lineagewire.exceptions import BrokerUnavailableError, KafkaError
+
+log = logging.getLogger(__name__)
+
+DAY_MS = 24 * 3600 * 1000
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    name: str
+    partitions: int
+    retention_ms: int
+    config: dict[str, str] = field(default_factory=dict)
+
+    def new_topic(self, replication_factor: int) -> NewTopic:
+        cfg = {"retention.ms": str(self.retention_ms), "cleanup.policy": "delete", **self.config}
+        return NewTopic(self.name, num_partitions=self.partitions, replication_factor=replication_factor, config=cfg)
+
+
+def standard_topics(settings: Settings) -> list[TopicSpec]:
+    return [
+        TopicSpec(settings.topics.jobs, 6, 30 * DAY_MS),
+        TopicSpec(settings.topics.refresh_commands, 3, 7 * DAY_MS),
+    ]
+
+
+def dlq_topic(settings: Settings, topic: str, service: str) -> TopicSpec:
+    return TopicSpec(settings.topics.dlq(topic, service), 1, 30 * DAY_MS)
+
+
+def admin(settings: Settings) -> AdminClient:
+    return AdminClient(settings.as_librdkafka_dict())
+
+
+def create_topics(settings: Settings, specs: list[TopicSpec] | None = None, *, timeout: float = 30.0,
+                  replication_factor: int | None = None) -> dict[str, str]:
+    """Create topics that do not exist yet; returns {name: 'created' | 'exists'}.
+
+    The replication factor defaults to min(3, number of brokers).
+    """
+    specs = specs if specs is not None else standard_topics(settings)
+    client = admin(settings)
+    try:
+        md = client.list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise BrokerUnavailableError(f"no broker answered at {settings.bootstrap_servers} within {timeout:.0f}s: "
+                                     f"{exc}") from exc
+    rf = replication_factor or min(3, max(1, len(md.brokers)))
+    result: dict[str, str] = {}
+    todo = []
+    for spec in specs:
+        if spec.name in md.topics:
+            result[spec.name] = "exists"
+        else:
+            todo.append(spec.new_topic(rf))
+    if todo:
+        futures = client.create_topics(todo, operation_timeout=timeout, request_timeout=timeout)
+        for name, fut in futures.items():
+            try:
+                fut.result()
+                result[name] = "created"
+                log.info("created topic %s", name)
+            except KafkaException as exc:
+                err = exc.args[0]
+                if err.code() == 36:  # TOPIC_ALREADY_EXISTS: another process won the race
+                    result[name] = "exists"
+                else:
+                    raise KafkaError(f"creating topic {name!r} failed: {err.str()}") from exc
+    return result
+
+
+def delete_topics(settings: Settings, names: list[str], timeout: float = 30.0) -> None:
+    futures = admin(settings).delete_topics(names, operation_timeout=timeout)
+    for name, fut in futures.items():
+        try:
+            fut.result()
+        except KafkaException as exc:
+            raise KafkaError(f"deleting topic {name!r} failed: {exc.args[0].str()}") from exc

@@ -1,0 +1,191 @@
+"""Bytes on Kafka <-> event dicts.
+
+Body: fastavro schemaless encoding of the event record. Framing:
+
+* Avro single-object encoding (the default; no registry needed):
+  ``C3 01`` + the schema's 8-byte CRC-64-AVRO fingerprint (little-endian) + body.
+* Confluent wire format, when a schema registry is configured:
+  ``00`` + 4-byte big-endian schema id + body. Subjects follow the
+  TopicRecordNameStrategy (``<topic>-<record full name>``) because one topic
+  carries several event kinds.
+
+``decode`` detects the framing from the first byte, reads with the writer's
+schema (any released version) into the current reader schema, and raises
+``DecodeError`` and nothing else for bytes that are not a lineagewire event.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+import threading
+from typing import Any
+
+from fastavro import parse_schema, schemaless_reader, schemaless_writer
+
+from lineagewire.exceptions import DecodeError, SchemaError
+
+from . import _repository
+from ._repository import EventSchema
+
+__all__ = ["SINGLE_OBJECT_MAGIC", "CONFLUENT_MAGIC", "Codec"]
+
+SINGLE_OBJECT_MAGIC = b"\xc3\x01"
+CONFLUENT_MAGIC = b"\x00"
+_SO_HEADER = 10
+_CF_HEADER = 5
+
+
+class Codec:
+    """Encodes and decodes lineagewire events.
+
+    ``Codec()`` uses single-object encoding. ``Codec(schema_registry_url=...)``
+    (or a ready ``registry_client``, e.g. confluent-kafka's mock client) writes
+    the Confluent wire format; decoding accepts both framings either way.
+    """
+
+    def __init__(
+        self,
+        *,
+        schema_registry_url: str | None = None,
+        registry_config: dict[str, Any] | None = None,
+        registry_client: Any = None,
+    ) -> None:
+        self._current = _repository.current()
+        # Writer schemas by fingerprint: the current ones and every released version.
+        # The reader schema is None when writer == reader, which lets fastavro skip resolution.
+        self._by_fingerprint: dict[bytes, tuple[EventSchema, Any]] = {}
+        for versions in (*_repository.released().values(), self._current):
+            for name, es in versions.items():
+                reader = None if es.canonical == self._current[name].canonical else self._current[name].parsed
+                self._by_fingerprint[es.fingerprint] = (es, reader)
+        self._writers = {name: (SINGLE_OBJECT_MAGIC + es.fingerprint, es.parsed) for name, es in self._current.items()}
+        self._registry = registry_client
+        if self._registry is None and schema_registry_url:
+            self._registry = _registry_client(schema_registry_url, registry_config or {})
+        self._registered: dict[tuple[str | None, str], bytes] = {}
+        self._by_schema_id: dict[int, tuple[str, Any, Any]] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def uses_registry(self) -> bool:
+        return self._registry is not None
+
+    def encode(self, event: dict[str, Any], *, topic: str | None = None) -> bytes:
+        """Encode an event; its schema comes from ``event['header']['schema_name']``."""
+        try:
+            name = event["header"]["schema_name"]
+        except (KeyError, TypeError) as exc:
+            raise SchemaError(f"cannot encode {type(event).__name__}: expected an event dict with "
+                              "header.schema_name") from exc
+        if self._registry is None:
+            try:
+                prefix, parsed = self._writers[name]
+            except KeyError:
+                raise SchemaError(f"header.schema_name={name!r} is not an event schema; expected one "
+                                  f"of {', '.join(self._writers)}") from None
+        else:
+            prefix, parsed = self._registry_prefix(topic, name), self._current[name].parsed
+        buf = io.BytesIO()
+        buf.write(prefix)
+        try:
+            schemaless_writer(buf, parsed, event)
+        except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
+            raise SchemaError(f"{name}: event does not match its schema: {exc}") from exc
+        return buf.getvalue()
+
+    def decode(self, data: bytes | None) -> dict[str, Any]:
+        """Decode bytes framed either way into an event dict of the current schema version."""
+        if not data:
+            raise DecodeError("empty", "empty message; expected a lineagewire Avro event")
+        first = data[0]
+        if first == 0xC3:
+            if len(data) < _SO_HEADER:
+                raise DecodeError("truncated", f"{len(data)} bytes; a single-object header needs {_SO_HEADER}")
+            if data[1] != 0x01:
+                raise DecodeError("bad-magic", f"bytes {data[:2].hex()} : expected c301 (Avro single-object) "
+                                  "or 00 (Confluent wire format)")
+            fp = data[2:_SO_HEADER]
+            entry = self._by_fingerprint.get(fp)
+            if entry is None:
+                raise DecodeError("unknown-fingerprint", f"unknown schema fingerprint {fp.hex()}; expected one "
+                                  "of the lineagewire event schemas (current or released); was it written by a "
+                                  "newer lineagewire, or is it not a lineagewire event?")
+            es, reader = entry
+            name, writer, offset = es.full_name, es.parsed, _SO_HEADER
+        elif first == 0x00:
+            if len(data) < _CF_HEADER:
+                raise DecodeError("truncated", f"{len(data)} bytes; a Confluent header needs {_CF_HEADER}")
+            (schema_id,) = struct.unpack(">I", data[1:_CF_HEADER])
+            name, writer, reader = self._schema_by_id(schema_id)
+            offset = _CF_HEADER
+        else:
+            raise DecodeError("bad-magic", f"first byte 0x{first:02x}: expected 0xc3 (Avro single-object) "
+                              "or 0x00 (Confluent wire format)")
+        buf = io.BytesIO(data)
+        buf.seek(offset)
+        try:
+            record = schemaless_reader(buf, writer, reader)
+        except EOFError as exc:
+            raise DecodeError("truncated", f"{name}: body ends early after {len(data)} bytes ({exc})") from exc
+        except Exception as exc:  # noqa: BLE001 - any fastavro failure on foreign bytes is a decode error
+            raise DecodeError("bad-body", f"{name}: body is not a valid record: {type(exc).__name__}: {exc}") from exc
+        if buf.tell() != len(data):
+            raise DecodeError("trailing-bytes", f"{name}: {len(data) - buf.tell()} bytes after the record; "
+                              "expected the message to end with it")
+        if not isinstance(record, dict) or not isinstance(record.get("header"), dict):
+            raise DecodeError("bad-body", f"{name}: decoded value has no header")
+        record["header"]["schema_name"] = name
+        return record
+
+    # -- schema registry (Confluent wire format) ---------------------------------------------
+
+    def _registry_prefix(self, topic: str | None, name: str) -> bytes:
+        key = (topic, name)
+        prefix = self._registered.get(key)
+        if prefix is None:
+            from confluent_kafka.schema_registry import Schema
+
+            subject = f"{topic}-{name}" if topic else name
+            schema_str = json.dumps(self._current[name].schema)
+            try:
+                schema_id = self._registry.register_schema(subject, Schema(schema_str, "AVRO"))
+            except Exception as exc:
+                raise SchemaError(f"could not register {name} under subject {subject!r}: {exc}") from exc
+            prefix = CONFLUENT_MAGIC + struct.pack(">I", schema_id)
+            with self._lock:
+                self._registered[key] = prefix
+        return prefix
+
+    def _schema_by_id(self, schema_id: int) -> tuple[str, Any, Any]:
+        hit = self._by_schema_id.get(schema_id)
+        if hit is not None:
+            return hit
+        if self._registry is None:
+            raise DecodeError("unknown-schema-id", f"Confluent schema id {schema_id}, but no schema registry is "
+                              "configured; set schema_registry_url (LINEAGEWIRE_SCHEMA_REGISTRY_URL)")
+        try:
+            schema_str = self._registry.get_schema(schema_id).schema_str
+        except Exception as exc:  # noqa: BLE001 - the client raises several kinds for a missing id
+            raise DecodeError("unknown-schema-id", f"schema id {schema_id} not found in the registry: {exc}") from exc
+        try:
+            schema = json.loads(schema_str)
+            writer = parse_schema(schema)
+            name = schema["name"] if "." in schema["name"] else f"{schema.get('namespace', '')}.{schema['name']}"
+        except Exception as exc:  # noqa: BLE001
+            raise DecodeError("unknown-schema-id", f"schema id {schema_id} is not a usable Avro schema: {exc}") from exc
+        if name not in self._current:
+            raise DecodeError("unknown-schema-id", f"schema id {schema_id} is {name!r}; expected a lineagewire event "
+                              "schema")
+        hit = (name, writer, self._current[name].parsed)
+        with self._lock:
+            self._by_schema_id[schema_id] = hit
+        return hit
+
+
+def _registry_client(url: str, config: dict[str, Any]) -> Any:
+    from lineagewire.exceptions import require
+
+    sr = require("confluent_kafka.schema_registry", "registry", "The Confluent wire format (schema registry)")
+    return sr.SchemaRegistryClient({"url": url, **config})

@@ -1,0 +1,39 @@
+"""Small helpers shared by the tests: make events, read a topic back."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from confluent_kafka import Consumer
+
+from lineagewire.config import Settings
+from lineagewire.schemas import Codec, header, job_status_changed
+
+
+def status_event(job: str = "job", status: str = "RUNNING", old: str | None = "CREATED", run_id: str | None = None,
+                 seq: int = 0, namespace: str = "test") -> dict[str, Any]:
+    h = header("JobStatusChangedEvent", job_namespace=namespace, job_name=job, run_id=run_id or str(uuid.uuid4()),
+               sequence=seq)
+    return job_status_changed(h, status, old)  # type: ignore[arg-type]
+
+
+def read_topic(settings: Settings, topic: str, expected: int, timeout: float = 30.0,
+               decode: bool = True) -> list[Any]:
+    """Read ``expected`` messages from the beginning of ``topic`` (fresh group), decoded unless decode=False."""
+    codec = Codec()
+    consumer = Consumer({**settings.as_librdkafka_dict(), "group.id": f"read-{uuid.uuid4().hex}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    out: list[Any] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(out) < expected and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None or msg.error():
+                continue
+            out.append(codec.decode(msg.value()) if decode else msg)
+    finally:
+        consumer.close()
+    return out
