@@ -187,6 +187,7 @@ class LocalKafka:
         self.logs_dir = self.dir / "logs"
         self.pid_file = self.dir / "broker.pid"
         self.heap = heap
+        self._proc: subprocess.Popen[bytes] | None = None
 
     @property
     def bootstrap_servers(self) -> str:
@@ -276,6 +277,7 @@ class LocalKafka:
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
         )
         out.close()
+        self._proc = proc  # kept so stop() reaps it; the broker outlives this process otherwise
         self.pid_file.write_text(f"{proc.pid}\n")
         progress(f"started Kafka {KAFKA_VERSION} (pid {proc.pid}) on {self.bootstrap_servers}; logs in {self.logs_dir}")
         try:
@@ -326,6 +328,9 @@ class LocalKafka:
             os.kill(pid, signal.SIGKILL)
             time.sleep(0.5)
             _reap(pid)
+        if self._proc is not None:
+            self._proc.wait(timeout=10)
+            self._proc = None
         self.pid_file.unlink(missing_ok=True)
         return True
 

@@ -1,0 +1,3 @@
+from lineagewire.cli import main
+
+main()
