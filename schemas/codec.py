@@ -29,7 +29,7 @@ from lineagewire.exceptions import DecodeError, SchemaError
 from . import _repository
 from ._repository import EventSchema
 
-__all__ = ["SINGLE_OBJECT_MAGIC", "CONFLUENT_MAGIC", "Codec"]
+__all__ = ["CONFLUENT_MAGIC", "SINGLE_OBJECT_MAGIC", "Codec"]
 
 SINGLE_OBJECT_MAGIC = b"\xc3\x01"
 CONFLUENT_MAGIC = b"\x00"

@@ -127,7 +127,8 @@ def fetch(progress=print) -> pathlib.Path:  # noqa: ANN001 - a print-like callab
         run = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)
         if run.returncode != 0:
             tail = (run.stdout + run.stderr).strip().splitlines()[-15:]
-            raise LocalKafkaError("Maven could not fetch Kafka's jars (is Maven Central reachable?):\n" + "\n".join(tail))
+            raise LocalKafkaError("Maven could not fetch Kafka's jars (is Maven Central reachable?):\n"
+                                  + "\n".join(tail))
         for a in artifacts:
             jar = staging / "libs" / a.jar_name
             if not jar.is_file():

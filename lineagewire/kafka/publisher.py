@@ -73,6 +73,7 @@ class Publisher:
                                     registry_config=settings.registry_config())
         conf = {**settings.as_librdkafka_dict(), **DEFAULT_PRODUCER_CONFIG, **(producer_config or {})}
         conf["error_cb"] = self._client_error
+        conf.setdefault("logger", logging.getLogger("lineagewire.kafka.librdkafka"))
         self._producer = producer or Producer(conf)
         self._on_delivery = on_delivery
         self._on_error = on_error

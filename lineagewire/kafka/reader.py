@@ -68,6 +68,7 @@ class TopicReader:
             "enable.auto.offset.store": False,
             "enable.partition.eof": True,
             "auto.offset.reset": "earliest",
+            "logger": logging.getLogger("lineagewire.kafka.librdkafka"),
             **(consumer_config or {}),
         }
         self._consumer = Consumer(conf)

@@ -51,7 +51,7 @@ def dlq_topic(settings: Settings, topic: str, service: str) -> TopicSpec:
 
 
 def admin(settings: Settings) -> AdminClient:
-    return AdminClient(settings.as_librdkafka_dict())
+    return AdminClient({**settings.as_librdkafka_dict(), "logger": logging.getLogger("lineagewire.kafka.librdkafka")})
 
 
 def create_topics(settings: Settings, specs: list[TopicSpec] | None = None, *, timeout: float = 30.0,

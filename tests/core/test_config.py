@@ -45,7 +45,7 @@ def test_config_file_from_environment_and_cwd(tmp_path, monkeypatch: pytest.Monk
     monkeypatch.setenv("LINEAGEWIRE_CONFIG", str(other))
     assert load_settings().bootstrap_servers == "envfile:1"
     monkeypatch.setenv("LINEAGEWIRE_CONFIG", str(tmp_path / "missing.yaml"))
-    with pytest.raises(ConfigError, match="missing.yaml"):
+    with pytest.raises(ConfigError, match=r"missing\.yaml"):
         load_settings()
 
 

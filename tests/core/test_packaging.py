@@ -23,7 +23,8 @@ def test_every_package_folder_is_listed_in_pyproject() -> None:
                 continue
             found.add(".".join([pkg, *rel.parts]))
     # lineagewire.* folders mapped elsewhere are found under their own folder, not twice
-    assert found == set(cfg["packages"]), f"missing: {found - set(cfg['packages'])}, stale: {set(cfg['packages']) - found}"
+    listed = set(cfg["packages"])
+    assert found == listed, f"missing from pyproject: {found - listed}, listed but absent: {listed - found}"
 
 
 def test_docker_compose_is_valid_compose_yaml() -> None:

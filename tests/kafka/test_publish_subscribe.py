@@ -45,7 +45,8 @@ def test_subscribe_sees_every_event_and_skips_garbage(settings, topic):  # noqa:
     run = _cli(settings, "subscribe", "--topic", topic, "--from-beginning", "--exit-at-end")
     assert run.returncode == 0, run.stderr
     lines = [json.loads(line) for line in run.stdout.splitlines()]
-    assert sorted(rec["event"]["header"]["event_id"] for rec in lines) == sorted(e["header"]["event_id"] for e in events)
+    seen = sorted(rec["event"]["header"]["event_id"] for rec in lines)
+    assert seen == sorted(e["header"]["event_id"] for e in events)
     assert all(rec["topic"] == topic and rec["key"] == "test/orders" for rec in lines)
     assert f"{topic}[" in run.stderr and "skipped undecodable message" in run.stderr
 
