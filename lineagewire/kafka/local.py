@@ -264,7 +264,9 @@ class LocalKafka:
         if not (self.data_dir / "meta.properties").exists():
             fmt = subprocess.run(
                 [java, "-cp", cp, f"-Dlog4j2.configurationFile={self.dir / 'log4j2.properties'}",
-                 "kafka.tools.StorageTool", "format", "-t", _new_cluster_id(), "-c", str(props), "--standalone",
+                 "kafka.tools.StorageTool", "format",
+                 # --cluster-id=... form: a random id may start with '-', which argparse takes for a flag
+                 f"--cluster-id={_new_cluster_id()}", "-c", str(props), "--standalone",
                  "--ignore-formatted"],
                 capture_output=True, text=True, timeout=120, check=False,
             )
