@@ -26,7 +26,8 @@ spark = (
 spark.sparkContext.setLogLevel("ERROR")
 
 orders = spark.createDataFrame(
-    [(1, 10, "2026-11-21", 25.0), (2, 11, "2026-11-21", 40.5), (3, 10, "2026-11-22", 12.0), (4, 12, "2026-11-22", 99.9)],
+    [(1, 10, "2026-11-21", 25.0), (2, 11, "2026-11-21", 40.5),
+     (3, 10, "2026-11-22", 12.0), (4, 12, "2026-11-22", 99.9)],
     "order_id INT, customer_id INT, order_date STRING, amount DOUBLE",
 )
 customers = spark.createDataFrame([(10, "NL"), (11, "DE"), (12, "NL")], "customer_id INT, country STRING")
