@@ -1,0 +1,110 @@
+"""The OpenLineage service: translate each event and send it through an OpenLineage transport.
+
+Transport configuration is OpenLineage's own, with its own precedence
+(openlineage-python's ``OpenLineageClient``):
+
+1. ``config`` passed here (``lineagewire consume openlineage --openlineage-config FILE``
+   loads that YAML, ``--url`` means ``{"transport": {"type": "http", "url": URL}}``);
+2. ``openlineage.yml`` from ``$OPENLINEAGE_CONFIG``, the working directory or ``~/.openlineage/``;
+3. ``OPENLINEAGE__TRANSPORT__TYPE=http``, ``OPENLINEAGE__TRANSPORT__URL=...`` style variables;
+4. ``OPENLINEAGE_URL`` (+ ``OPENLINEAGE_API_KEY``, ``OPENLINEAGE_ENDPOINT``): HTTP;
+5. nothing configured: the console transport (events in the log).
+
+Any transport openlineage-python has works: http, kafka, file, console,
+composite (and its dotted-path plugins).
+"""
+
+from __future__ import annotations
+
+import logging
+import pathlib
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import yaml
+
+from lineagewire.consumers.runtime.base import Handler
+from lineagewire.exceptions import ConfigError, require
+
+from .exceptions import EmitError
+from .translate import Translator
+
+if TYPE_CHECKING:
+    from lineagewire.consumers.audit.subscribe import Record
+
+log = logging.getLogger(__name__)
+
+__all__ = ["OpenLineageHandler", "load_openlineage_config", "make_client"]
+
+
+def load_openlineage_config(path: str | pathlib.Path | None = None, url: str | None = None) -> dict[str, Any] | None:
+    """The explicit OpenLineage client config from a YAML file and/or an HTTP URL (None: let the client look)."""
+    config: dict[str, Any] = {}
+    if path is not None:
+        p = pathlib.Path(path)
+        try:
+            loaded = yaml.safe_load(p.read_text())
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(f"OpenLineage config {str(p)!r}: cannot read it ({exc}); expected an "
+                              "openlineage.yml file") from exc
+        if not isinstance(loaded, dict) or not isinstance(loaded.get("transport"), dict):
+            raise ConfigError(f"OpenLineage config {str(p)!r}: expected a mapping with a 'transport' section, "
+                              f"got {type(loaded).__name__}")
+        config = loaded
+    if url is not None:
+        if not url.startswith(("http://", "https://")):
+            raise ConfigError(f"--url {url!r}: expected an http:// or https:// URL of an OpenLineage backend")
+        config = {**config, "transport": {"type": "http", "url": url}}
+    return config or None
+
+
+def make_client(config: dict[str, Any] | None = None) -> Any:
+    """An ``OpenLineageClient`` configured the OpenLineage way (see the module docstring)."""
+    client_mod = require("openlineage.client", "openlineage", "The OpenLineage service")
+    try:
+        return client_mod.OpenLineageClient(config=config)
+    except (ValueError, TypeError, RuntimeError, KeyError) as exc:
+        raise ConfigError(f"OpenLineage transport configuration is invalid: {exc}; see "
+                          "https://openlineage.io/docs/client/python#configuration") from exc
+
+
+class OpenLineageHandler(Handler):
+    """Sends each lineagewire event to OpenLineage as RunEvents (see ``translate``).
+
+    ``client``: anything with ``emit(event)`` and ``close()`` (an ``OpenLineageClient``,
+    or a fake in unit tests); by default one is built from ``config`` and the environment.
+    """
+
+    name: ClassVar[str] = "openlineage"
+
+    def __init__(self, client: Any = None, *, config: dict[str, Any] | None = None,
+                 translator: Translator | None = None) -> None:
+        self._client = client
+        self._config = config
+        self.translator = translator or Translator()
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = make_client(self._config)
+        return self._client
+
+    def open(self) -> None:
+        kind = getattr(getattr(self.client, "transport", None), "kind", type(self.client).__name__)
+        log.info("OpenLineage transport: %s", kind)
+
+    def handle(self, record: Record) -> int:
+        events = self.translator.translate(record.event)
+        for ev in events:
+            try:
+                self.client.emit(ev)
+            except Exception as exc:  # noqa: BLE001 - any transport failure means the backend did not take it
+                raise EmitError(f"{record.where}: OpenLineage {ev.eventType.value} for run {ev.run.runId} "
+                                f"not sent: {type(exc).__name__}: {exc}") from exc
+        return len(events)
+
+    def close(self) -> None:
+        if self._client is not None:
+            try:
+                self._client.close(10)
+            except Exception as exc:  # noqa: BLE001 - closing must not hide the shutdown
+                log.warning("closing the OpenLineage transport failed: %s", exc)

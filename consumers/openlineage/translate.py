@@ -1,0 +1,318 @@
+"""lineagewire events -> OpenLineage RunEvents (openlineage-python's ``event_v2`` model).
+
+The translation is a pure function of the event: the same event always gives
+the same OpenLineage events, field for field (run ids are derived, times come
+from the event, nothing is read from the clock). That is what makes
+redelivery and replay harmless: the backend sees the same run again.
+
+Runs
+----
+* The **application run** (``JobCreatedEvent``, ``JobStatusChangedEvent``) is
+  the OpenLineage job ``header.job_namespace`` / ``header.job_name`` with run
+  id ``ol_run_id(namespace, name, header.run_id)``: the run id itself when it
+  is a UUID, else a UUIDv5 of ``namespace/name/run_id``.
+* Each **Spark action** (``ActionLineageEvent``) is its own OpenLineage run of
+  the job ``<job_name>.<action_name>``; its run id is a UUIDv5 of the
+  application run id and ``action_id``, and its parent facet points at
+  ``header.parent_run`` (the application run), or at the run named by the
+  header when no parent is set.
+* **Scheduled refreshes** carry ``header.schedule``: every event of such a run
+  gets ``nominalTime`` (the schedule's nominal time) and, when
+  ``header.parent_run`` names the workflow, the parent facet.
+* ``RefreshCommand`` and ``CancelRefresh`` are commands, not runs: they give
+  no OpenLineage event (the refresh shows up through the runner's own events).
+
+Status table (see also docs/consumers.md)
+-----------------------------------------
+See ``EVENT_TYPE_OF_STATUS`` and ``EVENT_TYPE_OF_ACTION``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import quote
+
+from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
+from openlineage.client.generated import (
+    column_lineage_dataset,
+    datasource_dataset,
+    error_message_run,
+    job_type_job,
+    lifecycle_state_change_dataset,
+    nominal_time_run,
+    parent_run,
+    processing_engine_run,
+    schema_dataset,
+    sql_job,
+    storage_dataset,
+    symlinks_dataset,
+)
+
+from lineagewire import __version__
+
+from .exceptions import TranslationError
+
+__all__ = [
+    "EVENT_TYPE_OF_ACTION",
+    "EVENT_TYPE_OF_STATUS",
+    "LINEAGEWIRE_RUN_NAMESPACE",
+    "PRODUCER",
+    "Translator",
+    "action_job_name",
+    "action_run_id",
+    "ol_run_id",
+]
+
+#: The ``producer`` URI of every event this translator builds.
+PRODUCER = f"https://github.com/lineagewire/lineagewire/tree/v{__version__}/consumers/openlineage"
+
+#: UUIDv5 namespace of derived run ids (fixed forever: changing it changes every run id).
+LINEAGEWIRE_RUN_NAMESPACE = uuid.UUID("6f1c8a52-3b0e-5d1e-9a57-1e2f0c4b7d31")
+
+#: Flink job status -> OpenLineage event type.
+EVENT_TYPE_OF_STATUS: dict[str, RunState] = {
+    "INITIALIZING": RunState.START,
+    "CREATED": RunState.START,
+    "RUNNING": RunState.RUNNING,
+    "RESTARTING": RunState.RUNNING,
+    "RECONCILING": RunState.RUNNING,
+    "FAILING": RunState.RUNNING,
+    "CANCELLING": RunState.RUNNING,
+    "FINISHED": RunState.COMPLETE,
+    "FAILED": RunState.FAIL,
+    "CANCELED": RunState.ABORT,
+    "SUSPENDED": RunState.OTHER,
+    "UNKNOWN": RunState.OTHER,
+}
+
+#: Spark action status -> OpenLineage event type (for the last part of an action; earlier parts are RUNNING).
+EVENT_TYPE_OF_ACTION: dict[str, RunState] = {
+    "RUNNING": RunState.RUNNING,
+    "SUCCEEDED": RunState.COMPLETE,
+    "FAILED": RunState.FAIL,
+    "UNKNOWN": RunState.OTHER,
+}
+
+_LIFECYCLE = {s.value: s for s in lifecycle_state_change_dataset.LifecycleStateChange}
+_JVM_PREFIXES = ("java.", "javax.", "scala.", "org.", "com.", "io.", "net.")
+
+
+def ol_run_id(namespace: str, name: str, run_id: str) -> str:
+    """The OpenLineage run id of a lineagewire run: the run id when it is a UUID, else a UUIDv5 of it."""
+    try:
+        return str(uuid.UUID(run_id))
+    except (ValueError, TypeError, AttributeError):
+        return str(uuid.uuid5(LINEAGEWIRE_RUN_NAMESPACE, f"{namespace}/{name}/{run_id}"))
+
+
+def action_run_id(namespace: str, name: str, run_id: str, action_id: str) -> str:
+    """The OpenLineage run id of one Spark action of a run (UUIDv5 of the run and the action id)."""
+    return str(uuid.uuid5(LINEAGEWIRE_RUN_NAMESPACE, f"{ol_run_id(namespace, name, run_id)}/action/{action_id}"))
+
+
+def action_job_name(job_name: str, action_name: str) -> str:
+    """The OpenLineage job of a Spark action: ``<job>.<action>`` with the action in snake case."""
+    out = []
+    for i, ch in enumerate(action_name):
+        if ch.isupper() and i and (action_name[i - 1].islower() or action_name[i - 1].isdigit()):
+            out.append("_")
+        out.append(ch.lower() if ch.isalnum() else "_")
+    return f"{job_name}.{''.join(out).strip('_') or 'action'}"
+
+
+def _time(value: dt.datetime) -> str:
+    return value.astimezone(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class Translator:
+    """Builds OpenLineage RunEvents from decoded lineagewire events.
+
+    ``translate(event)`` returns a list (empty for commands) and raises
+    ``TranslationError`` naming the field when the event cannot be mapped.
+    """
+
+    def __init__(self, *, producer: str = PRODUCER) -> None:
+        self.producer = producer
+        self._by_kind: dict[str, Callable[[dict[str, Any]], list[RunEvent]]] = {
+            "JobCreatedEvent": self._job_created,
+            "JobStatusChangedEvent": self._status_changed,
+            "ActionLineageEvent": self._action,
+            "RefreshCommand": lambda e: [],
+            "CancelRefresh": lambda e: [],
+        }
+
+    def translate(self, event: dict[str, Any]) -> list[RunEvent]:
+        try:
+            hdr = event["header"]
+            kind = hdr["schema_name"].rsplit(".", 1)[-1]
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise TranslationError(f"event has no header.schema_name ({exc!r}); expected a decoded lineagewire "
+                                   "event") from exc
+        build = self._by_kind.get(kind)
+        if build is None:
+            raise TranslationError(f"header.schema_name={hdr.get('schema_name')!r}: no OpenLineage mapping; "
+                                   f"expected one of {', '.join(self._by_kind)}")
+        try:
+            return build(event)
+        except TranslationError:
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise TranslationError(f"{kind} {hdr.get('event_id')}: cannot translate to OpenLineage: "
+                                   f"{type(exc).__name__}: {exc}") from exc
+
+    # -- kinds -------------------------------------------------------------------------------
+
+    def _job_created(self, e: dict[str, Any]) -> list[RunEvent]:
+        hdr, spec, lineage = e["header"], e["spec"], e["lineage"]
+        state = EVENT_TYPE_OF_STATUS.get(e["status"], RunState.START)
+        run_facets = self._run_facets(hdr)
+        run_facets["processing_engine"] = processing_engine_run.ProcessingEngineRunFacet(
+            version=spec["engine_version"], name=_engine_name(spec["engine"]),
+            openlineageAdapterVersion=__version__, producer=self.producer)
+        job_facets: dict[str, Any] = {"jobType": self._job_type(spec["job_type"], "APPLICATION")}
+        if spec.get("sql"):
+            job_facets["sql"] = sql_job.SQLJobFacet(query=spec["sql"], dialect="spark", producer=self.producer)
+        inputs = [self._input(d) for d in lineage["sources"]]
+        outputs = [self._output(d, lineage["column_lineage"]) for d in lineage["sinks"]]
+        return [self._event(hdr, state, hdr["event_time"], self._app_run_id(hdr), hdr["job_name"],
+                            run_facets, job_facets, inputs, outputs)]
+
+    def _status_changed(self, e: dict[str, Any]) -> list[RunEvent]:
+        hdr, status = e["header"], e["new_status"]
+        state = EVENT_TYPE_OF_STATUS.get(status)
+        if state is None:
+            raise TranslationError(f"new_status={status!r}: expected one of {', '.join(EVENT_TYPE_OF_STATUS)}")
+        run_facets = self._run_facets(hdr)
+        if e.get("error") and state in (RunState.FAIL, RunState.ABORT, RunState.OTHER, RunState.RUNNING):
+            run_facets["errorMessage"] = self._error(e["error"])
+        return [self._event(hdr, state, e["transition_time"], self._app_run_id(hdr), hdr["job_name"], run_facets,
+                            {}, [], [])]
+
+    def _action(self, e: dict[str, Any]) -> list[RunEvent]:
+        hdr = e["header"]
+        last = e["part"] >= e["parts"] - 1
+        state = EVENT_TYPE_OF_ACTION.get(e["action_status"], RunState.OTHER) if last else RunState.RUNNING
+        parent = hdr.get("parent_run") or {"job_namespace": hdr["job_namespace"], "job_name": hdr["job_name"],
+                                           "run_id": hdr["run_id"]}
+        run_facets = self._run_facets(hdr, parent=parent)
+        if e.get("error"):
+            run_facets["errorMessage"] = self._error(e["error"])
+        job_facets: dict[str, Any] = {"jobType": self._job_type("BATCH", "SQL_JOB")}
+        if e.get("sql"):
+            job_facets["sql"] = sql_job.SQLJobFacet(query=e["sql"], dialect="spark", producer=self.producer)
+        inputs = [self._input(d) for d in e["inputs"]]
+        outputs = [self._output(d, e["column_lineage"]) for d in e["outputs"]]
+        run_id = action_run_id(hdr["job_namespace"], hdr["job_name"], hdr["run_id"], e["action_id"])
+        when = hdr["event_time"]
+        return [self._event(hdr, state, when, run_id, action_job_name(hdr["job_name"], e["action_name"]),
+                            run_facets, job_facets, inputs, outputs)]
+
+    # -- pieces ------------------------------------------------------------------------------
+
+    def _event(self, hdr: dict[str, Any], state: RunState, when: dt.datetime, run_id: str, job_name: str,
+               run_facets: dict[str, Any], job_facets: dict[str, Any], inputs: list[InputDataset],
+               outputs: list[OutputDataset]) -> RunEvent:
+        return RunEvent(
+            eventType=state,
+            eventTime=_time(when),
+            run=Run(runId=run_id, facets=run_facets),
+            job=Job(namespace=hdr["job_namespace"], name=job_name, facets=job_facets),
+            inputs=inputs,
+            outputs=outputs,
+            producer=self.producer,
+        )
+
+    @staticmethod
+    def _app_run_id(hdr: dict[str, Any]) -> str:
+        return ol_run_id(hdr["job_namespace"], hdr["job_name"], hdr["run_id"])
+
+    def _run_facets(self, hdr: dict[str, Any], parent: dict[str, Any] | None = None) -> dict[str, Any]:
+        facets: dict[str, Any] = {}
+        parent = parent or hdr.get("parent_run")
+        if parent:
+            facets["parent"] = parent_run.ParentRunFacet(
+                run=parent_run.Run(runId=ol_run_id(parent["job_namespace"], parent["job_name"], parent["run_id"])),
+                job=parent_run.Job(namespace=parent["job_namespace"], name=parent["job_name"]),
+                producer=self.producer)
+        schedule = hdr.get("schedule")
+        if schedule:
+            facets["nominalTime"] = nominal_time_run.NominalTimeRunFacet(
+                nominalStartTime=_time(schedule["nominal_time"]), producer=self.producer)
+        return facets
+
+    def _job_type(self, processing: str, job_type: str) -> job_type_job.JobTypeJobFacet:
+        return job_type_job.JobTypeJobFacet(
+            processingType="STREAMING" if processing == "STREAMING" else "BATCH", integration="SPARK",
+            jobType=job_type, producer=self.producer)
+
+    def _error(self, err: dict[str, Any]) -> error_message_run.ErrorMessageRunFacet:
+        cls = err.get("error_class") or ""
+        message = f"{cls}: {err['message']}" if cls and not err["message"].startswith(cls) else err["message"]
+        return error_message_run.ErrorMessageRunFacet(
+            message=message, programmingLanguage="JVM" if cls.startswith(_JVM_PREFIXES) else "PYTHON",
+            stackTrace=err.get("stack_trace"), producer=self.producer)
+
+    def _dataset_facets(self, d: dict[str, Any]) -> dict[str, Any]:
+        facets: dict[str, Any] = {
+            "dataSource": datasource_dataset.DatasourceDatasetFacet(name=d["namespace"],
+                                                                    uri=_uri(d["namespace"]),
+                                                                    producer=self.producer)}
+        if d["fields"]:
+            facets["schema"] = schema_dataset.SchemaDatasetFacet(fields=[self._field(f) for f in d["fields"]],
+                                                                 producer=self.producer)
+        if d["symlinks"]:
+            facets["symlinks"] = symlinks_dataset.SymlinksDatasetFacet(
+                identifiers=[symlinks_dataset.Identifier(namespace=s["namespace"], name=s["name"], type=s["type"])
+                             for s in d["symlinks"]], producer=self.producer)
+        if d.get("format"):
+            facets["storage"] = storage_dataset.StorageDatasetFacet(
+                storageLayer=d["properties"].get("storage_layer", "file"), fileFormat=d["format"],
+                producer=self.producer)
+        op = (d.get("operation") or "").upper()
+        if op in _LIFECYCLE:
+            facets["lifecycleStateChange"] = lifecycle_state_change_dataset.LifecycleStateChangeDatasetFacet(
+                lifecycleStateChange=_LIFECYCLE[op], producer=self.producer)
+        return facets
+
+    def _field(self, f: dict[str, Any]) -> schema_dataset.SchemaDatasetFacetFields:
+        return schema_dataset.SchemaDatasetFacetFields(
+            name=f["name"], type=f["type"], description=f.get("description"),
+            fields=[self._field(c) for c in f.get("fields") or []])
+
+    def _input(self, d: dict[str, Any]) -> InputDataset:
+        return InputDataset(namespace=d["namespace"], name=d["name"], facets=self._dataset_facets(d))
+
+    def _output(self, d: dict[str, Any], column_lineage: list[dict[str, Any]]) -> OutputDataset:
+        facets = self._dataset_facets(d)
+        fields: dict[str, column_lineage_dataset.Fields] = {}
+        for cl in column_lineage:
+            if cl["namespace"] != d["namespace"] or cl["name"] != d["name"]:
+                continue
+            inputs = [column_lineage_dataset.InputField(
+                namespace=i["namespace"], name=i["name"], field=i["field"],
+                transformations=[column_lineage_dataset.Transformation(
+                    type=t["type"], subtype=t["subtype"] or None, description=t["description"] or None,
+                    masking=t["masking"]) for t in i["transformations"]])
+                for i in cl["inputs"]]
+            if cl["field"] in fields:
+                fields[cl["field"]].inputFields.extend(inputs)
+            else:
+                fields[cl["field"]] = column_lineage_dataset.Fields(inputFields=inputs)
+        if fields:
+            facets["columnLineage"] = column_lineage_dataset.ColumnLineageDatasetFacet(fields=fields,
+                                                                                       producer=self.producer)
+        return OutputDataset(namespace=d["namespace"], name=d["name"], facets=facets)
+
+
+def _engine_name(engine: str) -> str:
+    return "spark" if engine.lower() == "spark" else engine
+
+
+def _uri(namespace: str) -> str:
+    # The dataSource facet's uri must be a URI; namespaces such as "file" or "hive://host:9083" mostly are.
+    if namespace == "file":
+        return "file:///"
+    return namespace if "://" in namespace else f"{quote(namespace, safe='')}:"

@@ -1,0 +1,90 @@
+"""The handler plugin: what a consumer service implements to run on the shared runtime.
+
+Contract
+--------
+A ``Handler`` turns one decoded event into the service's outputs.
+
+* ``name``: the service name. It names the default consumer group
+  (``lineagewire-<name>``), the dead-letter topic (``<topic>.dlq.<name>``)
+  and the ``service`` label of the metrics.
+* ``open()`` is called once before the first event; ``close()`` once at
+  shutdown, after the last event, and must flush whatever the outputs buffer.
+* ``handle(record)`` delivers the outputs of one event **synchronously** and
+  returns how many outputs it emitted (0 is fine: the event is not for this
+  service). When it returns, the outputs are durable as far as the handler can
+  tell; only then does the runtime commit the event's offset.
+* Idempotence: handling the same event twice must not double anything in the
+  backend (derive output ids from the event, never from the clock or a counter).
+  The runtime also skips event ids it handled recently (a bounded window), but
+  after a crash or a rebalance an event may be handled again.
+* Errors: raise ``PermanentError`` (or a subclass) when this event can never
+  be handled; it goes to the dead-letter topic with the error in its headers
+  and the service goes on. Any other exception means an output is down: the
+  runtime retries the same event with exponential backoff, pausing the
+  partitions meanwhile, so per-key order holds and nothing piles up in memory.
+* ``handle`` is called from one thread, in offset order per partition.
+
+Services register under a name in ``HANDLERS`` (built in) or the entry-point
+group ``lineagewire.handlers`` (outside packages): ``name = "pkg.module:Class"``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING, ClassVar
+
+from lineagewire.exceptions import ConfigError
+
+if TYPE_CHECKING:
+    from lineagewire.consumers.audit.subscribe import Record
+
+__all__ = ["ENTRY_POINT_GROUP", "HANDLERS", "Handler", "load_handler_class"]
+
+ENTRY_POINT_GROUP = "lineagewire.handlers"
+
+#: built-in services: name -> "module:Class"
+HANDLERS: dict[str, str] = {
+    "openlineage": "lineagewire.consumers.openlineage.handler:OpenLineageHandler",
+}
+
+
+class Handler:
+    """Base class of consumer services; see the module docstring for the contract."""
+
+    name: ClassVar[str] = "handler"
+
+    def open(self) -> None:
+        """Acquire outputs (clients, files). Called once before the first event."""
+
+    def handle(self, record: Record) -> int:
+        """Deliver the outputs of one event; return how many were emitted."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Flush and release outputs. Called once at shutdown."""
+
+
+def load_handler_class(name: str) -> type[Handler]:
+    """The handler class registered as ``name`` (built in, entry point, or a ``module:Class`` path)."""
+    target = HANDLERS.get(name)
+    if target is None:
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            if ep.name == name:
+                cls = ep.load()
+                break
+        else:
+            if ":" not in name:
+                known = sorted({*HANDLERS, *(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP))})
+                raise ConfigError(f"handler {name!r} is not registered; expected one of {', '.join(known)} "
+                                  "or a 'module:Class' path")
+            target = name
+    if target is not None:
+        module, _, attr = target.partition(":")
+        try:
+            cls = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError) as exc:
+            raise ConfigError(f"handler {name!r}: cannot import {target!r}: {exc}") from exc
+    if not (isinstance(cls, type) and issubclass(cls, Handler)):
+        raise ConfigError(f"handler {name!r} is {cls!r}; expected a subclass of {Handler.__module__}.Handler")
+    return cls

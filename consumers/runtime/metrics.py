@@ -1,0 +1,135 @@
+"""Prometheus metrics of a consumer service, and its ``/metrics`` + ``/healthz`` endpoint.
+
+Each runtime has its own ``CollectorRegistry`` so several can live in one
+process (tests, benchmarks). Metric names:
+
+==============================================  =========  =========================================
+name                                            type       labels
+==============================================  =========  =========================================
+lineagewire_consumer_consumed_total             counter    service, topic
+lineagewire_consumer_emitted_total              counter    service
+lineagewire_consumer_failed_total               counter    service, stage (output, dead_letter, commit)
+lineagewire_consumer_dead_lettered_total        counter    service, topic, reason
+lineagewire_consumer_duplicates_skipped_total   counter    service
+lineagewire_consumer_lag                        gauge      service, topic, partition
+lineagewire_consumer_handler_latency_seconds    histogram  service
+==============================================  =========  =========================================
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+log = logging.getLogger(__name__)
+
+__all__ = ["HealthServer", "Metrics"]
+
+
+class Metrics:
+    """The runtime's metrics, bound to one service name."""
+
+    def __init__(self, service: str, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        self.service = service
+        r = self.registry
+        p = "lineagewire_consumer_"
+        self._consumed = Counter(p + "consumed", "Messages read from Kafka.", ["service", "topic"], registry=r)
+        self._emitted = Counter(p + "emitted", "Outputs the handler emitted.", ["service"], registry=r)
+        self._failed = Counter(p + "failed", "Failed attempts (each retry counts).", ["service", "stage"],
+                               registry=r)
+        self._dead = Counter(p + "dead_lettered", "Messages sent to the dead-letter topic.",
+                             ["service", "topic", "reason"], registry=r)
+        self._dups = Counter(p + "duplicates_skipped", "Events skipped as already handled (dedup window).",
+                             ["service"], registry=r)
+        self._lag = Gauge(p + "lag", "High watermark minus the next offset to handle.",
+                          ["service", "topic", "partition"], registry=r)
+        self._latency = Histogram(p + "handler_latency_seconds", "Time to handle one event (retries included).",
+                                  ["service"], registry=r,
+                                  buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
+                                           5, 10, 30, 60))
+
+    def consumed(self, topic: str) -> None:
+        self._consumed.labels(self.service, topic).inc()
+
+    def emitted(self, n: int) -> None:
+        if n:
+            self._emitted.labels(self.service).inc(n)
+
+    def failed(self, stage: str) -> None:
+        self._failed.labels(self.service, stage).inc()
+
+    def dead_lettered(self, topic: str, reason: str) -> None:
+        self._dead.labels(self.service, topic, reason).inc()
+
+    def duplicate(self) -> None:
+        self._dups.labels(self.service).inc()
+
+    def lag(self, topic: str, partition: int, value: int) -> None:
+        self._lag.labels(self.service, topic, str(partition)).set(max(0, value))
+
+    def latency(self, seconds: float) -> None:
+        self._latency.labels(self.service).observe(seconds)
+
+    def value(self, name: str, **labels: str) -> float:
+        """Current value of a sample (tests, summaries); 0 when absent."""
+        v = self.registry.get_sample_value(name, {"service": self.service, **labels})
+        return v or 0.0
+
+    def text(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class HealthServer:
+    """Serves ``/metrics`` (Prometheus text) and ``/healthz`` (JSON) on 127.0.0.1.
+
+    ``health()`` returns (ok, details); /healthz answers 200 when ok, else 503.
+    ``port=0`` picks a free port (see ``.port``).
+    """
+
+    def __init__(self, metrics: Metrics, health: Callable[[], tuple[bool, dict[str, Any]]], *,
+                 host: str = "127.0.0.1", port: int = 0) -> None:
+        self.metrics = metrics
+        self.health = health
+        outer = self
+
+        class _Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                if self.path.split("?")[0] == "/metrics":
+                    body, ctype, code = outer.metrics.text(), CONTENT_TYPE_LATEST, 200
+                elif self.path.split("?")[0] == "/healthz":
+                    ok, details = outer.health()
+                    body = json.dumps({"status": "ok" if ok else "unhealthy", **details}).encode()
+                    ctype, code = "application/json", 200 if ok else 503
+                else:
+                    body, ctype, code = b"not found; try /metrics or /healthz\n", "text/plain", 404
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+                log.debug("healthz %s", format % args)
+
+        self._server = ThreadingHTTPServer((host, port), _Handler)
+        self._server.daemon_threads = True
+        self.host, self.port = self._server.server_address[:2]
+        self._thread = threading.Thread(target=self._server.serve_forever, name="lineagewire-metrics", daemon=True)
+
+    def start(self) -> HealthServer:
+        self._thread.start()
+        log.info("metrics and health on http://%s:%s/metrics and /healthz", self.host, self.port)
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(5)
+
