@@ -1,0 +1,83 @@
+"""``lineagewire consume <service>``: run a consumer service on the shared runtime.
+
+Each service is a subcommand; they share the runtime options below
+(``runtime_options``). ``lineagewire consume openlineage`` is the first.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from lineagewire.cli import settings_from
+
+log = logging.getLogger(__name__)
+
+__all__ = ["consume", "run_service", "runtime_options"]
+
+
+def runtime_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """The options every service has: topics, group, metrics port, retries, dedup window."""
+    options = [
+        click.option("--topic", "topics", multiple=True,
+                     help="Topic to consume (repeatable; default: the jobs topic, lineage.jobs)."),
+        click.option("--group", "group_id", default=None,
+                     help="Consumer group (default: lineagewire-<service>)."),
+        click.option("--metrics-port", type=int, default=None,
+                     help="Serve /metrics and /healthz on 127.0.0.1:PORT (0 = any free port; default: off)."),
+        click.option("--retry-initial", type=float, default=0.5, show_default=True,
+                     help="First backoff (s) while an output is down; doubles up to --retry-max."),
+        click.option("--retry-max", type=float, default=30.0, show_default=True, help="Longest backoff (s)."),
+        click.option("--give-up-after", type=float, default=None,
+                     help="Dead-letter an event whose output is still down after this many seconds "
+                          "(default: retry until it is back)."),
+        click.option("--dedup-window", type=int, default=100_000, show_default=True,
+                     help="How many recent event ids to remember to skip redelivered events."),
+        click.option("--no-dlq", is_flag=True, help="Skip (log) bad events instead of writing a dead-letter topic."),
+    ]
+    for opt in reversed(options):
+        f = opt(f)
+    return f
+
+
+def run_service(ctx: click.Context, handler: Any, *, topics: tuple[str, ...], group_id: str | None,
+                metrics_port: int | None, retry_initial: float, retry_max: float, give_up_after: float | None,
+                dedup_window: int, no_dlq: bool) -> None:
+    """Run ``handler`` until SIGTERM/SIGINT, then print what was done to stderr."""
+    from lineagewire.consumers.runtime import ConsumerRuntime, RetryPolicy
+
+    settings = settings_from(ctx)
+    runtime = ConsumerRuntime(
+        settings, handler, topics=list(topics) or None, group_id=group_id,
+        retry=RetryPolicy(initial=retry_initial, maximum=retry_max, give_up_after=give_up_after),
+        dedup_window=dedup_window, dead_letters=not no_dlq, metrics_port=metrics_port)
+    click.echo(f"{handler.name}: consuming {', '.join(runtime.topics)} as group {runtime.group_id} "
+               f"(Ctrl-C or SIGTERM to stop)", err=True)
+    stats = runtime.run(install_signal_handlers=True)
+    click.echo(f"{handler.name}: stopped; consumed {stats.consumed}, emitted {stats.emitted}, "
+               f"dead-lettered {stats.dead_lettered}, duplicates skipped {stats.duplicates}, "
+               f"retries {stats.retries}", err=True)
+
+
+@click.group()
+def consume() -> None:
+    """Run a consumer service in its own consumer group (at-least-once; see docs/consumers.md)."""
+
+
+@consume.command("openlineage")
+@click.option("--url", default=None,
+              help="OpenLineage HTTP backend (e.g. http://127.0.0.1:5000 for Marquez). Default: the OpenLineage "
+                   "configuration (openlineage.yml, OPENLINEAGE__TRANSPORT__*, OPENLINEAGE_URL).")
+@click.option("--openlineage-config", "ol_config", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="An openlineage.yml with the transport (http, kafka, file, console, composite).")
+@runtime_options
+@click.pass_context
+def openlineage(ctx: click.Context, url: str | None, ol_config: str | None, **runtime: Any) -> None:
+    """Translate events to OpenLineage RunEvents and send them through an OpenLineage transport."""
+    from lineagewire.consumers.openlineage.handler import OpenLineageHandler, load_openlineage_config
+
+    handler = OpenLineageHandler(config=load_openlineage_config(ol_config, url))
+    run_service(ctx, handler, **runtime)

@@ -1,0 +1,78 @@
+"""A real OpenLineage HTTP backend stand-in on 127.0.0.1: records every POSTed event."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+class Receiver:
+    """POST /api/v1/lineage -> 200 and the event is kept; ``down = True`` answers 503 instead.
+
+    ``delay`` seconds are spent on each accepted request (a slow backend).
+    """
+
+    def __init__(self, delay: float = 0.0) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.rejected = 0
+        self.down = False
+        self.delay = delay
+        self._lock = threading.Lock()
+        outer = self
+
+        class _H(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:  # noqa: N802
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if outer.down:
+                    with outer._lock:
+                        outer.rejected += 1
+                    code = 503
+                else:
+                    if outer.delay:
+                        time.sleep(outer.delay)
+                    with outer._lock:
+                        outer.events.append(json.loads(body))
+                    code = 200
+                self.send_response(code)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _H)
+        self._server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def __enter__(self) -> Receiver:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(5)
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self.events)
+
+    def wait_for(self, predicate: Any, timeout: float = 60.0) -> list[dict[str, Any]]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            events = self.snapshot()
+            if predicate(events):
+                return events
+            time.sleep(0.1)
+        return self.snapshot()
+
+
+def event_key(ol: dict[str, Any]) -> tuple[str, str, str]:
+    """Identity of an OpenLineage event: run, type, time."""
+    return ol["run"]["runId"], ol["eventType"], ol["eventTime"]

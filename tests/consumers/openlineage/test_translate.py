@@ -1,0 +1,135 @@
+"""The mapping to OpenLineage: status table, run ids, facets, and validity against the spec."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+from openlineage.client.serde import Serde
+
+from lineagewire.consumers.openlineage import EVENT_TYPE_OF_STATUS, TranslationError, Translator, ol_run_id
+from lineagewire.consumers.openlineage.translate import action_job_name, action_run_id
+from lineagewire.schemas import Codec, header, job_status_changed
+from lineagewire.schemas.events import LIFECYCLE_OF_STATUS
+
+from .samples import app_run, refresh_run
+
+codec = Codec()
+
+
+def ol(event: dict) -> list[dict]:
+    # Through the codec first: the translator sees what a consumer decodes.
+    return [json.loads(Serde.to_json(e)) for e in Translator().translate(codec.decode(codec.encode(event)))]
+
+
+def test_every_sample_event_is_valid_openlineage(assert_valid_openlineage) -> None:  # noqa: ANN001
+    out = [o for e in [*app_run(), *app_run(fail=True), *refresh_run()] for o in ol(e)]
+    assert len(out) == 5 + 5 + 4
+    assert_valid_openlineage(out)
+
+
+@pytest.mark.parametrize(("status", "expected"), [
+    ("INITIALIZING", "START"), ("CREATED", "START"), ("RUNNING", "RUNNING"), ("RESTARTING", "RUNNING"),
+    ("RECONCILING", "RUNNING"), ("FAILING", "RUNNING"), ("CANCELLING", "RUNNING"), ("FINISHED", "COMPLETE"),
+    ("FAILED", "FAIL"), ("CANCELED", "ABORT"), ("SUSPENDED", "OTHER"), ("UNKNOWN", "OTHER"),
+])
+def test_status_table(status: str, expected: str, assert_valid_openlineage) -> None:  # noqa: ANN001
+    h = header("JobStatusChangedEvent", job_namespace="ns", job_name="j", run_id=str(uuid.uuid4()))
+    [out] = ol(job_status_changed(h, status))  # type: ignore[arg-type]
+    assert out["eventType"] == expected
+    assert_valid_openlineage([out])
+
+
+def test_status_table_covers_every_status_of_the_contract() -> None:
+    assert set(EVENT_TYPE_OF_STATUS) == set(LIFECYCLE_OF_STATUS)
+
+
+def test_application_run_start_carries_lineage_and_engine() -> None:
+    events = app_run()
+    start = ol(events[0])[0]
+    assert start["eventType"] == "START"
+    assert start["run"]["runId"] == events[0]["header"]["run_id"]
+    assert start["run"]["facets"]["processing_engine"]["version"] == "4.0.0"
+    assert start["job"]["facets"]["jobType"]["jobType"] == "APPLICATION"
+    assert start["job"]["facets"]["sql"]["query"].startswith("INSERT OVERWRITE")
+    [inp], [out] = start["inputs"], start["outputs"]
+    assert [f["name"] for f in inp["facets"]["schema"]["fields"]] == ["id", "amount", "customer"]
+    assert inp["facets"]["schema"]["fields"][2]["fields"][0]["name"] == "name"
+    assert inp["facets"]["symlinks"]["identifiers"] == [{"namespace": "hive://metastore", "name": "sales.orders",
+                                                         "type": "TABLE"}]
+    cl = out["facets"]["columnLineage"]["fields"]["amount"]["inputFields"]
+    assert [(i["field"], i["transformations"][0]["type"]) for i in cl] == [("amount", "DIRECT"), ("id", "INDIRECT")]
+    assert out["facets"]["lifecycleStateChange"]["lifecycleStateChange"] == "OVERWRITE"
+    assert out["facets"]["dataSource"]["name"] == "file"
+
+
+def test_action_is_its_own_run_with_the_application_as_parent() -> None:
+    events = app_run(actions=2)
+    app_id = events[0]["header"]["run_id"]
+    a0, a1 = ol(events[2])[0], ol(events[3])[0]
+    assert a0["eventType"] == "COMPLETE"
+    assert a0["job"]["name"] == "daily_orders.insert_into_hadoop_fs_relation_command"
+    assert a0["run"]["runId"] == action_run_id("spark", "daily_orders", app_id, "0")
+    assert a0["run"]["runId"] != a1["run"]["runId"] != app_id
+    parent = a0["run"]["facets"]["parent"]
+    assert parent["run"]["runId"] == app_id
+    assert (parent["job"]["namespace"], parent["job"]["name"]) == ("spark", "daily_orders")
+    assert a0["outputs"][0]["facets"]["columnLineage"]["fields"]["amount"]
+
+
+def test_failure_carries_error_message() -> None:
+    fail = ol(app_run(fail=True)[-1])[0]
+    assert fail["eventType"] == "FAIL"
+    err = fail["run"]["facets"]["errorMessage"]
+    assert err["message"] == "org.apache.spark.SparkException: Job aborted"
+    assert err["programmingLanguage"] == "JVM"
+    assert err["stackTrace"] == "at ..."
+
+
+def test_scheduled_refresh_has_nominal_time_and_workflow_parent() -> None:
+    cmd, created, *rest = refresh_run()
+    assert ol(cmd) == []  # commands are not runs
+    start = ol(created)[0]
+    assert start["run"]["facets"]["nominalTime"]["nominalStartTime"] == "2026-11-01T00:00:00.000Z"
+    parent = start["run"]["facets"]["parent"]
+    assert parent["job"]["namespace"] == "lineagewire.scheduler"
+    assert parent["run"]["runId"] == created["header"]["parent_run"]["run_id"]
+    assert all("nominalTime" in o["run"]["facets"] for e in rest for o in ol(e))
+
+
+def test_translation_is_deterministic() -> None:
+    events = app_run()
+    assert [ol(e) for e in events] == [ol(e) for e in events]
+
+
+def test_run_ids_are_uuids_even_when_the_run_id_is_not() -> None:
+    rid = ol_run_id("ns", "job", "application_1700000000_0001")
+    assert uuid.UUID(rid).version == 5
+    assert rid == ol_run_id("ns", "job", "application_1700000000_0001")
+    assert rid != ol_run_id("ns", "other", "application_1700000000_0001")
+
+
+def test_action_names_become_snake_case_job_names() -> None:
+    assert action_job_name("app", "CreateDataSourceTableAsSelectCommand") == \
+        "app.create_data_source_table_as_select_command"
+    assert action_job_name("app", "collect") == "app.collect"
+
+
+def test_split_action_parts_are_running_until_the_last() -> None:
+    e = app_run(actions=1)[2]
+    first, last = {**e, "part": 0, "parts": 2}, {**e, "part": 1, "parts": 2}
+    assert ol(first)[0]["eventType"] == "RUNNING"
+    assert ol(last)[0]["eventType"] == "COMPLETE"
+    assert ol(first)[0]["run"]["runId"] == ol(last)[0]["run"]["runId"]
+
+
+def test_untranslatable_event_names_the_problem() -> None:
+    e = app_run()[1]
+    bad = {**e, "new_status": "EXPLODED"}
+    with pytest.raises(TranslationError, match="new_status='EXPLODED'"):
+        Translator().translate(bad)
+    with pytest.raises(TranslationError, match="schema_name"):
+        Translator().translate({"nothing": 1})
+    with pytest.raises(TranslationError, match="no OpenLineage mapping"):
+        Translator().translate({"header": {**e["header"], "schema_name": "io.x.Unknown"}})
