@@ -1,0 +1,136 @@
+"""Refresh commands: deterministic ids, building the events, and where they are sent.
+
+* ``command_id`` = uuid5(workflow id, nominal time in UTC ISO-8601): the same
+  fire always has the same id, so a duplicate (a republish after a crash, two
+  scheduler instances) is harmless: the runner skips an id it completed.
+* ``run_id`` of attempt *n* = uuid5(command id, "attempt-n"): the runner
+  passes it to ``job_run(run_id=...)``, and the job status events that come
+  back carry it (and ``header.schedule``), which is how status is matched.
+
+A ``CommandSink`` receives the events; ``KafkaCommandSink`` publishes them to
+``settings.topics.refresh_commands`` keyed by table. Tests and the benchmark
+pass their own sink.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import uuid
+from typing import Any
+
+from lineagewire.config import Settings
+from lineagewire.kafka.publisher import Publisher
+from lineagewire.schemas import cancel_refresh, header, refresh_command
+from lineagewire.schemas.events import RunRef, ScheduleRef
+
+from .tables import MaterializedTable
+
+log = logging.getLogger(__name__)
+
+__all__ = ["CommandSink", "KafkaCommandSink", "ListSink", "build_cancel", "build_command", "command_id_for",
+           "run_id_for", "workflow_run_ref"]
+
+_NS = uuid.UUID("6f0b1f7e-5a1c-4c39-9d0e-0c6a1d2b7a11")
+
+
+def _iso(t: dt.datetime) -> str:
+    return t.astimezone(dt.UTC).isoformat(timespec="microseconds")
+
+
+def command_id_for(workflow_id: str, nominal_time: dt.datetime) -> str:
+    """The id of the fire of ``workflow_id`` at ``nominal_time``."""
+    return str(uuid.uuid5(_NS, f"{workflow_id}@{_iso(nominal_time)}"))
+
+
+def run_id_for(command_id: str, attempt: int) -> str:
+    """The run id the runner reports for ``attempt`` of a command."""
+    return str(uuid.uuid5(uuid.UUID(command_id), f"attempt-{attempt}"))
+
+
+def workflow_run_ref(namespace: str, workflow_name: str, workflow_id: str) -> RunRef:
+    """The parent run of every refresh of a workflow: the workflow itself."""
+    return {"job_namespace": namespace, "job_name": f"workflow {workflow_name}", "run_id": workflow_id}
+
+
+def build_command(table: MaterializedTable, *, workflow_id: str, workflow_name: str, nominal_time: dt.datetime,
+                  attempt: int, time_zone: str | None = None, deadline: dt.datetime | None = None) -> dict[str, Any]:
+    """The RefreshCommand of one attempt of one fire."""
+    cid = command_id_for(workflow_id, nominal_time)
+    schedule: ScheduleRef = {"workflow_id": workflow_id, "command_id": cid, "nominal_time": nominal_time,
+                             "attempt": attempt}
+    hdr = header("RefreshCommand", job_namespace=table.namespace, job_name=table.job_name,
+                 run_id=run_id_for(cid, attempt), parent_run=workflow_run_ref(table.namespace, workflow_name,
+                                                                               workflow_id),
+                 schedule=schedule)
+    return dict(refresh_command(
+        hdr, command_id=cid, workflow_id=workflow_id, table=table.identifier, nominal_time=nominal_time,
+        query=table.query, static_partitions=table.static_partitions(nominal_time, time_zone),
+        dynamic_options=dict(table.dynamic_options), execution_config=dict(table.execution_config),
+        attempt=attempt, deadline=deadline,
+    ))
+
+
+def build_cancel(*, namespace: str, table: str, workflow_id: str, workflow_name: str, command_id: str,
+                 nominal_time: dt.datetime, attempt: int, reason: str) -> dict[str, Any]:
+    """The CancelRefresh for the current attempt of a command."""
+    schedule: ScheduleRef = {"workflow_id": workflow_id, "command_id": command_id, "nominal_time": nominal_time,
+                             "attempt": attempt}
+    hdr = header("CancelRefresh", job_namespace=namespace, job_name=f"refresh {table}",
+                 run_id=run_id_for(command_id, attempt),
+                 parent_run=workflow_run_ref(namespace, workflow_name, workflow_id), schedule=schedule)
+    return dict(cancel_refresh(hdr, command_id=command_id, workflow_id=workflow_id, table=table, reason=reason))
+
+
+class CommandSink:
+    """Where the scheduler sends commands. Contract:
+
+    * ``send(events)`` queues RefreshCommand / CancelRefresh events (dicts of the contract);
+    * ``flush(timeout)`` returns once every queued event is durably delivered, or raises
+      ``lineagewire.exceptions.PublishError``; the scheduler marks a fire published only then;
+    * ``close()`` releases resources. Sending the same command twice must be harmless.
+    """
+
+    def send(self, events: list[dict[str, Any]]) -> None:
+        raise NotImplementedError
+
+    def flush(self, timeout: float = 30.0) -> None:
+        """Wait until everything sent is delivered."""
+
+    def close(self) -> None:
+        """Release resources."""
+
+
+class KafkaCommandSink(CommandSink):
+    """Publishes to ``settings.topics.refresh_commands`` keyed by table."""
+
+    def __init__(self, settings: Settings, publisher: Publisher | None = None) -> None:
+        self.settings = settings
+        self.topic = settings.topics.refresh_commands
+        self._publisher = publisher or Publisher(settings, producer_config={"linger.ms": 2})
+
+    def send(self, events: list[dict[str, Any]]) -> None:
+        for event in events:
+            self._publisher.publish(event, topic=self.topic, key=event["table"])
+
+    def flush(self, timeout: float = 30.0) -> None:
+        self._publisher.flush(timeout)
+
+    def close(self) -> None:
+        self._publisher.close()
+
+
+class ListSink(CommandSink):
+    """Keeps events in memory (tests, dry runs); ``fail`` makes the next flush raise."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.fail: Exception | None = None
+
+    def send(self, events: list[dict[str, Any]]) -> None:
+        self.events.extend(events)
+
+    def flush(self, timeout: float = 30.0) -> None:
+        if self.fail is not None:
+            err, self.fail = self.fail, None
+            raise err
