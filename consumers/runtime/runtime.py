@@ -390,11 +390,22 @@ class ConsumerRuntime:
 
     def _with_retries(self, where: str, call: Any, stage: str = "output") -> int:
         """Run ``call`` until it succeeds, pausing the partitions while it fails; PermanentError passes."""
+        try:
+            return call()  # the common case: no retry machinery on the hot path
+        except PermanentError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any other failure means the output is down: retry below
+            first = exc
         policy = self.retry
         stop = stop_when_event_set(self._stop)
         if policy.give_up_after is not None:
             stop = stop | stop_after_delay(policy.give_up_after)
         attempts = 0
+        self._retrying = f"{where}: {type(first).__name__}: {first}"
+        log.warning("%s: %s failed, retrying with backoff: %s: %s", where, stage, type(first).__name__, first)
+        self.stats.retries += 1
+        self.metrics.failed(stage)
+        self._pause()
 
         def before_sleep(state: Any) -> None:
             nonlocal attempts
@@ -403,20 +414,19 @@ class ConsumerRuntime:
             self.metrics.failed(stage)
             exc = state.outcome.exception()
             self._retrying = f"{where}: {type(exc).__name__}: {exc}"
-            if attempts == 1:
-                self._pause()
             log.warning("%s: %s failed (attempt %d), retrying in %.1fs: %s: %s", where, stage, attempts,
                         state.next_action.sleep, type(exc).__name__, exc)
 
         retrying = Retrying(
             retry=retry_if_exception(lambda e: not isinstance(e, PermanentError)),
-            wait=wait_exponential_jitter(initial=policy.initial, max=policy.maximum, jitter=policy.jitter),
+            wait=wait_exponential_jitter(multiplier=policy.initial, max=policy.maximum, jitter=policy.jitter),
             stop=stop,
             sleep=self._sleep_polling,
             before_sleep=before_sleep,
             reraise=False,
         )
         try:
+            self._sleep_polling(policy.initial)
             return retrying(call)
         except RetryError as exc:
             if self._stop.is_set():
@@ -425,10 +435,10 @@ class ConsumerRuntime:
             raise PermanentError(f"{where}: {stage} still failing after {policy.give_up_after}s: "
                                  f"{type(last).__name__}: {last}") from last
         finally:
-            if attempts:
-                self._resume()
-                self._retrying = None
-                log.info("%s: %s recovered after %d retries", where, stage, attempts)
+            self._resume()
+            self._retrying = None
+            if not self._stop.is_set():
+                log.info("%s: %s recovered after %d retries", where, stage, attempts + 1)
 
     def _sleep_polling(self, seconds: float) -> None:
         # Keep serving the group (heartbeats, rebalances) while waiting; the partitions are paused,

@@ -1,0 +1,37 @@
+"""Runtime pieces without a broker: the dedup window and the handler registry."""
+
+from __future__ import annotations
+
+import pytest
+
+from lineagewire.consumers.openlineage.handler import OpenLineageHandler
+from lineagewire.consumers.runtime import DedupWindow, Handler, load_handler_class
+from lineagewire.exceptions import ConfigError
+
+
+def test_dedup_window_forgets_the_oldest() -> None:
+    w = DedupWindow(3)
+    for i in range(5):
+        w.add(str(i))
+    assert len(w) == 3
+    assert "0" not in w and "1" not in w and "4" in w
+    w.add("2")  # seen again: becomes the newest
+    w.add("5")
+    assert "2" in w and "3" not in w
+
+
+def test_dedup_window_of_zero_remembers_nothing() -> None:
+    w = DedupWindow(0)
+    w.add("a")
+    assert "a" not in w
+    with pytest.raises(ValueError, match="size=-1"):
+        DedupWindow(-1)
+
+
+def test_handlers_resolve_by_name_or_path() -> None:
+    assert load_handler_class("openlineage") is OpenLineageHandler
+    assert load_handler_class("lineagewire.consumers.runtime:Handler") is Handler
+    with pytest.raises(ConfigError, match="'nope' is not registered"):
+        load_handler_class("nope")
+    with pytest.raises(ConfigError, match="expected a subclass"):
+        load_handler_class("lineagewire.consumers.runtime:DedupWindow")
