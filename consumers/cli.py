@@ -37,6 +37,8 @@ def runtime_options(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--dedup-window", type=int, default=100_000, show_default=True,
                      help="How many recent event ids to remember to skip redelivered events."),
         click.option("--no-dlq", is_flag=True, help="Skip (log) bad events instead of writing a dead-letter topic."),
+        click.option("--consumer-property", "consumer_properties", multiple=True, metavar="KEY=VALUE",
+                     help="A librdkafka consumer property (repeatable), e.g. session.timeout.ms=6000."),
     ]
     for opt in reversed(options):
         f = opt(f)
@@ -45,15 +47,23 @@ def runtime_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 def run_service(ctx: click.Context, handler: Any, *, topics: tuple[str, ...], group_id: str | None,
                 metrics_port: int | None, retry_initial: float, retry_max: float, give_up_after: float | None,
-                dedup_window: int, no_dlq: bool) -> None:
+                dedup_window: int, no_dlq: bool, consumer_properties: tuple[str, ...] = ()) -> None:
     """Run ``handler`` until SIGTERM/SIGINT, then print what was done to stderr."""
     from lineagewire.consumers.runtime import ConsumerRuntime, RetryPolicy
+
+    consumer_config = {}
+    for prop in consumer_properties:
+        key, sep, value = prop.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"{prop!r}: expected KEY=VALUE", param_hint="--consumer-property")
+        consumer_config[key.strip()] = value.strip()
 
     settings = settings_from(ctx)
     runtime = ConsumerRuntime(
         settings, handler, topics=list(topics) or None, group_id=group_id,
         retry=RetryPolicy(initial=retry_initial, maximum=retry_max, give_up_after=give_up_after),
-        dedup_window=dedup_window, dead_letters=not no_dlq, metrics_port=metrics_port)
+        dedup_window=dedup_window, dead_letters=not no_dlq, metrics_port=metrics_port,
+        consumer_config=consumer_config)
     click.echo(f"{handler.name}: consuming {', '.join(runtime.topics)} as group {runtime.group_id} "
                f"(Ctrl-C or SIGTERM to stop)", err=True)
     stats = runtime.run(install_signal_handlers=True)

@@ -150,6 +150,9 @@ class ConsumerRuntime:
             "auto.offset.reset": "earliest",
             "partition.assignment.strategy": "cooperative-sticky",
             "fetch.wait.max.ms": 50,
+            # A crashed member holds its partitions until the session times out; 10 s instead of 45 s
+            # lets a restarted service (or a peer) take over sooner.
+            "session.timeout.ms": 10_000,
             "logger": logging.getLogger("lineagewire.kafka.librdkafka"),
             **(consumer_config or {}),
         }
