@@ -65,3 +65,34 @@ def make_scheduler(catalog: TableCatalog, clock: Clock, db_url: str) -> Iterator
     yield make
     for s in made:
         s.close()
+
+
+class ServerThread:
+    """A real uvicorn server on 127.0.0.1 in a thread."""
+
+    def __init__(self, app: object) -> None:
+        import threading
+
+        import uvicorn
+
+        from lineagewire.kafka.local import free_port
+
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> ServerThread:
+        import time
+
+        self.thread.start()
+        deadline = time.monotonic() + 60
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(60)
