@@ -246,7 +246,7 @@ def replay(ctx: click.Context, topic: str | None, from_: str, to: str, job: str 
         out = open(output, "w", encoding="utf-8")  # type: ignore[arg-type]  # noqa: SIM115 - closed below
         sink = _json_lines_sink(out, fmt)
     else:
-        sink = _json_lines_sink(click.get_text_stream("stdout"), fmt)
+        sink = _json_lines_sink(sys.stdout, fmt)
     try:
         summary = replay_range(settings, topic, start=start, end=end, sink=sink, job=job,
                                progress=progress,

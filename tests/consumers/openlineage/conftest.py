@@ -2,40 +2,21 @@
 
 from __future__ import annotations
 
-import importlib.util
-import pathlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from .receiver import Receiver
+from .spec import load_validator
 
-ROOT = pathlib.Path(__file__).resolve().parents[3]
-VALIDATOR = ROOT.parent / "shared" / "tools" / "validate_openlineage.py"
+_VALIDATE = load_validator()
 
 
 @pytest.fixture
 def receiver() -> Iterator[Receiver]:
     with Receiver() as r:
         yield r
-
-
-def _load_validator() -> Callable[[list[dict[str, Any]]], list[str]] | None:
-    if not VALIDATOR.is_file():
-        return None
-    spec = importlib.util.spec_from_file_location("validate_openlineage", VALIDATOR)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    registry, facets = mod._registry()
-
-    def validate(events: list[dict[str, Any]]) -> list[str]:
-        return [f"#{i}: {e}" for i, ev in enumerate(events) for e in mod.validate(ev, registry, facets)]
-    return validate
-
-
-_VALIDATE = _load_validator()
 
 
 @pytest.fixture
