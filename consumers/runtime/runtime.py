@@ -195,7 +195,7 @@ class ConsumerRuntime:
             last_message = time.monotonic()
             while not self._stop.is_set():
                 self._last_loop = time.monotonic()
-                batch = self._consumer.consume(self.batch_size, timeout=0.2)  # type: ignore[union-attr]
+                batch = self._next_batch()
                 if batch:
                     last_message = time.monotonic()
                 for msg in self._messages(batch):
@@ -310,6 +310,15 @@ class ConsumerRuntime:
         self._next[(msg.topic(), msg.partition())] = msg.offset() + 1
 
     # -- messages ----------------------------------------------------------------------------
+
+    def _next_batch(self) -> list[Message]:
+        # Wait for one message, then take what is already fetched: consume(n, timeout) would wait for
+        # n messages or the whole timeout, adding its timeout to the latency of a trickle of events.
+        assert self._consumer is not None
+        first = self._consumer.poll(0.2)
+        if first is None:
+            return []
+        return [first, *self._consumer.consume(self.batch_size - 1, timeout=0)]
 
     def _messages(self, batch: list[Message]) -> Iterator[Message]:
         for msg in batch:
