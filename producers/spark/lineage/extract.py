@@ -1,0 +1,454 @@
+"""Lineage of one Spark action from its QueryExecution.
+
+One ``qe.analyzed().toJSON()`` call gives the whole plan; Python parses it,
+finds the write command (outputs) and the leaf relations (inputs), and traces
+column lineage through the expressions. Only what JSON leaves null (file
+paths, JDBC and Kafka relations, save modes, static partitions, table
+locations) is looked up on the JVM, node by node, within the time budget.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from typing import Any
+
+from lineagewire.schemas.events import Dataset, SchemaField, Symlink, dataset
+
+from .columns import ColumnGraph
+from .exceptions import BudgetExceededError
+from .jvm import Deadline, JvmPlan, option, scala_map, short_format
+from .model import ActionLineage
+from .naming import file_dataset_id, jdbc_dataset_id, kafka_namespace, normalize_uri
+from .plan import PlanNode, parse_plan_json
+from .schema import fields_of_attributes, fields_of_struct_json
+
+__all__ = ["extract_action_lineage", "extract_from_plan"]
+
+log = logging.getLogger(__name__)
+
+#: Nodes whose nested plans are not executed by the action (a view's text, a cached command's result).
+_NOT_EXECUTED = {"CreateViewCommand", "AlterViewAsCommand", "CommandResult", "CreateView", "AlterViewAs"}
+#: Leaves that read no dataset.
+_NO_DATASET = {"LogicalRDD", "LocalRelation", "OneRowRelation", "Range", "ExternalRDD", "LocalLimit",
+               "UnresolvedRelation", "ResolvedIdentifier", "ResolvedNamespace", "ResolvedTable",
+               "StreamingExecutionRelation", "InMemoryRelation"}
+
+
+def extract_action_lineage(qe: Any, func_name: str, *, budget_s: float = 0.1) -> ActionLineage:
+    """Inputs, outputs and column lineage of the action whose QueryExecution is ``qe``.
+
+    ``qe`` is the py4j ``org.apache.spark.sql.execution.QueryExecution`` a
+    QueryExecutionListener receives; ``func_name`` the action's name
+    ("collectToPython", "command", "save", ...). Never raises: on an error, or
+    once ``budget_s`` seconds are spent, it returns what it has with
+    ``complete=False`` and the reason.
+    """
+    result = ActionLineage()
+    try:
+        deadline = Deadline(budget_s)
+        jroot = qe.analyzed()
+        text = str(jroot.toJSON())
+        root = parse_plan_json(text)
+        _Extraction(qe, root, JvmPlan(jroot, deadline), result).run()
+    except BudgetExceededError as exc:
+        result.mark_incomplete(str(exc))
+    except Exception as exc:  # noqa: BLE001 - never let lineage hurt the job: report it instead
+        log.debug("lineage extraction of %s failed", func_name, exc_info=True)
+        result.mark_incomplete(f"lineage extraction of action {func_name!r} failed: {type(exc).__name__}: "
+                               f"{str(exc)[:300]}")
+    return result
+
+
+def extract_from_plan(plan_json: str, *, budget_s: float = 0.1) -> ActionLineage:
+    """Lineage from plan JSON alone (no JVM): what needs a look-up is reported as incomplete.
+
+    Useful for tests and for plans captured earlier.
+    """
+    result = ActionLineage()
+    try:
+        root = parse_plan_json(plan_json)
+        _Extraction(None, root, None, result, Deadline(budget_s)).run()
+    except BudgetExceededError as exc:
+        result.mark_incomplete(str(exc))
+    except Exception as exc:  # noqa: BLE001 - same promise as extract_action_lineage
+        result.mark_incomplete(f"lineage extraction failed: {type(exc).__name__}: {str(exc)[:300]}")
+    return result
+
+
+def _column_names(node: PlanNode) -> list[str] | None:
+    raw = node.fields.get("outputColumnNames")
+    if isinstance(raw, list):
+        return [str(n) for n in raw]
+    if isinstance(raw, str) and raw.startswith("[") and raw.endswith("]"):
+        inner = raw[1:-1]
+        return [n for n in inner.split(", ")] if inner else []
+    return None
+
+
+def _dict(value: Any) -> dict[str, Any] | None:
+    return value if isinstance(value, dict) else None
+
+
+def _table_name(catalog_table: dict[str, Any]) -> str:
+    ident = catalog_table.get("identifier") or {}
+    table = str(ident.get("table", ""))
+    database = ident.get("database")
+    return f"{database}.{table}" if database else table
+
+
+class _Extraction:
+    def __init__(self, qe: Any, root: PlanNode, jvm: JvmPlan | None, result: ActionLineage,
+                 deadline: Deadline | None = None) -> None:
+        self.qe = qe
+        self.root = root
+        self.jvm = jvm
+        self.deadline = deadline or (jvm.deadline if jvm else Deadline(1.0))
+        self.result = result
+        self.graph = ColumnGraph(self.deadline.check)
+        self._catalog_ns: str | None = None
+        #: ids of plan nodes that are write targets, not inputs
+        self._targets: set[int] = set()
+        #: (output dataset, query node, column names)
+        self._writes: list[tuple[Dataset, PlanNode | None, list[str] | None]] = []
+
+    # -- driver ------------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        root = self.root
+        self.result.plan_node = root.simple
+        if any(node.fields.get("isStreaming") is True for node in root.walk()):
+            self.result.job_type = "STREAMING"
+        executed = list(self._executed(root))
+        for node in executed:
+            handler = getattr(self, f"_out_{node.simple}", None)
+            if handler is not None:
+                self._guard(f"output {node.simple}", handler, node)
+        for node in executed:
+            if node.children or id(node) in self._targets or node.nested:
+                continue
+            self._guard(f"input {node.simple}", self._input, node)
+        self._sql()
+        if not self._writes:
+            return
+        self.graph.add_plan(root)
+        for ds, query, names in self._writes:
+            if query is None:
+                continue
+            attrs = self.graph.output(query)
+            if names is None or len(names) != len(attrs):
+                names = [a.name for a in attrs]
+            self.result.column_lineage += self.graph.lineage(
+                ds["namespace"], ds["name"], [(n, a.expr_id) for n, a in zip(names, attrs, strict=True)])
+
+    def _executed(self, node: PlanNode) -> Any:
+        yield node
+        if node.simple in _NOT_EXECUTED:
+            return
+        for sub in node.nested.values():
+            yield from self._executed(sub)
+        for child in node.children:
+            yield from self._executed(child)
+
+    def _guard(self, what: str, fn: Any, node: PlanNode) -> None:
+        try:
+            fn(node)
+        except BudgetExceededError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - one odd node must not cost the rest
+            log.debug("lineage of %s failed", what, exc_info=True)
+            self.result.mark_incomplete(f"{what}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+                                        if str(exc) else f"{what}: {type(exc).__name__}")
+
+    def _j(self, node: PlanNode) -> Any:
+        if self.jvm is None:
+            raise LookupError("needs a JVM look-up (plan JSON only)")
+        return self.jvm.node(node.path)
+
+    def _sql(self) -> None:
+        if self.qe is None:
+            return
+        try:
+            self.deadline.check("reading the SQL text")
+            text = option(self.qe.logical().origin().sqlText())
+            self.result.sql = str(text) if text is not None else None
+        except BudgetExceededError:
+            raise
+        except Exception:  # noqa: BLE001 - older Spark versions have no sqlText on the origin
+            log.debug("no SQL text on the plan origin", exc_info=True)
+
+    # -- catalog tables ------------------------------------------------------------------------------
+
+    def catalog_namespace(self) -> str:
+        """Namespace of catalog-table symlinks: the Hive metastore, else the warehouse folder."""
+        if self._catalog_ns is not None:
+            return self._catalog_ns
+        ns = "spark_catalog"
+        if self.qe is not None:
+            self.deadline.check("reading the catalog's location")
+            session = self.qe.sparkSession()
+            conf = session.conf()
+            uris = ""
+            if str(conf.get("spark.sql.catalogImplementation", "in-memory")) == "hive":
+                uris = str(session.sparkContext().hadoopConfiguration().get("hive.metastore.uris") or "")
+            if uris:
+                ns = "hive://" + re.sub(r"^[a-z]+://", "", uris.split(",")[0].strip())
+            else:
+                warehouse = str(conf.get("spark.sql.warehouse.dir"))
+                if "://" not in warehouse and not warehouse.startswith("file:"):
+                    warehouse = normalize_uri(os.path.abspath(warehouse))
+                ns = warehouse.rstrip("/")
+        self._catalog_ns = ns
+        return ns
+
+    def _symlinks(self, catalog_table: dict[str, Any] | None) -> list[Symlink]:
+        if not catalog_table:
+            return []
+        return [{"namespace": self.catalog_namespace(), "name": _table_name(catalog_table), "type": "TABLE"}]
+
+    # -- inputs ------------------------------------------------------------------------------------------
+
+    def _add_input(self, ds: Dataset, node: PlanNode) -> None:
+        self.graph.add_source(self.graph.output(node), ds["namespace"], ds["name"])
+        for known in self.result.inputs:
+            if (known["namespace"], known["name"]) == (ds["namespace"], ds["name"]):
+                return
+        self.result.inputs.append(ds)
+
+    def _input(self, node: PlanNode) -> None:
+        s = node.simple
+        if s in _NO_DATASET:
+            return
+        handler = getattr(self, f"_in_{s}", None)
+        if handler is None:
+            if "Relation" in s or "Scan" in s:
+                self.result.mark_incomplete(f"input relation {s} is not supported")
+            return
+        for ds in handler(node):
+            self._add_input(ds, node)
+
+    def _boundedness(self, node: PlanNode) -> str:
+        return "CONTINUOUS_UNBOUNDED" if node.fields.get("isStreaming") is True else "BOUNDED"
+
+    def _relation_datasets(self, node: PlanNode, relation: Any, catalog_table: dict[str, Any] | None,
+                           fields: list[SchemaField]) -> list[Dataset]:
+        """Datasets of a V1 BaseRelation (files, JDBC, Kafka)."""
+        cls = str(relation.getClass().getName())
+        symlinks = self._symlinks(catalog_table)
+        bounded = self._boundedness(node)
+        if cls.endswith("HadoopFsRelation"):
+            fmt = short_format(relation.fileFormat())
+            if catalog_table and catalog_table.get("provider"):
+                fmt = str(catalog_table["provider"])
+            paths = [p for p in str(relation.location().rootPaths().mkString("\n")).split("\n") if p]
+            return [dataset(*file_dataset_id(p), format=fmt, fields=fields, symlinks=symlinks,
+                            boundedness=bounded) for p in paths]  # type: ignore[arg-type]
+        if cls.endswith("JDBCRelation"):
+            opts = relation.jdbcOptions()
+            ns, name = jdbc_dataset_id(str(opts.url()), str(opts.tableOrQuery()))
+            return [dataset(ns, name, format="jdbc", fields=fields, symlinks=symlinks, boundedness=bounded)]  # type: ignore[arg-type]
+        if cls.endswith("KafkaRelation"):
+            params = scala_map(_private_field(relation, "specifiedKafkaParams"))
+            servers = params.get("bootstrap.servers", "")
+            strategy = str(_private_field(relation, "strategy").toString())
+            return [dataset(kafka_namespace(servers), topic, format="kafka", fields=fields,
+                            boundedness=bounded, properties=props)  # type: ignore[arg-type]
+                    for topic, props in _kafka_topics(strategy)]
+        raise LookupError(f"relation class {cls} is not supported")
+
+    def _in_LogicalRelation(self, node: PlanNode) -> list[Dataset]:  # noqa: N802
+        catalog_table = _dict(node.fields.get("catalogTable"))
+        fields = fields_of_attributes(self.graph.output(node))
+        self.deadline.check("looking up an input relation")
+        return self._relation_datasets(node, self._j(node).relation(), catalog_table, fields)
+
+    def _in_HiveTableRelation(self, node: PlanNode) -> list[Dataset]:  # noqa: N802
+        meta = node.fields.get("tableMeta") if isinstance(node.fields.get("tableMeta"), dict) else None
+        self.deadline.check("looking up a Hive table location")
+        location = str(self._j(node).tableMeta().location())
+        return [dataset(*file_dataset_id(location), format=str((meta or {}).get("provider") or "hive"),
+                        fields=fields_of_attributes(self.graph.output(node)), symlinks=self._symlinks(meta))]
+
+    def _v2_datasets(self, node: PlanNode, fields: list[SchemaField]) -> list[Dataset]:
+        self.deadline.check("looking up a DataSourceV2 table")
+        jnode = self._j(node)
+        table = jnode.table()
+        cls = str(table.getClass().getName())
+        bounded = self._boundedness(node)
+        if cls.endswith("V1Table"):
+            catalog_table = table.v1Table()
+            ident = catalog_table.identifier()
+            name = f"{option(ident.database())}.{ident.table()}" if option(ident.database()) else str(ident.table())
+            symlinks: list[Symlink] = [{"namespace": self.catalog_namespace(), "name": name, "type": "TABLE"}]
+            provider = option(catalog_table.provider())
+            return [dataset(*file_dataset_id(str(catalog_table.location())), format=provider and str(provider),
+                            fields=fields, symlinks=symlinks, boundedness=bounded)]  # type: ignore[arg-type]
+        try:
+            paths = [p for p in str(table.fileIndex().rootPaths().mkString("\n")).split("\n") if p]
+            fmt = str(table.formatName()).lower()
+            return [dataset(*file_dataset_id(p), format=fmt, fields=fields, boundedness=bounded)  # type: ignore[arg-type]
+                    for p in paths]
+        except Exception:  # noqa: BLE001 - not a file table: name it by catalog and identifier
+            log.debug("DataSourceV2 table %s is not a file table", cls, exc_info=True)
+        catalog = option(jnode.catalog())
+        ident = option(jnode.identifier())
+        namespace = str(catalog.name()) if catalog is not None else "spark"
+        name = str(ident.toString()) if ident is not None else str(table.name())
+        return [dataset(namespace, name, fields=fields, boundedness=bounded)]  # type: ignore[arg-type]
+
+    def _in_DataSourceV2Relation(self, node: PlanNode) -> list[Dataset]:  # noqa: N802
+        return self._v2_datasets(node, fields_of_attributes(self.graph.output(node)))
+
+    # -- outputs -----------------------------------------------------------------------------------------
+
+    def _add_output(self, ds: Dataset, query: PlanNode | None, names: list[str] | None) -> None:
+        self.result.outputs.append(ds)
+        self._writes.append((ds, query, names))
+
+    def _query_fields(self, query: PlanNode | None, names: list[str] | None,
+                      catalog_table: dict[str, Any] | None = None) -> list[SchemaField]:
+        schema = (catalog_table or {}).get("schema")
+        if isinstance(schema, dict) and schema.get("fields"):
+            return fields_of_struct_json(schema)
+        if query is None:
+            return []
+        fields: list[SchemaField] = []
+        if self.jvm is not None:
+            self.deadline.check("looking up the schema written")
+            fields = fields_of_struct_json(str(self._j(query).schema().json()))
+        else:
+            fields = fields_of_attributes(self.graph.output(query))
+        if names and len(names) == len(fields):
+            for f, n in zip(fields, names, strict=True):
+                f["name"] = n
+        return fields
+
+    def _mode(self, node: PlanNode) -> str | None:
+        self.deadline.check("looking up the save mode")
+        mode = self._j(node).mode()
+        return str(mode.toString()) if mode is not None else None
+
+    def _out_InsertIntoHadoopFsRelationCommand(self, node: PlanNode) -> None:  # noqa: N802
+        query = node.children[0] if node.children else node.nested.get("query")
+        names = _column_names(node)
+        catalog_table = _dict(node.fields.get("catalogTable"))
+        self.deadline.check("looking up the output path")
+        jnode = self._j(node)
+        path = str(jnode.outputPath().toString())
+        fmt = str(catalog_table["provider"]) if catalog_table and catalog_table.get("provider") \
+            else short_format(jnode.fileFormat())
+        static = scala_map(jnode.staticPartitions())
+        ds = dataset(*file_dataset_id(path), format=fmt, fields=self._query_fields(query, names, catalog_table),
+                     symlinks=self._symlinks(catalog_table), operation=self._mode(node), partition_values=static)
+        self._add_output(ds, query, names)
+
+    def _out_CreateDataSourceTableAsSelectCommand(self, node: PlanNode) -> None:  # noqa: N802
+        table = node.fields.get("table") if isinstance(node.fields.get("table"), dict) else {}
+        query = node.nested.get("query") or (node.children[0] if node.children else None)
+        names = _column_names(node)
+        self.deadline.check("looking up the new table's location")
+        jtable = self._j(node).table()
+        location = option(jtable.storage().locationUri())
+        if location is None:
+            location = self.qe.sparkSession().sessionState().catalog().defaultTablePath(jtable.identifier())
+        mode = self._mode(node)
+        ds = dataset(*file_dataset_id(str(location.toString())), format=table.get("provider"),
+                     fields=self._query_fields(query, names), symlinks=self._symlinks(table),
+                     operation="CreateTableAsSelect", properties={"mode": mode} if mode else {})
+        self._add_output(ds, query, names)
+
+    def _out_InsertIntoDataSourceCommand(self, node: PlanNode) -> None:  # noqa: N802
+        target = node.nested.get("logicalRelation")
+        query = node.nested.get("query") or (node.children[0] if node.children else None)
+        if target is None:
+            raise LookupError("InsertIntoDataSourceCommand without a logicalRelation")
+        self._targets.add(id(target))
+        for sub in target.walk():
+            self._targets.add(id(sub))
+        catalog_table = _dict(target.fields.get("catalogTable"))
+        self.deadline.check("looking up the target relation")
+        fields = self._query_fields(query, None, catalog_table)
+        op = "Overwrite" if node.fields.get("overwrite") is True else "Append"
+        for ds in self._relation_datasets(target, self._j(target).relation(), catalog_table, fields):
+            ds["operation"] = op
+            self._add_output(ds, query, None)
+
+    def _out_SaveIntoDataSourceCommand(self, node: PlanNode) -> None:  # noqa: N802
+        query = node.nested.get("query") or (node.children[0] if node.children else None)
+        self.deadline.check("looking up the data source written")
+        jnode = self._j(node)
+        provider = jnode.dataSource()
+        cls = str(provider.getClass().getName())
+        # Only the keys that name the target are read: options also hold passwords.
+        opts = {k.lower(): v for k, v in scala_map(jnode.options()).items()}
+        mode = self._mode(node)
+        fields = self._query_fields(query, None)
+        if cls.endswith("JdbcRelationProvider"):
+            url, table = opts.get("url"), opts.get("dbtable")
+            if not url or not table:
+                raise LookupError("JDBC write without 'url' and 'dbtable' options")
+            ns, name = jdbc_dataset_id(url, table)
+            self._add_output(dataset(ns, name, format="jdbc", fields=fields, operation=mode), query, None)
+        elif cls.endswith("KafkaSourceProvider"):
+            ns = kafka_namespace(opts.get("kafka.bootstrap.servers", ""))
+            topic = opts.get("topic")
+            if not topic:
+                self.result.mark_incomplete("Kafka sink without a 'topic' option: topics come from each row")
+                return
+            self._add_output(dataset(ns, topic, format="kafka", fields=fields, operation=mode), query, None)
+        elif opts.get("path"):
+            try:
+                fmt = str(provider.shortName())
+            except Exception:  # noqa: BLE001 - a provider without a short name
+                fmt = cls.rsplit(".", 1)[-1]
+            self._add_output(dataset(*file_dataset_id(opts["path"]), format=fmt, fields=fields, operation=mode),
+                             query, None)
+        else:
+            self.result.mark_incomplete(f"output data source {cls} is not supported")
+
+    def _v2_write(self, node: PlanNode, operation: str) -> None:
+        target = node.nested.get("table")
+        query = node.nested.get("query") or (node.children[0] if node.children else None)
+        if target is None:
+            raise LookupError(f"{node.simple} without a table")
+        for sub in target.walk():
+            self._targets.add(id(sub))
+        fields = self._query_fields(query, None)
+        for ds in self._v2_datasets(target, fields):
+            ds["operation"] = operation
+            self._add_output(ds, query, None)
+
+    def _out_AppendData(self, node: PlanNode) -> None:  # noqa: N802
+        self._v2_write(node, "Append")
+
+    def _out_OverwriteByExpression(self, node: PlanNode) -> None:  # noqa: N802
+        self._v2_write(node, "Overwrite")
+
+    def _out_OverwritePartitionsDynamic(self, node: PlanNode) -> None:  # noqa: N802
+        self._v2_write(node, "OverwritePartitionsDynamic")
+
+
+def _private_field(obj: Any, name: str) -> Any:
+    """A private field of a JVM object (KafkaRelation keeps its options in constructor fields)."""
+    f = obj.getClass().getDeclaredField(name)
+    f.setAccessible(True)
+    return f.get(obj)
+
+
+def _kafka_topics(strategy: str) -> list[tuple[str, dict[str, str]]]:
+    """Topics of a Kafka ConsumerStrategy's toString: Subscribe[a, b], Assign[a-0, a-1], SubscribePattern[p]."""
+    m = re.match(r"^(\w+)\[(.*)\]$", strategy.strip(), re.S)
+    if not m:
+        return [(strategy, {"strategy": strategy})]
+    kind, body = m.group(1), m.group(2)
+    items = [i.strip() for i in body.split(",") if i.strip()]
+    if kind == "SubscribePattern":
+        return [(body, {"pattern": "true"})]
+    if kind == "Assign":
+        items = [re.sub(r"-\d+$", "", i) for i in items]
+    seen: list[str] = []
+    for i in items:
+        if i not in seen:
+            seen.append(i)
+    return [(t, {}) for t in seen]

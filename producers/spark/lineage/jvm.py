@@ -1,0 +1,86 @@
+"""Targeted py4j look-ups for what ``toJSON()`` leaves null (paths, relations, maps, modes).
+
+Every call goes through ``JvmPlan``, which checks the time budget first and
+reaches a node by its path from the root, caching the way there.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from .exceptions import BudgetExceededError
+from .plan import Step
+
+__all__ = ["Deadline", "JvmPlan", "option", "scala_map", "short_format"]
+
+
+class Deadline:
+    """A time budget: ``check(what)`` raises ``BudgetExceededError`` naming the step once it is spent."""
+
+    def __init__(self, budget_s: float) -> None:
+        self.budget_s = budget_s
+        self.start = time.perf_counter()
+        self.end = self.start + budget_s
+
+    def elapsed_ms(self) -> float:
+        return (time.perf_counter() - self.start) * 1000
+
+    def check(self, what: str) -> None:
+        if time.perf_counter() > self.end:
+            raise BudgetExceededError(
+                f"time budget of {self.budget_s * 1000:.0f} ms exceeded after {self.elapsed_ms():.0f} ms "
+                f"while {what}")
+
+
+class JvmPlan:
+    """The JVM side of the plan whose JSON was parsed."""
+
+    def __init__(self, root: Any, deadline: Deadline) -> None:
+        self._nodes: dict[tuple[Step, ...], Any] = {(): root}
+        self.deadline = deadline
+
+    def node(self, path: tuple[Step, ...]) -> Any:
+        found = self._nodes.get(path)
+        if found is not None:
+            return found
+        parent = self.node(path[:-1])
+        kind, arg = path[-1]
+        self.deadline.check("looking up a plan node on the JVM")
+        obj = parent.children().apply(arg) if kind == "c" else getattr(parent, arg)()
+        self._nodes[path] = obj
+        return obj
+
+
+def option(value: Any) -> Any:
+    """The content of a scala.Option, or None."""
+    if value is None:
+        return None
+    try:
+        return value.get() if value.isDefined() else None
+    except Exception:  # noqa: BLE001 - not an Option: take it as it is
+        return value
+
+
+def scala_map(value: Any) -> dict[str, str]:
+    """A scala Map[String, String] as a dict (through the JVM's own converter)."""
+    if value is None:
+        return {}
+    from pyspark import SparkContext
+
+    jvm = SparkContext._jvm
+    if jvm is None:
+        return {}
+    converted = jvm.scala.jdk.javaapi.CollectionConverters.asJava(value)
+    return {str(k): str(v) for k, v in dict(converted).items()}
+
+
+def short_format(file_format: Any) -> str | None:
+    """'parquet', 'csv', ... for a FileFormat object (its DataSourceRegister short name)."""
+    if file_format is None:
+        return None
+    try:
+        return str(file_format.shortName())
+    except Exception:  # noqa: BLE001 - a format without a short name: use its class
+        name = str(file_format.getClass().getSimpleName())
+        return name.removesuffix("FileFormat").lower() or name
