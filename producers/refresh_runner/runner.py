@@ -90,10 +90,11 @@ class RefreshRunner:
                 if msg is None:
                     continue
                 where = f"{msg.topic()}[{msg.partition()}]@{msg.offset()}"
-                if msg.error() is not None:
-                    log.warning("%s: %s", where, msg.error().str())
+                err = msg.error()
+                if err is not None:
+                    log.warning("%s: %s", where, err.str())
                     continue
-                self._handle_message(msg.value(), where)
+                self._handle_message(msg.value() or b"", where)
                 try:
                     consumer.commit(message=msg, asynchronous=False)
                 except KafkaException as exc:

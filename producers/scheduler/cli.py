@@ -41,7 +41,7 @@ def serve(ctx: click.Context, tables_file: str | None, db_url: str | None, host:
     overrides = {"tables": tables_file, "db_url": db_url, "host": host, "port": port, "token": token,
                  "misfire_grace": misfire_grace, "max_attempts": max_attempts, "retry_backoff": retry_backoff,
                  "abandon_after": abandon_after}
-    config = ServiceConfig(**{k: v for k, v in overrides.items() if v is not None})
+    config = ServiceConfig(**{k: v for k, v in overrides.items() if v is not None})  # type: ignore[arg-type]
     service = SchedulerService(config, settings_from(ctx))
     click.echo(f"scheduler on http://{config.host}:{config.port} (docs at /docs), {len(service.catalog)} table(s), "
                f"db {config.db_url}", err=True)
@@ -133,7 +133,7 @@ def create(ctx: click.Context, table: str, cron: str | None, name: str | None, t
 @click.pass_context
 def list_(ctx: click.Context, table: str | None) -> None:
     """List workflows."""
-    ws = _call(ctx, "list", table)
+    ws = _call(ctx, "list_workflows", table)
     _out(ctx, ws, "\n".join(_wf_line(w) for w in ws) or "no workflows")
 
 

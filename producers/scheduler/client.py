@@ -58,7 +58,7 @@ class SchedulerClient:
     def tables(self) -> list[dict[str, Any]]:
         return self.request("GET", "/tables")
 
-    def list(self, table: str | None = None) -> list[dict[str, Any]]:
+    def list_workflows(self, table: str | None = None) -> list[dict[str, Any]]:
         return self.request("GET", "/workflows", params={"table": table} if table else None)
 
     def create(self, table: str, **fields: Any) -> dict[str, Any]:

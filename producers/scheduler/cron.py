@@ -108,7 +108,7 @@ def _schedule(expr: str, tz: str) -> CronSchedule:
 
 def _steady(tz: dt.tzinfo, t: dt.datetime) -> bool:
     """True when the zone's offset does not change within _SHIFT of ``t``: wall order is UTC order there."""
-    return tz.utcoffset(t - _SHIFT) == tz.utcoffset(t + _SHIFT)  # type: ignore[arg-type]
+    return tz.utcoffset(t - _SHIFT) == tz.utcoffset(t + _SHIFT)
 
 
 @functools.lru_cache(maxsize=65_536)

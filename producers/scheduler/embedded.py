@@ -335,9 +335,9 @@ class EmbeddedWorkflowScheduler(WorkflowScheduler):
     def _rows_with_workflows(self, where: Any, limit: int) -> list[Any]:
         j = refreshes.join(workflows, workflows.c.id == refreshes.c.workflow_id)
         with self._db.connect() as c:
-            return c.execute(sa.select(refreshes, workflows.c.name.label("wf_name"),
+            return list(c.execute(sa.select(refreshes, workflows.c.name.label("wf_name"),
                                        workflows.c.time_zone.label("wf_tz"))
-                             .select_from(j).where(where).limit(limit)).all()
+                             .select_from(j).where(where).limit(limit)).all())
 
     def _republish(self, rows: Iterable[Any], now: dt.datetime) -> int:
         batch: list[dict[str, Any]] = []
@@ -577,7 +577,7 @@ class EmbeddedWorkflowScheduler(WorkflowScheduler):
         with self._db.connect() as c:
             return self._info(self._row(c, workflow_id))
 
-    def list(self, *, table: str | None = None) -> list[WorkflowInfo]:
+    def list_workflows(self, *, table: str | None = None) -> list[WorkflowInfo]:
         q = sa.select(workflows).order_by(workflows.c.created)
         if table is not None:
             q = q.where(workflows.c.table_name == table)
@@ -649,7 +649,7 @@ class EmbeddedWorkflowScheduler(WorkflowScheduler):
         recent = self.refreshes(table=table, limit=200)
         with self._db.connect() as c:
             mine = refreshes.c.table_name == table
-            counts = dict(c.execute(sa.select(refreshes.c.status, sa.func.count()).where(mine)
+            counts: dict[str, int] = dict(c.execute(sa.select(refreshes.c.status, sa.func.count()).where(mine)
                                     .group_by(refreshes.c.status)).all())
             last_success = c.execute(sa.select(sa.func.max(refreshes.c.nominal_time))
                                      .where(mine, refreshes.c.status == "COMPLETED")).scalar()

@@ -176,12 +176,12 @@ def create_app(service: SchedulerService, *, manage_lifecycle: bool = True) -> A
 
     @app.post("/tables/{table}/refresh", dependencies=[Depends(auth)], status_code=201)
     def refresh_table(table: str, body: OneTime | None = None) -> dict[str, Any]:
-        body = body or OneTime()
+        body = body or OneTime(nominal_time=None)
         return sched.create_one_time(table, nominal_time=body.nominal_time, name=body.name).as_dict()
 
     @app.get("/workflows")
     def list_workflows(table: str | None = None) -> list[dict[str, Any]]:
-        return [w.as_dict() for w in sched.list(table=table)]
+        return [w.as_dict() for w in sched.list_workflows(table=table)]
 
     @app.post("/workflows", dependencies=[Depends(auth)], status_code=201)
     def create(body: CreateWorkflow) -> dict[str, Any]:
@@ -202,7 +202,7 @@ def create_app(service: SchedulerService, *, manage_lifecycle: bool = True) -> A
 
     @app.post("/workflows/{workflow_id}/resume", dependencies=[Depends(auth)])
     def resume(workflow_id: str, body: Resume | None = None) -> dict[str, Any]:
-        return sched.resume(workflow_id, catch_up=(body or Resume()).catch_up).as_dict()
+        return sched.resume(workflow_id, catch_up=(body or Resume(catch_up=False)).catch_up).as_dict()
 
     @app.put("/workflows/{workflow_id}/cron", dependencies=[Depends(auth)])
     def set_cron(workflow_id: str, body: SetCron) -> dict[str, Any]:
@@ -226,7 +226,7 @@ def create_app(service: SchedulerService, *, manage_lifecycle: bool = True) -> A
 
     @app.post("/refreshes/{command_id}/cancel", dependencies=[Depends(auth)])
     def cancel(command_id: str, body: Cancel | None = None) -> dict[str, Any]:
-        return sched.cancel(command_id, (body or Cancel()).reason).as_dict()
+        return sched.cancel(command_id, (body or Cancel(reason="")).reason).as_dict()
 
     return app
 
