@@ -30,6 +30,7 @@ See ``EVENT_TYPE_OF_STATUS`` and ``EVENT_TYPE_OF_ACTION``.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -113,6 +114,7 @@ def action_run_id(namespace: str, name: str, run_id: str, action_id: str) -> str
     return str(uuid.uuid5(LINEAGEWIRE_RUN_NAMESPACE, f"{ol_run_id(namespace, name, run_id)}/action/{action_id}"))
 
 
+@functools.lru_cache(maxsize=4096)
 def action_job_name(job_name: str, action_name: str) -> str:
     """The OpenLineage job of a Spark action: ``<job>.<action>`` with the action in snake case."""
     out = []
@@ -134,8 +136,10 @@ class Translator:
     ``TranslationError`` naming the field when the event cannot be mapped.
     """
 
-    def __init__(self, *, producer: str = PRODUCER) -> None:
+    def __init__(self, *, producer: str = PRODUCER, cache_size: int = 4096) -> None:
         self.producer = producer
+        self._cache_size = cache_size
+        self._facet_cache: dict[str, Any] = {}
         self._by_kind: dict[str, Callable[[dict[str, Any]], list[RunEvent]]] = {
             "JobCreatedEvent": self._job_created,
             "JobStatusChangedEvent": self._status_changed,
@@ -244,9 +248,13 @@ class Translator:
         return facets
 
     def _job_type(self, processing: str, job_type: str) -> job_type_job.JobTypeJobFacet:
-        return job_type_job.JobTypeJobFacet(
-            processingType="STREAMING" if processing == "STREAMING" else "BATCH", integration="SPARK",
-            jobType=job_type, producer=self.producer)
+        key = f"jobType/{processing}/{job_type}"
+        facet = self._facet_cache.get(key)
+        if facet is None:
+            facet = self._remember(key, job_type_job.JobTypeJobFacet(  # type: ignore[arg-type]
+                processingType="STREAMING" if processing == "STREAMING" else "BATCH", integration="SPARK",
+                jobType=job_type, producer=self.producer))
+        return facet  # type: ignore[return-value]
 
     def _error(self, err: dict[str, Any]) -> error_message_run.ErrorMessageRunFacet:
         cls = err.get("error_class") or ""
@@ -283,14 +291,32 @@ class Translator:
             fields=[self._field(c) for c in f.get("fields") or []])
 
     def _input(self, d: dict[str, Any]) -> InputDataset:
-        return InputDataset(namespace=d["namespace"], name=d["name"], facets=self._dataset_facets(d))
+        key = repr(d)
+        facets = self._facet_cache.get(key)
+        if facets is None:
+            facets = self._remember(key, self._dataset_facets(d))
+        return InputDataset(namespace=d["namespace"], name=d["name"], facets=dict(facets))
 
     def _output(self, d: dict[str, Any], column_lineage: list[dict[str, Any]]) -> OutputDataset:
+        mine = [cl for cl in column_lineage if cl["namespace"] == d["namespace"] and cl["name"] == d["name"]]
+        key = repr((d, mine))
+        facets = self._facet_cache.get(key)
+        if facets is None:
+            facets = self._remember(key, self._output_facets(d, mine))
+        return OutputDataset(namespace=d["namespace"], name=d["name"], facets=dict(facets))
+
+    def _remember(self, key: str, facets: Any) -> Any:
+        # Facets are a pure function of the dataset, and a run repeats its datasets in every action:
+        # building the attrs facet objects is the costly part of translating, so keep recent ones.
+        if len(self._facet_cache) >= self._cache_size:
+            self._facet_cache.pop(next(iter(self._facet_cache)))
+        self._facet_cache[key] = facets
+        return facets
+
+    def _output_facets(self, d: dict[str, Any], column_lineage: list[dict[str, Any]]) -> dict[str, Any]:
         facets = self._dataset_facets(d)
         fields: dict[str, column_lineage_dataset.Fields] = {}
         for cl in column_lineage:
-            if cl["namespace"] != d["namespace"] or cl["name"] != d["name"]:
-                continue
             inputs = [column_lineage_dataset.InputField(
                 namespace=i["namespace"], name=i["name"], field=i["field"],
                 transformations=[column_lineage_dataset.Transformation(
@@ -304,7 +330,7 @@ class Translator:
         if fields:
             facets["columnLineage"] = column_lineage_dataset.ColumnLineageDatasetFacet(fields=fields,
                                                                                        producer=self.producer)
-        return OutputDataset(namespace=d["namespace"], name=d["name"], facets=facets)
+        return facets
 
 
 def _engine_name(engine: str) -> str:

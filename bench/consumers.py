@@ -1,0 +1,141 @@
+"""The OpenLineage consumer: throughput in one process, and end-to-end latency through a real broker.
+
+    .venv/bin/python -m bench.consumers [--n 20000] [--rate 1000] [--seconds 15] [--bootstrap-servers HOST:PORT]
+
+1. ``in_process``: encoded events (an application run mix: JobCreated with lineage, status changes,
+   actions with column lineage) -> ``Codec.decode`` -> ``Translator`` -> openlineage-python's file
+   transport (append mode) via ``OpenLineageHandler``, one thread. Target: >= 5,000 events/s.
+2. ``end_to_end``: events published at ``--rate`` per second to a real broker (the local one, started
+   for the run, unless --bootstrap-servers), consumed by ``ConsumerRuntime`` + ``OpenLineageHandler``
+   with the file transport; latency = the moment the OpenLineage event was written minus the moment
+   the lineagewire event was created and published. Target at 1,000 events/s: p99 <= 250 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import pathlib
+import tempfile
+import threading
+import time
+import uuid
+from typing import Any
+
+from bench._common import percentile, save
+from lineagewire.config import Settings
+from lineagewire.consumers.audit.subscribe import Record
+from lineagewire.consumers.openlineage.handler import OpenLineageHandler
+from lineagewire.consumers.runtime import ConsumerRuntime
+from lineagewire.kafka.publisher import Publisher
+from lineagewire.kafka.topics import TopicSpec, create_topics, delete_topics
+from lineagewire.schemas import Codec, utcnow
+from tests.consumers.openlineage.samples import app_run
+
+
+def _mix(n: int) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    i = 0
+    while len(out) < n:
+        out.extend(app_run(f"job{i % 200}", actions=2))
+        i += 1
+    return out[:n]
+
+
+def _file_handler(path: pathlib.Path) -> OpenLineageHandler:
+    return OpenLineageHandler(config={"transport": {"type": "file", "log_file_path": str(path), "append": True}})
+
+
+def in_process(n: int, tmp: pathlib.Path) -> dict[str, Any]:
+    codec = Codec()
+    blobs = [codec.encode(e) for e in _mix(n)]
+    handler = _file_handler(tmp / "in_process.jsonl")
+    handler.open()
+    emitted = 0
+    t0 = time.perf_counter()
+    for off, blob in enumerate(blobs):
+        event = codec.decode(blob)
+        emitted += handler.handle(Record("bench", 0, off, None, 0, event))
+    seconds = time.perf_counter() - t0
+    handler.close()
+    lines = sum(1 for _ in (tmp / "in_process.jsonl").open())
+    return {"events": n, "openlineage_events": emitted, "lines_written": lines, "seconds": round(seconds, 3),
+            "events_per_s": round(n / seconds), "openlineage_events_per_s": round(emitted / seconds),
+            "target_events_per_s": 5000, "meets_target": n / seconds >= 5000}
+
+
+class _Timed(OpenLineageHandler):
+    """Records, per event, the time from its creation (header.event_time) to its OpenLineage output."""
+
+    def __init__(self, path: pathlib.Path) -> None:
+        super().__init__(config={"transport": {"type": "file", "log_file_path": str(path), "append": True}})
+        self.latencies_ms: list[float] = []
+
+    def handle(self, record: Record) -> int:
+        n = super().handle(record)
+        created = record.event["header"]["event_time"]
+        self.latencies_ms.append((utcnow() - created).total_seconds() * 1000)
+        return n
+
+
+def end_to_end(settings: Settings, rate: float, seconds: float, tmp: pathlib.Path) -> dict[str, Any]:
+    topic = f"bench.consumers.{uuid.uuid4().hex[:8]}"
+    create_topics(settings, [TopicSpec(topic, 6, 3600_000)])
+    n = int(rate * seconds)
+    templates = _mix(n)
+    handler = _Timed(tmp / "end_to_end.jsonl")
+    rt = ConsumerRuntime(settings, handler, topics=[topic], group_id=f"bench-{uuid.uuid4().hex[:8]}",
+                         dead_letters=False)
+    runner = threading.Thread(target=rt.run, daemon=True)
+    runner.start()
+    time.sleep(5)  # join the group and get the assignment before the clock starts
+    pub = Publisher(settings, producer_config={"linger.ms": 1})
+    t0 = time.perf_counter()
+    for i, e in enumerate(templates):
+        ahead = i / rate - (time.perf_counter() - t0)
+        if ahead > 0:
+            time.sleep(ahead)
+        e["header"]["event_time"] = utcnow()  # created now, published now
+        pub.publish(e, topic=topic)
+    pub.flush(60)
+    deadline = time.monotonic() + 60
+    while len(handler.latencies_ms) < n and time.monotonic() < deadline:
+        time.sleep(0.05)
+    rt.stop()
+    runner.join(30)
+    with contextlib.suppress(Exception):
+        delete_topics(settings, [topic])
+    lat = handler.latencies_ms
+    return {"rate_per_s": rate, "events": n, "handled": len(lat), "latency_ms_p50": round(percentile(lat, 50), 1),
+            "latency_ms_p95": round(percentile(lat, 95), 1), "latency_ms_p99": round(percentile(lat, 99), 1),
+            "latency_ms_max": round(max(lat), 1) if lat else None, "target_p99_ms": 250,
+            "meets_target": bool(lat) and percentile(lat, 99) <= 250 and len(lat) == n}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=20_000, help="events of the in-process run")
+    ap.add_argument("--rate", type=float, default=1000, help="events/s of the end-to-end run")
+    ap.add_argument("--seconds", type=float, default=15, help="length of the end-to-end run")
+    ap.add_argument("--bootstrap-servers", default=None)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as d:
+        tmp = pathlib.Path(d)
+        result: dict[str, Any] = {"in_process": in_process(args.n, tmp)}
+        if args.bootstrap_servers:
+            result["end_to_end"] = end_to_end(Settings(bootstrap_servers=args.bootstrap_servers), args.rate,
+                                              args.seconds, tmp)
+            broker = args.bootstrap_servers
+        else:
+            from lineagewire.kafka.local import LocalKafka, free_port
+
+            kafka = LocalKafka("bench-consumers", port=free_port(), controller_port=free_port(), base=tmp / "kafka")
+            with kafka:
+                result["end_to_end"] = end_to_end(Settings(bootstrap_servers=kafka.bootstrap_servers), args.rate,
+                                                  args.seconds, tmp)
+            broker = "local (lineagewire.kafka.local, started for the run)"
+    save("consumers", {"broker": broker, **result})
+
+
+if __name__ == "__main__":
+    main()
