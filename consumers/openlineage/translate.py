@@ -190,7 +190,7 @@ class Translator:
         if state is None:
             raise TranslationError(f"new_status={status!r}: expected one of {', '.join(EVENT_TYPE_OF_STATUS)}")
         run_facets = self._run_facets(hdr)
-        if e.get("error") and state in (RunState.FAIL, RunState.ABORT, RunState.OTHER, RunState.RUNNING):
+        if e.get("error"):
             run_facets["errorMessage"] = self._error(e["error"])
         return [self._event(hdr, state, e["transition_time"], self._app_run_id(hdr), hdr["job_name"], run_facets,
                             {}, [], [])]
