@@ -8,7 +8,8 @@ attributes it is computed from and how:
 - DIRECT IDENTITY: the value is copied (``SELECT a``, ``a AS b``);
 - DIRECT TRANSFORMATION: computed from it (``a + 1``, ``upper(a)``);
 - DIRECT AGGREGATION: through an aggregate function (``sum(a)``);
-- INDIRECT CONDITIONAL: it decides which value is taken (``CASE WHEN a ...``).
+- INDIRECT CONDITIONAL: it decides which value is taken (``CASE WHEN a ...``);
+  a value such a condition picks unchanged stays IDENTITY.
 
 Attributes that decide which rows reach the output (join keys, filters, group
 keys, window partition and order, sort keys) are INDIRECT for every output
@@ -90,8 +91,10 @@ def _direct_inputs(expr: Expr) -> list[tuple[int, Trans]]:
         elif s == "CaseWhen":
             branches = len(e.children) // 2
             conditions = {2 * i for i in range(branches)}
+        # A value a condition picks is copied as it is: it stays IDENTITY if it is the whole expression.
+        picks = s in ("If", "CaseWhen")
         for i, child in enumerate(e.children):
-            visit(child, agg, mask, cond or i in conditions, False)
+            visit(child, agg, mask, cond or i in conditions, root and picks and i not in conditions)
 
     visit(expr, False, False, False, True)
     return found

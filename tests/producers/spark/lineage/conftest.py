@@ -26,7 +26,8 @@ WAIT_S = 90.0
 class Capture:
     """QueryExecutionListener (through py4j) that keeps (func_name, ActionLineage) per action."""
 
-    def __init__(self, budget_s: float = BUDGET_S) -> None:
+    def __init__(self, spark: Any = None, budget_s: float = BUDGET_S) -> None:
+        self.spark = spark
         self.budget_s = budget_s
         self.results: list[tuple[str, ActionLineage]] = []
         self._cond = threading.Condition()
@@ -47,6 +48,7 @@ class Capture:
             timeout: float = WAIT_S) -> ActionLineage:
         """Run ``action`` and return the first new result for which ``match`` is true (default: any output)."""
         match = match or (lambda r: bool(r.outputs))
+        self.settle()
         with self._cond:
             start = len(self.results)
         action()
@@ -62,6 +64,11 @@ class Capture:
                     raise AssertionError(f"no matching lineage within {timeout} s; seen: {seen}")
                 self._cond.wait(left)
 
+    def settle(self, timeout_ms: int = 60_000) -> None:
+        """Wait until Spark's listener bus has delivered every earlier event (setup actions of the test)."""
+        if self.spark is not None:
+            self.spark._jsparkSession.sparkContext().listenerBus().waitUntilEmpty(timeout_ms)
+
     class Java:
         implements = ["org.apache.spark.sql.util.QueryExecutionListener"]
 
@@ -71,7 +78,7 @@ def capture(spark: Any) -> Iterator[Capture]:
     from pyspark.java_gateway import ensure_callback_server_started
 
     ensure_callback_server_started(spark.sparkContext._gateway)
-    listener = Capture()
+    listener = Capture(spark)
     manager = spark._jsparkSession.listenerManager()
     manager.register(listener)
     try:
