@@ -52,14 +52,14 @@ from tenacity import (
 
 from lineagewire.config import Settings
 from lineagewire.consumers.audit.subscribe import Record
-from lineagewire.exceptions import DecodeError, PublishError
+from lineagewire.exceptions import DecodeError, LineagewireError, PublishError
 from lineagewire.kafka.publisher import Publisher
 from lineagewire.kafka.topics import create_topics, dlq_topic
 from lineagewire.schemas import Codec
 
 from .base import Handler
 from .dedup import DedupWindow
-from .exceptions import ConsumerError, DeadLetterError, PermanentError
+from .exceptions import DeadLetterError, PermanentError
 from .metrics import HealthServer, Metrics
 
 log = logging.getLogger(__name__)
@@ -225,10 +225,9 @@ class ConsumerRuntime:
                                   producer_config={"linger.ms": 0, "message.timeout.ms": 30_000})
             try:
                 create_topics(self.settings, [dlq_topic(self.settings, t, self.service) for t in self.topics])
-            except ConsumerError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - the topic may exist or be auto-created; producing will tell
-                log.warning("could not create dead-letter topics for %s: %s", self.topics, exc)
+            except LineagewireError as exc:
+                # It may exist already or be auto-created; a dead letter that cannot be written is retried.
+                log.warning("could not create dead-letter topics for %s: %s", ", ".join(self.topics), exc)
         self._consumer = Consumer(self._consumer_config)
         self._consumer.subscribe(self.topics, on_assign=self._on_assign, on_revoke=self._on_revoke,
                                  on_lost=self._on_revoke)
@@ -388,7 +387,7 @@ class ConsumerRuntime:
             f"{type(exc).__module__}.{type(exc).__qualname__}", str(exc)[:4000], reason, msg.topic(),
             str(msg.partition()), str(msg.offset()), str(msg.timestamp()[1]), self.service), strict=True))
         assert self._dlq is not None
-        self._dlq.produce_raw(topic, msg.value() or b"", key=msg.key(), headers=headers)  # type: ignore[arg-type]
+        self._dlq.produce_raw(topic, msg.value(), key=msg.key(), headers=headers)  # type: ignore[arg-type]
         try:
             # Waiting per dead letter is fine: they are rare, and the offset must not pass an unwritten one.
             self._dlq.flush(30)
@@ -464,8 +463,12 @@ class ConsumerRuntime:
             if self._consumer is not None:
                 msg = self._consumer.poll(min(left, 0.2))
                 if msg is not None and msg.error() is None:
-                    # Cannot happen while paused; if it does, it will be fetched again after resume.
-                    log.debug("%s[%s]@%s arrived while paused", msg.topic(), msg.partition(), msg.offset())
+                    # Fetched before the pause took effect: rewind so it is fetched again after resume
+                    # rather than skipped (its position has moved past it).
+                    with contextlib.suppress(KafkaException):
+                        self._consumer.seek(TopicPartition(msg.topic(), msg.partition(), msg.offset()))
+                    log.debug("%s[%s]@%s arrived while paused; rewound", msg.topic(), msg.partition(),
+                              msg.offset())
             else:
                 time.sleep(min(left, 0.2))
 

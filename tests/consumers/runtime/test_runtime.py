@@ -203,3 +203,26 @@ def test_metrics_and_healthz_on_loopback(settings, group_id) -> None:  # noqa: A
     assert 'lineagewire_consumer_emitted_total{service="recording"} 4.0' in text
     assert "lineagewire_consumer_handler_latency_seconds_bucket" in text
     assert "lineagewire_consumer_lag{" in text
+
+
+def test_give_up_after_dead_letters_and_goes_on(settings, group_id) -> None:  # noqa: ANN001
+    events = events_for(1, 2)
+    publish(settings, events)
+
+    class FirstAlwaysDown(Recording):
+        def handle(self, record: Any) -> int:
+            if record.event["header"]["event_id"] == events[0]["header"]["event_id"]:
+                self.failures += 1
+                raise OutputError("backend refuses this one")
+            return super().handle(record)
+
+    h = FirstAlwaysDown()
+    rt = ConsumerRuntime(settings, h, group_id=group_id, service="giveup",
+                         retry=RetryPolicy(initial=0.05, maximum=0.1, jitter=0.0, give_up_after=0.5))
+    stats = rt.run(idle_timeout=4)
+    assert [e["header"]["event_id"] for e in h.seen] == [events[1]["header"]["event_id"]]
+    assert stats.dead_lettered == 1 and h.failures >= 2
+    [letter] = read_topic(settings, settings.topics.dlq(settings.topics.jobs, "giveup"), 1, decode=False)
+    headers = {k: v.decode() for k, v in letter.headers()}
+    assert "still failing after 0.5s" in headers["lineagewire.error.message"]
+    assert "backend refuses this one" in headers["lineagewire.error.message"]
