@@ -8,7 +8,7 @@ state) and ``{"detail": "<message naming the field, value and expectation>"}``.
 Configuration (flags of ``lineagewire scheduler serve`` override these):
 ``LINEAGEWIRE_SCHEDULER_DB_URL``, ``..._TABLES``, ``..._TOKEN``, ``..._HOST``,
 ``..._PORT``, ``..._MISFIRE_GRACE``, ``..._MAX_ATTEMPTS``, ``..._RETRY_BACKOFF``,
-``..._ABANDON_AFTER``, ``..._STATUS_GROUP``.
+``..._ABANDON_AFTER``, ``..._LEAD``, ``..._STATUS_GROUP``.
 """
 
 from __future__ import annotations
@@ -53,11 +53,12 @@ class ServiceConfig(BaseSettings):
     max_attempts: int = 3
     retry_backoff: float = 30.0
     abandon_after: float = 600.0
+    lead: float = Field(2.0, description="Claim fires this many seconds ahead and hold them, so they go out on time")
     status_group: str = "lineagewire-scheduler-status"
 
     def options(self) -> SchedulerOptions:
         return SchedulerOptions(misfire_grace=self.misfire_grace, max_attempts=self.max_attempts,
-                                retry_backoff=self.retry_backoff, abandon_after=self.abandon_after)
+                                retry_backoff=self.retry_backoff, abandon_after=self.abandon_after, lead=self.lead)
 
 
 class SchedulerService:

@@ -292,3 +292,22 @@ def test_state_survives_reopen(make_scheduler, clock) -> None:
     from lineagewire.producers.scheduler import RefreshHandler
 
     assert RefreshHandler.deserialize(info.handler.serialize()) == info.handler
+
+
+def test_lead_claims_ahead_and_sends_at_the_nominal_time(make_scheduler, clock) -> None:
+    sink = ListSink()
+    s = make_scheduler(sink, lead=2)
+    kept = s.create_periodic("mart.hourly", cron="0 * * * * *")
+    dropped = s.create_periodic("mart.hourly", cron="0 * * * * *")
+    clock.now = dt.datetime(2026, 1, 1, 0, 0, 58, 500_000, tzinfo=UTC)
+    assert s.tick() == 0 and sink.events == []  # claimed, held
+    assert {r.status for r in s.refreshes()} == {"PENDING"}
+    s.suspend(dropped.id)  # a change after the claim: its held fire must not go out
+    clock.now = dt.datetime(2026, 1, 1, 0, 1, tzinfo=UTC)
+    assert s.tick() == 1
+    assert [e["workflow_id"] for e in sink.events] == [kept.id]
+    assert [r.workflow_id for r in s.refreshes()] == [kept.id]  # the dropped claim is gone
+    s.resume(dropped.id)
+    clock.now = dt.datetime(2026, 1, 1, 0, 2, tzinfo=UTC)
+    s.tick()
+    assert sorted(e["workflow_id"] for e in sink.events[1:]) == sorted([kept.id, dropped.id])
