@@ -30,17 +30,18 @@ def scheduler() -> None:
 @click.option("--max-attempts", type=int, default=None, help="Attempts per refresh, retries included.")
 @click.option("--retry-backoff", type=float, default=None, help="Seconds before the first retry (doubles).")
 @click.option("--abandon-after", type=float, default=None, help="Seconds without status before ABANDONED.")
+@click.option("--lead", type=float, default=None, help="Claim fires this many seconds ahead (default 2).")
 @click.pass_context
 def serve(ctx: click.Context, tables_file: str | None, db_url: str | None, host: str | None, port: int | None,
           token: str | None, misfire_grace: float | None, max_attempts: int | None, retry_backoff: float | None,
-          abandon_after: float | None) -> None:
+          abandon_after: float | None, lead: float | None) -> None:
     """Serve the REST API (OpenAPI docs at /docs), fire workflows and track refresh status."""
     from .service import SchedulerService, ServiceConfig
     from .service import serve as run
 
     overrides = {"tables": tables_file, "db_url": db_url, "host": host, "port": port, "token": token,
                  "misfire_grace": misfire_grace, "max_attempts": max_attempts, "retry_backoff": retry_backoff,
-                 "abandon_after": abandon_after}
+                 "abandon_after": abandon_after, "lead": lead}
     config = ServiceConfig(**{k: v for k, v in overrides.items() if v is not None})  # type: ignore[arg-type]
     service = SchedulerService(config, settings_from(ctx))
     click.echo(f"scheduler on http://{config.host}:{config.port} (docs at /docs), {len(service.catalog)} table(s), "
