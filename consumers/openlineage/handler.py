@@ -98,7 +98,8 @@ class OpenLineageHandler(Handler):
             try:
                 self.client.emit(ev)
             except Exception as exc:  # noqa: BLE001 - any transport failure means the backend did not take it
-                raise EmitError(f"{record.where}: OpenLineage {ev.eventType.value} for run {ev.run.runId} "
+                state = ev.eventType.value if ev.eventType else "event"
+                raise EmitError(f"{record.where}: OpenLineage {state} for run {ev.run.runId} "
                                 f"not sent: {type(exc).__name__}: {exc}") from exc
         return len(events)
 

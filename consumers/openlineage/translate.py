@@ -251,10 +251,10 @@ class Translator:
         key = f"jobType/{processing}/{job_type}"
         facet = self._facet_cache.get(key)
         if facet is None:
-            facet = self._remember(key, job_type_job.JobTypeJobFacet(  # type: ignore[arg-type]
+            facet = self._remember(key, job_type_job.JobTypeJobFacet(
                 processingType="STREAMING" if processing == "STREAMING" else "BATCH", integration="SPARK",
                 jobType=job_type, producer=self.producer))
-        return facet  # type: ignore[return-value]
+        return facet
 
     def _error(self, err: dict[str, Any]) -> error_message_run.ErrorMessageRunFacet:
         cls = err.get("error_class") or ""

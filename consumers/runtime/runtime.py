@@ -98,6 +98,11 @@ class RunStats:
     committed: dict[str, int] = field(default_factory=dict)
 
 
+def _pos(msg: Message) -> tuple[str, int, int]:
+    """Topic, partition and offset of a consumed message (set for every message without an error)."""
+    return msg.topic() or "", msg.partition() or 0, msg.offset() or 0
+
+
 class _Aborted(Exception):
     """The service is stopping while an output is still down: leave the event uncommitted."""
 
@@ -178,7 +183,7 @@ class ConsumerRuntime:
 
     @property
     def metrics_address(self) -> tuple[str, int] | None:
-        return (self._health.host, self._health.port) if self._health else None
+        return (str(self._health.host), int(self._health.port)) if self._health else None
 
     def run(self, *, install_signal_handlers: bool = False, max_events: int | None = None,
             idle_timeout: float | None = None) -> RunStats:
@@ -186,7 +191,7 @@ class ConsumerRuntime:
 
         ``install_signal_handlers``: stop gracefully on SIGTERM and SIGINT (main thread only).
         """
-        previous: dict[int, Any] = {}
+        previous: dict[signal.Signals, Any] = {}
         if install_signal_handlers:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 previous[sig] = signal.signal(sig, lambda *_: self.stop())
@@ -290,7 +295,7 @@ class ConsumerRuntime:
             return
         offsets = [TopicPartition(t, p, self._next[(t, p)]) for t, p in keys]
         try:
-            self._consumer.commit(offsets=offsets, asynchronous=asynchronous)
+            self._consumer.commit(offsets=offsets, asynchronous=asynchronous)  # type: ignore[call-overload]
         except KafkaException as exc:
             self.metrics.failed("commit")
             log.warning("commit of %s failed: %s", ", ".join(f"{tp.topic}[{tp.partition}]@{tp.offset}"
@@ -304,9 +309,10 @@ class ConsumerRuntime:
 
     def _done(self, msg: Message) -> None:
         """The message's outputs are durable (or it was dead-lettered or skipped): commit past it."""
-        if (msg.topic(), msg.partition()) not in self._assigned:
+        topic, partition, offset = _pos(msg)
+        if (topic, partition) not in self._assigned:
             return  # revoked meanwhile: the new owner starts from the last commit (at-least-once)
-        self._next[(msg.topic(), msg.partition())] = msg.offset() + 1
+        self._next[(topic, partition)] = offset + 1
 
     # -- messages ----------------------------------------------------------------------------
 
@@ -331,9 +337,10 @@ class ConsumerRuntime:
             yield msg
 
     def _process(self, msg: Message) -> None:
-        where = f"{msg.topic()}[{msg.partition()}]@{msg.offset()}"
+        topic, partition, offset = _pos(msg)
+        where = f"{topic}[{partition}]@{offset}"
         self.stats.consumed += 1
-        self.metrics.consumed(msg.topic())
+        self.metrics.consumed(topic)
         started = time.perf_counter()
         try:
             event = self.codec.decode(msg.value())
@@ -349,7 +356,7 @@ class ConsumerRuntime:
             self._done(msg)
             return
         key = msg.key()
-        record = Record(msg.topic(), msg.partition(), msg.offset(),
+        record = Record(topic, partition, offset,
                         key.decode("utf-8", "replace") if key is not None else None, msg.timestamp()[1], event)
         try:
             emitted = self._with_retries(where, lambda: self.handler.handle(record))
@@ -368,7 +375,8 @@ class ConsumerRuntime:
         self._done(msg)
 
     def _dead_letter_or_abort(self, msg: Message, exc: Exception, reason: str) -> None:
-        where = f"{msg.topic()}[{msg.partition()}]@{msg.offset()}"
+        topic, partition, offset = _pos(msg)
+        where = f"{topic}[{partition}]@{offset}"
         if self._dlq is None:
             log.error("%s: no dead-letter topic configured; message skipped", where)
             self._done(msg)
@@ -378,23 +386,23 @@ class ConsumerRuntime:
         except _Aborted:
             return
         self.stats.dead_lettered += 1
-        self.metrics.dead_lettered(msg.topic(), reason)
+        self.metrics.dead_lettered(topic, reason)
         self._done(msg)
 
     def _dead_letter(self, msg: Message, exc: Exception, reason: str) -> int:
-        topic = self.settings.topics.dlq(msg.topic(), self.service)
+        src, partition, offset = _pos(msg)
+        topic = self.settings.topics.dlq(src, self.service)
         headers = dict(zip(DLQ_HEADERS, (
-            f"{type(exc).__module__}.{type(exc).__qualname__}", str(exc)[:4000], reason, msg.topic(),
-            str(msg.partition()), str(msg.offset()), str(msg.timestamp()[1]), self.service), strict=True))
+            f"{type(exc).__module__}.{type(exc).__qualname__}", str(exc)[:4000], reason, src,
+            str(partition), str(offset), str(msg.timestamp()[1]), self.service), strict=True))
         assert self._dlq is not None
         self._dlq.produce_raw(topic, msg.value(), key=msg.key(), headers=headers)  # type: ignore[arg-type]
         try:
             # Waiting per dead letter is fine: they are rare, and the offset must not pass an unwritten one.
             self._dlq.flush(30)
         except PublishError as e:
-            raise DeadLetterError(f"{msg.topic()}[{msg.partition()}]@{msg.offset()}: dead letter to {topic} "
-                                  f"failed: {e}") from e
-        log.info("%s[%s]@%s dead-lettered to %s", msg.topic(), msg.partition(), msg.offset(), topic)
+            raise DeadLetterError(f"{src}[{partition}]@{offset}: dead letter to {topic} failed: {e}") from e
+        log.info("%s[%s]@%s dead-lettered to %s", src, partition, offset, topic)
         return 1
 
     # -- retries -----------------------------------------------------------------------------
@@ -408,7 +416,7 @@ class ConsumerRuntime:
         except Exception as exc:  # noqa: BLE001 - any other failure means the output is down: retry below
             first = exc
         policy = self.retry
-        stop = stop_when_event_set(self._stop)
+        stop: Any = stop_when_event_set(self._stop)
         if policy.give_up_after is not None:
             stop = stop | stop_after_delay(policy.give_up_after)
         attempts = 0
@@ -466,7 +474,7 @@ class ConsumerRuntime:
                     # Fetched before the pause took effect: rewind so it is fetched again after resume
                     # rather than skipped (its position has moved past it).
                     with contextlib.suppress(KafkaException):
-                        self._consumer.seek(TopicPartition(msg.topic(), msg.partition(), msg.offset()))
+                        self._consumer.seek(TopicPartition(*_pos(msg)))
                     log.debug("%s[%s]@%s arrived while paused; rewound", msg.topic(), msg.partition(),
                               msg.offset())
             else:
@@ -494,7 +502,8 @@ class ConsumerRuntime:
         last: dict[tuple[str, int], int] = {}
         for msg in batch:
             if msg.error() is None:
-                last[(msg.topic(), msg.partition())] = msg.offset()
+                topic, partition, offset = _pos(msg)
+                last[(topic, partition)] = offset
         for (topic, partition), offset in last.items():
             try:
                 _, high = self._consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
