@@ -12,7 +12,7 @@ Runs
   id ``ol_run_id(namespace, name, header.run_id)``: the run id itself when it
   is a UUID, else a UUIDv5 of ``namespace/name/run_id``.
 * Each **Spark action** (``ActionLineageEvent``) is its own OpenLineage run of
-  the job ``<job_name>.<action_name>``; its run id is a UUIDv5 of the
+  the job ``action_job_name(...)`` (``<job>.<plan node>.<output>``); its run id is a UUIDv5 of the
   application run id and ``action_id``, and its parent facet points at
   ``header.parent_run`` (the application run), or at the run named by the
   header when no parent is set.
@@ -115,14 +115,26 @@ def action_run_id(namespace: str, name: str, run_id: str, action_id: str) -> str
 
 
 @functools.lru_cache(maxsize=4096)
-def action_job_name(job_name: str, action_name: str) -> str:
-    """The OpenLineage job of a Spark action: ``<job>.<action>`` with the action in snake case."""
+def _snake(text: str) -> str:
     out = []
-    for i, ch in enumerate(action_name):
-        if ch.isupper() and i and (action_name[i - 1].islower() or action_name[i - 1].isdigit()):
+    for i, ch in enumerate(text):
+        if ch.isupper() and i and (text[i - 1].islower() or text[i - 1].isdigit()):
             out.append("_")
         out.append(ch.lower() if ch.isalnum() else "_")
-    return f"{job_name}.{''.join(out).strip('_') or 'action'}"
+    return "_".join(part for part in "".join(out).split("_") if part)
+
+
+def action_job_name(job_name: str, action_name: str, plan_node: str | None = None,
+                    output: str | None = None) -> str:
+    """The OpenLineage job of a Spark action, as OpenLineage's Spark integration names it:
+    ``<job>.<plan node or action, snake case>[.<last part of the first output's name>]``, so the same
+    command writing the same table is the same job from run to run."""
+    name = f"{job_name}.{_snake(plan_node or action_name) or 'action'}"
+    if output:
+        tail = _snake(output.rstrip("/").rsplit("/", 1)[-1])
+        if tail:
+            name = f"{name}.{tail}"
+    return name
 
 
 def _time(value: dt.datetime) -> str:
@@ -211,8 +223,9 @@ class Translator:
         outputs = [self._output(d, e["column_lineage"]) for d in e["outputs"]]
         run_id = action_run_id(hdr["job_namespace"], hdr["job_name"], hdr["run_id"], e["action_id"])
         when = hdr["event_time"]
-        return [self._event(hdr, state, when, run_id, action_job_name(hdr["job_name"], e["action_name"]),
-                            run_facets, job_facets, inputs, outputs)]
+        job = action_job_name(hdr["job_name"], e["action_name"], e.get("plan_node"),
+                              e["outputs"][0]["name"] if e["outputs"] else None)
+        return [self._event(hdr, state, when, run_id, job, run_facets, job_facets, inputs, outputs)]
 
     # -- pieces ------------------------------------------------------------------------------
 

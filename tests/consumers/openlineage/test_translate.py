@@ -69,7 +69,7 @@ def test_action_is_its_own_run_with_the_application_as_parent() -> None:
     app_id = events[0]["header"]["run_id"]
     a0, a1 = ol(events[2])[0], ol(events[3])[0]
     assert a0["eventType"] == "COMPLETE"
-    assert a0["job"]["name"] == "daily_orders.insert_into_hadoop_fs_relation_command"
+    assert a0["job"]["name"] == "daily_orders.insert_into_hadoop_fs_relation_command.daily_orders_out"
     assert a0["run"]["runId"] == action_run_id("spark", "daily_orders", app_id, "0")
     assert a0["run"]["runId"] != a1["run"]["runId"] != app_id
     parent = a0["run"]["facets"]["parent"]
@@ -110,10 +110,14 @@ def test_run_ids_are_uuids_even_when_the_run_id_is_not() -> None:
     assert rid != ol_run_id("ns", "other", "application_1700000000_0001")
 
 
-def test_action_names_become_snake_case_job_names() -> None:
+def test_action_job_names_follow_the_plan_node_and_the_output() -> None:
     assert action_job_name("app", "CreateDataSourceTableAsSelectCommand") == \
         "app.create_data_source_table_as_select_command"
     assert action_job_name("app", "collect") == "app.collect"
+    assert action_job_name("app", "command", "InsertIntoHadoopFsRelationCommand", "/tmp/marts/Daily-Revenue/") == \
+        "app.insert_into_hadoop_fs_relation_command.daily_revenue"
+    assert action_job_name("app", "command", None, "spark_catalog.default.daily_nl") == \
+        "app.command.spark_catalog_default_daily_nl"
 
 
 def test_split_action_parts_are_running_until_the_last() -> None:
