@@ -120,7 +120,7 @@ class EmbeddedWorkflowScheduler(WorkflowScheduler):
         self._thread: threading.Thread | None = None
         self._publish_lock = threading.Lock()
         # claimed ahead of their nominal time (``lead``): (nominal time, claim row, context, prepared at)
-        self._held: list[tuple[dt.datetime, dict[str, Any], tuple[Any, MaterializedTable], dt.datetime]] = []
+        self._held: list[tuple[dt.datetime, dict[str, Any], tuple[Any, MaterializedTable], dict[str, Any]]] = []
         self.fired = 0  # fires this instance claimed and published
 
     # -- lifecycle -------------------------------------------------------------------------------------------------
@@ -286,7 +286,9 @@ class EmbeddedWorkflowScheduler(WorkflowScheduler):
             due = [r for r in mine if r["nominal_time"] <= now]
             for r in mine:
                 if r["nominal_time"] > now:
-                    self._held.append((r["nominal_time"], r, context[r["command_id"]], now))
+                    # built now (header event time = claim time) so that sending is all that is left
+                    self._held.append((r["nominal_time"], r, context[r["command_id"]],
+                                       self._build(r, context[r["command_id"]])))
             self._held.sort(key=lambda h: h[0])
             published += self._publish(due, {r["command_id"]: context[r["command_id"]] for r in due}, now)
             if len(rows) < self.options.batch_size:
@@ -303,28 +305,30 @@ class EmbeddedWorkflowScheduler(WorkflowScheduler):
         state: dict[str, Any] = {}
         with self._db.connect() as c:
             for i in range(0, len(ids), 500):
-                for row in c.execute(sa.select(workflows.c.id, workflows.c.status, workflows.c.cron,
-                                               workflows.c.time_zone)
-                                     .where(workflows.c.id.in_(ids[i:i + 500]))):
-                    state[row.id] = row
-        keep, drop = [], []
-        for _t, row, ctx, _prepared in due:
+                for found in c.execute(sa.select(workflows.c.id, workflows.c.status, workflows.c.cron,
+                                                 workflows.c.time_zone)
+                                       .where(workflows.c.id.in_(ids[i:i + 500]))):
+                    state[found.id] = found
+        keep: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        drop: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        for _t, row, ctx, event in due:
             w, before = state.get(ctx[0].id), ctx[0]
             # suspended, deleted or given another cron since the claim: the held fire no longer stands
             stands = (w is not None and w.status in ("ACTIVE", "COMPLETED") and w.cron == before.cron
                       and w.time_zone == before.time_zone)
-            (keep if stands else drop).append((row, ctx))
+            (keep if stands else drop).append((row, event))
         if drop:
             log.info("%d held fire(s) dropped: their workflow changed after they were claimed", len(drop))
             with self._db.begin() as c:
                 c.execute(refreshes.delete().where(refreshes.c.command_id == sa.bindparam("b_cid"),
                                                    refreshes.c.status == "PENDING"),
                           [{"b_cid": r["command_id"]} for r, _ in drop])
-        sent = 0
-        for i in range(0, len(keep), self.options.batch_size):
+        delivered: list[dict[str, Any]] = []
+        for i in range(0, len(keep), self.options.batch_size):  # a confirmation per chunk: early ones go out early
             chunk = keep[i:i + self.options.batch_size]
-            sent += self._publish([r for r, _ in chunk], {r["command_id"]: ctx for r, ctx in chunk}, now)
-        return sent
+            if self._deliver([e for _, e in chunk]):
+                delivered.extend(r for r, _ in chunk)
+        return self._mark_queued(delivered)
 
     def _claim_row(self, cid: str, w: Any, table: MaterializedTable, t: dt.datetime, trigger: str,
                    now: dt.datetime) -> dict[str, Any]:
@@ -355,16 +359,14 @@ class EmbeddedWorkflowScheduler(WorkflowScheduler):
                 pass
         return got
 
-    def _publish(self, rows: list[dict[str, Any]], context: dict[str, tuple[Any, MaterializedTable]],
-                 now: dt.datetime) -> int:
-        """Send commands for claimed rows; mark them QUEUED once the sink confirmed delivery."""
-        if not rows:
-            return 0
-        events = []
-        for r in rows:
-            w, table = context[r["command_id"]]
-            events.append(build_command(table, workflow_id=w.id, workflow_name=w.name,
-                                        nominal_time=r["nominal_time"], attempt=r["attempt"], time_zone=w.time_zone))
+    @staticmethod
+    def _build(row: dict[str, Any], context: tuple[Any, MaterializedTable]) -> dict[str, Any]:
+        w, table = context
+        return build_command(table, workflow_id=w.id, workflow_name=w.name, nominal_time=row["nominal_time"],
+                             attempt=row["attempt"], time_zone=w.time_zone)
+
+    def _deliver(self, events: list[dict[str, Any]]) -> bool:
+        """Send and wait for the sink's confirmation; False (logged) if it failed."""
         with self._publish_lock:
             try:
                 self.sink.send(events)
@@ -372,7 +374,19 @@ class EmbeddedWorkflowScheduler(WorkflowScheduler):
             except Exception as exc:  # noqa: BLE001 - stays PENDING and is republished
                 log.error("publishing %d refresh command(s) failed; they stay PENDING and are sent again in %.0fs: "
                           "%s", len(events), self.options.republish_after, exc)
-                return 0
+                return False
+        return True
+
+    def _publish(self, rows: list[dict[str, Any]], context: dict[str, tuple[Any, MaterializedTable]],
+                 now: dt.datetime) -> int:
+        """Send commands for claimed rows; mark them QUEUED once the sink confirmed delivery."""
+        if not rows or not self._deliver([self._build(r, context[r["command_id"]]) for r in rows]):
+            return 0
+        return self._mark_queued(rows)
+
+    def _mark_queued(self, rows: list[dict[str, Any]]) -> int:
+        if not rows:
+            return 0
         done = self.clock()
         with self._db.begin() as c:
             c.execute(
