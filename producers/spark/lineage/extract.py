@@ -22,7 +22,7 @@ from .jvm import Deadline, JvmPlan, option, scala_map, short_format
 from .model import ActionLineage
 from .naming import file_dataset_id, jdbc_dataset_id, kafka_namespace, normalize_uri
 from .plan import PlanNode, parse_plan_json
-from .schema import fields_of_attributes, fields_of_struct_json
+from .schema import fields_of_attributes, fields_of_catalog_string, fields_of_struct_json
 
 __all__ = ["extract_action_lineage", "extract_from_plan"]
 
@@ -313,12 +313,15 @@ class _Extraction:
             return fields_of_struct_json(schema)
         if query is None:
             return []
+        attrs = self.graph.output(query)
         fields: list[SchemaField] = []
         if self.jvm is not None:
+            # Expression types are not in the plan JSON; catalogString is the cheap way to get them.
             self.deadline.check("looking up the schema written")
-            fields = fields_of_struct_json(str(self._j(query).schema().json()))
+            fields = fields_of_catalog_string(str(self._j(query).schema().catalogString()),
+                                              [a.nullable for a in attrs])
         else:
-            fields = fields_of_attributes(self.graph.output(query))
+            fields = fields_of_attributes(attrs)
         if names and len(names) == len(fields):
             for f, n in zip(fields, names, strict=True):
                 f["name"] = n

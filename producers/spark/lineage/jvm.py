@@ -62,16 +62,23 @@ def option(value: Any) -> Any:
         return value
 
 
+_CONVERTERS: dict[int, Any] = {}
+
+
 def scala_map(value: Any) -> dict[str, str]:
     """A scala Map[String, String] as a dict (through the JVM's own converter)."""
-    if value is None:
+    if value is None or value.isEmpty():
         return {}
     from pyspark import SparkContext
 
     jvm = SparkContext._jvm
     if jvm is None:
         return {}
-    converted = jvm.scala.jdk.javaapi.CollectionConverters.asJava(value)
+    # Resolving a class through the JVM view costs a round trip per package level: once is enough.
+    converters = _CONVERTERS.get(id(jvm))
+    if converters is None:
+        converters = _CONVERTERS[id(jvm)] = jvm.scala.jdk.javaapi.CollectionConverters
+    converted = converters.asJava(value)
     return {str(k): str(v) for k, v in dict(converted).items()}
 
 

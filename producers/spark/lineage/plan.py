@@ -65,6 +65,7 @@ class PlanNode:
     children: list[PlanNode] = field(default_factory=list)
     #: plans held in fields that are not children (e.g. a CTAS query), by field name
     nested: dict[str, PlanNode] = field(default_factory=dict)
+    _exprs: dict[str, list[Expr]] = field(default_factory=dict, repr=False)
 
     @property
     def simple(self) -> str:
@@ -80,14 +81,18 @@ class PlanNode:
 
     def expressions(self, name: str) -> list[Expr]:
         """The expressions of field ``name``: a Seq field gives many, a single one gives a list of one."""
+        cached = self._exprs.get(name)
+        if cached is not None:
+            return cached
         value = self.fields.get(name)
-        if not isinstance(value, list) or not value:
-            return []
-        if isinstance(value[0], list):
-            return [parse_expression(flat) for flat in value if flat]
-        if isinstance(value[0], dict):
-            return [parse_expression(value)]
-        return []
+        parsed: list[Expr] = []
+        if isinstance(value, list) and value:
+            if isinstance(value[0], list):
+                parsed = [parse_expression(flat) for flat in value if flat]
+            elif isinstance(value[0], dict):
+                parsed = [parse_expression(value)]
+        self._exprs[name] = parsed
+        return parsed
 
 
 def _is_plan_list(value: Any) -> bool:

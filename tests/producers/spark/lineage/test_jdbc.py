@@ -1,0 +1,40 @@
+"""JDBC sources and sinks, against an in-memory Apache Derby database (Derby's driver ships with PySpark)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+
+from .conftest import Capture, collect, inputs_of, reads
+
+pytestmark = pytest.mark.spark
+
+DRIVER = {"driver": "org.apache.derby.iapi.jdbc.AutoloadedDriver"}
+
+
+def test_jdbc_sink_and_source(spark: Any, capture: Capture) -> None:
+    db = f"lw{uuid.uuid4().hex[:8]}"
+    url = f"jdbc:derby:memory:{db};create=true"
+    df = spark.createDataFrame([(1, "a"), (2, "b")], "id int, label string")
+
+    written = capture.run(lambda: df.write.jdbc(url, "APP.ITEMS", properties={**DRIVER, "password": "s3cret"}))
+    assert written.complete, written.incomplete_reason
+    (out,) = written.outputs
+    assert (out["namespace"], out["name"], out["format"]) == (f"derby:memory:{db}", "APP.ITEMS", "jdbc")
+    assert out["operation"] == "ErrorIfExists"
+    assert [f["name"] for f in out["fields"]] == ["id", "label"]
+    assert "s3cret" not in repr(written)
+
+    target = spark.createDataFrame([], "id int, upper_label string")
+    target.write.jdbc(url, "APP.COPY", properties=DRIVER)
+    source = spark.read.jdbc(url, "APP.ITEMS", properties=DRIVER)
+    read = capture.run(lambda: collect(source.where("id > 0")), reads)
+    assert read.complete, read.incomplete_reason
+    assert [(d["namespace"], d["name"]) for d in read.inputs] == [(f"derby:memory:{db}", "APP.ITEMS")]
+
+    copied = capture.run(lambda: source.selectExpr("id", "upper(label) AS upper_label")
+                         .write.mode("append").jdbc(url, "APP.COPY", properties=DRIVER))
+    assert copied.outputs[0]["name"] == "APP.COPY" and copied.outputs[0]["operation"] == "Append"
+    assert inputs_of(copied, "upper_label") == {"label": {("DIRECT", "TRANSFORMATION")}}

@@ -1,0 +1,52 @@
+"""Kafka sources and sinks (spark-sql-kafka on the shared session) against the real local broker."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from lineagewire.config import Settings
+
+from .conftest import Capture, collect, inputs_of, reads
+
+pytestmark = [pytest.mark.spark, pytest.mark.integration]
+
+
+def test_kafka_sink_and_source(spark: Any, capture: Capture, kafka_settings: Settings,
+                               topic_factory: Callable[..., str]) -> None:
+    servers = kafka_settings.bootstrap_servers
+    topic, copy = topic_factory("lw.lineage"), topic_factory("lw.lineage")
+    df = spark.createDataFrame([(1, "a"), (2, "b")], "id int, name string")
+    written = capture.run(lambda: df.selectExpr("CAST(id AS string) AS key", "name AS value").write
+                          .format("kafka").option("kafka.bootstrap.servers", servers).option("topic", topic).save())
+    assert written.complete, written.incomplete_reason
+    (out,) = written.outputs
+    first = servers.split(",")[0]
+    assert (out["namespace"], out["name"], out["format"]) == (f"kafka://{first}", topic, "kafka")
+
+    source = (spark.read.format("kafka").option("kafka.bootstrap.servers", servers)
+              .option("subscribe", topic).load())
+    read = capture.run(lambda: collect(source.selectExpr("CAST(value AS string) AS v")), reads)
+    assert read.complete, read.incomplete_reason
+    (src,) = read.inputs
+    assert (src["namespace"], src["name"], src["format"]) == (f"kafka://{first}", topic, "kafka")
+    assert "value" in [f["name"] for f in src["fields"]]
+
+    moved = capture.run(lambda: source.selectExpr("key", "upper(CAST(value AS string)) AS value").write
+                        .format("kafka").option("kafka.bootstrap.servers", servers).option("topic", copy).save())
+    assert moved.outputs[0]["name"] == copy
+    assert inputs_of(moved, "value") == {"value": {("DIRECT", "TRANSFORMATION")}}
+    assert inputs_of(moved, "key") == {"key": {("DIRECT", "IDENTITY")}}
+
+
+def test_kafka_sink_with_topic_per_row_is_incomplete(spark: Any, capture: Capture, kafka_settings: Settings,
+                                                     topic_factory: Callable[..., str]) -> None:
+    topic = topic_factory("lw.lineage")
+    df = spark.createDataFrame([(topic, "a")], "topic string, value string")
+    result = capture.run(lambda: df.write.format("kafka")
+                         .option("kafka.bootstrap.servers", kafka_settings.bootstrap_servers).save(),
+                         lambda r: r.plan_node == "SaveIntoDataSourceCommand")
+    assert not result.complete
+    assert "topic" in (result.incomplete_reason or "")
