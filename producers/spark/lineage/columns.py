@@ -51,7 +51,11 @@ def _combine(outer: Trans, inner: Trans) -> Trans:
     return ("DIRECT", subtype, masking)
 
 
-def _attr_ids(exprs: list[Expr]) -> list[int]:
+SubplanOutput = Callable[[Expr], list[int] | None]
+
+
+def _attr_ids(exprs: list[Expr], subplan: SubplanOutput) -> list[int]:
+    """Attributes read by expressions, a subquery's output attributes included."""
     ids = []
     for root in exprs:
         for e in root.walk():
@@ -59,10 +63,12 @@ def _attr_ids(exprs: list[Expr]) -> list[int]:
                 ident = expr_id(e.fields)
                 if ident is not None:
                     ids.append(ident)
+            else:
+                ids += subplan(e) or []
     return ids
 
 
-def _direct_inputs(expr: Expr) -> list[tuple[int, Trans]]:
+def _direct_inputs(expr: Expr, subplan: SubplanOutput) -> list[tuple[int, Trans]]:
     """Attributes an expression reads and how (window specs are left to the dataset-wide WINDOW edges)."""
     found: list[tuple[int, Trans]] = []
 
@@ -83,6 +89,11 @@ def _direct_inputs(expr: Expr) -> list[tuple[int, Trans]]:
             return
         if s == "WindowSpecDefinition":
             return
+        sub = subplan(e)
+        if sub:
+            # A scalar subquery's value is computed from its plan's output.
+            kind: Trans = ("INDIRECT", "CONDITIONAL", mask) if cond else ("DIRECT", "TRANSFORMATION", mask)
+            found.extend((ident, kind) for ident in sub)
         agg = agg or s == "AggregateExpression" or ".aggregate." in e.cls
         mask = mask or s in _MASKING
         conditions: set[int] = set()
@@ -109,6 +120,7 @@ class ColumnGraph:
         self.indirect: list[tuple[int, str]] = []
         self._outputs: dict[int, list[Attribute]] = {}
         self._resolved: dict[int, dict[FieldKey, set[Trans]]] = {}
+        self._subplans: dict[int, PlanNode] = {}
         self._check = check or (lambda what: None)
 
     # -- outputs of plan nodes -------------------------------------------------------------
@@ -156,41 +168,51 @@ class ColumnGraph:
         if target != source:
             self.deps.setdefault(target, []).append((source, trans))
 
+    def _subplan_output(self, expr: Expr) -> list[int] | None:
+        plan = self._subplans.get(id(expr.fields))
+        return [a.expr_id for a in self.output(plan)] if plan is not None else None
+
+    def _ids(self, exprs: list[Expr]) -> list[int]:
+        return _attr_ids(exprs, self._subplan_output)
+
     def _named_edges(self, exprs: list[Expr]) -> None:
         for e in exprs:
             if e.simple == "Alias" and e.children:
                 target = expr_id(e.fields)
                 if target is None:
                     continue
-                for source, trans in _direct_inputs(e.children[0]):
+                for source, trans in _direct_inputs(e.children[0], self._subplan_output):
                     self._edge(target, source, trans)
 
     def add_plan(self, root: PlanNode) -> None:
         """Record the edges of every node under ``root``."""
-        for node in root.walk():
+        nodes = list(root.walk())
+        for node in nodes:
+            self._subplans.update(node.subplans)
+        for node in nodes:
             self._check("tracing column lineage")
             s = node.simple
             if s in ("Project", "Aggregate"):
                 self._named_edges(node.expressions("projectList" if s == "Project" else "aggregateExpressions"))
             if s == "Aggregate":
-                self.indirect += [(i, "GROUP_BY") for i in _attr_ids(node.expressions("groupingExpressions"))]
+                self.indirect += [(i, "GROUP_BY") for i in self._ids(node.expressions("groupingExpressions"))]
             elif s == "Window":
                 self._named_edges(node.expressions("windowExpressions"))
                 spec = node.expressions("partitionSpec") + node.expressions("orderSpec")
-                self.indirect += [(i, "WINDOW") for i in _attr_ids(spec)]
+                self.indirect += [(i, "WINDOW") for i in self._ids(spec)]
             elif s == "Filter":
-                self.indirect += [(i, "FILTER") for i in _attr_ids(node.expressions("condition"))]
+                self.indirect += [(i, "FILTER") for i in self._ids(node.expressions("condition"))]
             elif s == "Join":
-                self.indirect += [(i, "JOIN") for i in _attr_ids(node.expressions("condition"))]
+                self.indirect += [(i, "JOIN") for i in self._ids(node.expressions("condition"))]
             elif s == "Sort":
-                self.indirect += [(i, "SORT") for i in _attr_ids(node.expressions("order"))]
+                self.indirect += [(i, "SORT") for i in self._ids(node.expressions("order"))]
             elif s == "Union" and len(node.children) > 1:
                 first = self.output(node.children[0])
                 for other in node.children[1:]:
                     for a, b in zip(first, self.output(other), strict=False):
                         self._edge(a.expr_id, b.expr_id, IDENTITY)
             elif s == "Generate":
-                sources = _attr_ids(node.expressions("generator"))
+                sources = self._ids(node.expressions("generator"))
                 for out in self._named(node, "generatorOutput"):
                     for source in sources:
                         self._edge(out.expr_id, source, ("DIRECT", "TRANSFORMATION", False))
@@ -207,7 +229,7 @@ class ColumnGraph:
                 continue
             for out, flat in zip(outputs, projection, strict=False):
                 if isinstance(flat, list) and flat:
-                    for source, trans in _direct_inputs(parse_expression(flat)):
+                    for source, trans in _direct_inputs(parse_expression(flat), self._subplan_output):
                         self._edge(out.expr_id, source, trans)
 
     def add_source(self, attrs: list[Attribute], namespace: str, name: str) -> None:

@@ -126,7 +126,7 @@ class _Extraction:
             if handler is not None:
                 self._guard(f"output {node.simple}", handler, node)
         for node in executed:
-            if node.children or id(node) in self._targets or node.nested:
+            if node.children or id(node) in self._targets:
                 continue
             self._guard(f"input {node.simple}", self._input, node)
         self._sql()

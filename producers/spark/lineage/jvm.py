@@ -47,7 +47,12 @@ class JvmPlan:
         parent = self.node(path[:-1])
         kind, arg = path[-1]
         self.deadline.check("looking up a plan node on the JVM")
-        obj = parent.children().apply(arg) if kind == "c" else getattr(parent, arg)()
+        if kind == "c":
+            obj = parent.children().apply(arg)
+        elif kind == "s":
+            obj = parent.subqueries().apply(arg)
+        else:
+            obj = getattr(parent, arg)()
         self._nodes[path] = obj
         return obj
 

@@ -22,7 +22,8 @@ from .exceptions import PlanFormatError
 
 __all__ = ["Attribute", "Expr", "PlanNode", "parse_expression", "parse_plan", "parse_plan_json"]
 
-#: How to reach a node from the root on the JVM: ("c", i) = children().apply(i), ("f", name) = name().
+#: How to reach a node from the root on the JVM: ("c", i) = children().apply(i), ("f", name) = name(),
+#: ("s", i) = subqueries().apply(i).
 Step = tuple[str, Any]
 
 
@@ -65,6 +66,8 @@ class PlanNode:
     children: list[PlanNode] = field(default_factory=list)
     #: plans held in fields that are not children (e.g. a CTAS query), by field name
     nested: dict[str, PlanNode] = field(default_factory=dict)
+    #: subquery plans by the id() of their expression's JSON dict (Expr.fields)
+    subplans: dict[int, PlanNode] = field(default_factory=dict, repr=False)
     _exprs: dict[str, list[Expr]] = field(default_factory=dict, repr=False)
 
     @property
@@ -126,15 +129,37 @@ def parse_plan(nodes: list[dict[str, Any]], path: tuple[Step, ...] = ()) -> Plan
         if not isinstance(raw, dict) or "class" not in raw:
             raise PlanFormatError(f"plan JSON: node {pos - 1} is {raw!r:.80}, expected an object with 'class'")
         node = PlanNode(raw["class"], raw, at)
+        subquery = 0
         for key, value in raw.items():
             if _is_plan_list(value):
                 node.nested[key] = parse_plan(value, (*at, ("f", key)))
+                continue
+            # Subquery plans sit in their expressions' "plan" field, in the order the JVM's
+            # QueryPlan.subqueries lists them (fields in order, each expression in pre-order).
+            for expr in _expression_dicts(value):
+                if _is_plan_list(expr.get("plan")):
+                    sub = parse_plan(expr["plan"], (*at, ("s", subquery)))
+                    node.nested[f"subquery{subquery}"] = sub
+                    node.subplans[id(expr)] = sub
+                    subquery += 1
         for i in range(int(raw.get("num-children", 0))):
             node.children.append(build((*at, ("c", i))))
         return node
 
     root = build(path)
     return root
+
+
+def _expression_dicts(value: Any) -> Iterator[dict[str, Any]]:
+    if not isinstance(value, list) or not value:
+        return
+    if isinstance(value[0], dict):
+        if ".expressions." in str(value[0].get("class", "")):
+            yield from (v for v in value if isinstance(v, dict))
+        return
+    for item in value:
+        if isinstance(item, list) and item and isinstance(item[0], dict):
+            yield from (v for v in item if isinstance(v, dict))
 
 
 def parse_expression(flat: list[dict[str, Any]]) -> Expr:

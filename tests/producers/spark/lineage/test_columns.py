@@ -135,3 +135,17 @@ def test_multi_action_application(spark: Any, capture: Capture, sources: dict[st
     assert written.outputs[0]["format"] == "json"
     again = capture.run(lambda: collect(spark.read.json(str(tmp_path / "c_json"))), reads)
     assert again.inputs[0]["name"] == str(tmp_path / "c_json")
+
+
+def test_subqueries_in_filter_and_projection(spark: Any, capture: Capture, sources: dict[str, str],
+                                             tmp_path: pathlib.Path) -> None:
+    result = write(spark, capture, """
+        SELECT name, (SELECT max(amount) FROM lw_orders) AS top
+        FROM lw_customers WHERE customer_id IN (SELECT customer_id FROM lw_orders WHERE status = 'a')
+    """, tmp_path / "out")
+    assert sorted(d["name"] for d in result.inputs) == sorted(sources.values())
+    top = {(i["name"], i["field"]): {(t["type"], t["subtype"]) for t in i["transformations"]}
+           for i in column(result, "top")["inputs"]}
+    assert top[(sources["orders"], "amount")] == {("DIRECT", "AGGREGATION")}
+    assert top[(sources["orders"], "customer_id")] == {("INDIRECT", "FILTER")}
+    assert top[(sources["customers"], "customer_id")] == {("INDIRECT", "FILTER")}
