@@ -36,21 +36,26 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
-from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
-from openlineage.client.generated import (
-    column_lineage_dataset,
-    datasource_dataset,
-    error_message_run,
-    job_type_job,
-    lifecycle_state_change_dataset,
-    nominal_time_run,
-    parent_run,
-    processing_engine_run,
-    schema_dataset,
-    sql_job,
-    storage_dataset,
-    symlinks_dataset,
-)
+from lineagewire.exceptions import MissingExtraError
+
+try:
+    from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
+    from openlineage.client.generated import (
+        column_lineage_dataset,
+        datasource_dataset,
+        error_message_run,
+        job_type_job,
+        lifecycle_state_change_dataset,
+        nominal_time_run,
+        parent_run,
+        processing_engine_run,
+        schema_dataset,
+        sql_job,
+        storage_dataset,
+        symlinks_dataset,
+    )
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    raise MissingExtraError("openlineage-python", "openlineage", "The OpenLineage service") from exc
 
 from lineagewire import __version__
 

@@ -25,7 +25,19 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from lineagewire.exceptions import MissingExtraError
+
+try:
+    from prometheus_client import (
+        CONTENT_TYPE_LATEST,
+        CollectorRegistry,
+        Counter,
+        Gauge,
+        Histogram,
+        generate_latest,
+    )
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    raise MissingExtraError("prometheus_client", "consumers", "The consumer runtime's metrics") from exc
 
 log = logging.getLogger(__name__)
 

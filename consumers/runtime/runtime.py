@@ -41,14 +41,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
-from tenacity import (
-    RetryError,
-    Retrying,
-    retry_if_exception,
-    stop_after_delay,
-    stop_when_event_set,
-    wait_exponential_jitter,
-)
+
+from lineagewire.exceptions import MissingExtraError
+
+try:
+    from tenacity import (
+        RetryError,
+        Retrying,
+        retry_if_exception,
+        stop_after_delay,
+        stop_when_event_set,
+        wait_exponential_jitter,
+    )
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    raise MissingExtraError("tenacity", "consumers", "The consumer runtime (retries with backoff)") from exc
 
 from lineagewire.config import Settings
 from lineagewire.consumers.audit.subscribe import Record
@@ -345,7 +351,8 @@ class ConsumerRuntime:
         try:
             event = self.codec.decode(msg.value())
         except DecodeError as exc:
-            log.error("%s: undecodable message (%s): %s; dead-lettering", where, exc.reason, exc)
+            log.error("%s: undecodable message (%s): %s; dead-lettering", where, exc.reason, exc,
+                      extra={"topic": topic, "partition": partition, "offset": offset, "service": self.service})
             self._dead_letter_or_abort(msg, exc, exc.reason)
             return
         event_id = event["header"]["event_id"]
@@ -361,7 +368,9 @@ class ConsumerRuntime:
         try:
             emitted = self._with_retries(where, lambda: self.handler.handle(record))
         except PermanentError as exc:
-            log.error("%s: event %s cannot be handled by %s: %s; dead-lettering", where, event_id, self.service, exc)
+            log.error("%s: event %s cannot be handled by %s: %s; dead-lettering", where, event_id, self.service, exc,
+                      extra={"topic": topic, "partition": partition, "offset": offset, "service": self.service,
+                             "event_id": event_id})
             self._dead_letter_or_abort(msg, exc, "permanent")
             return
         except _Aborted:
