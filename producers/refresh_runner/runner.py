@@ -146,8 +146,16 @@ class RefreshRunner:
                          schedule=h["schedule"], run_id=h["run_id"], sql=command["query"],
                          tags={"table": command["table"], "command_id": cid, "attempt": str(attempt),
                                "nominal_time": command["nominal_time"].astimezone(dt.UTC).isoformat()}):
-                execute_refresh(self.spark, command, table_format=self.table_format,
-                                check_canceled=lambda: self._check_canceled(cid))
+                try:
+                    execute_refresh(self.spark, command, table_format=self.table_format,
+                                    check_canceled=lambda: self._check_canceled(cid))
+                except RefreshCanceled:
+                    raise
+                except Exception as exc:
+                    # A cancelled Spark job surfaces as a Py4JJavaError whose first line is "An error occurred
+                    # while calling ..."; say plainly that it was cancelled so the run ends CANCELED, not FAILED.
+                    self._check_canceled(cid)
+                    raise exc
         except Exception as exc:  # noqa: BLE001 - the run's status event carries the error; keep consuming
             with self._lock:
                 canceled = cid in self._canceled

@@ -1,0 +1,186 @@
+"""The runner end to end: scheduler → Kafka → runner on a real SparkSession → job events → scheduler status."""
+
+from __future__ import annotations
+
+import datetime as dt
+import gc
+import pathlib
+import threading
+import time
+import uuid
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from lineagewire.config import Settings
+from lineagewire.producers.refresh_runner import CompletedStore, RefreshRunner
+from lineagewire.producers.scheduler import (
+    EmbeddedWorkflowScheduler,
+    KafkaCommandSink,
+    SchedulerOptions,
+    TableCatalog,
+    parse_tables,
+)
+from lineagewire.producers.scheduler.status import StatusTracker
+from lineagewire.schemas import kind_of
+from tests.helpers import read_topic
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow]
+
+SLOW_QUERY = ("SELECT id AS n, java_method('java.lang.Thread', 'sleep', bigint(300)) AS slept "
+              "FROM range(0, 400, 1, 2)")
+
+
+def wait_for(predicate, timeout: float = 120.0, every: float = 0.3) -> Any:  # noqa: ANN001
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"condition not met within {timeout}s")
+
+
+class Stack:
+    """Scheduler (with its loop and status tracker) and a runner thread, on fresh topics."""
+
+    def __init__(self, spark: Any, settings: Settings, tmp: pathlib.Path, tables: list[dict]) -> None:
+        self.settings = settings
+        self.catalog = TableCatalog(parse_tables({"tables": tables}))
+        self.sink = KafkaCommandSink(settings)
+        self.scheduler = EmbeddedWorkflowScheduler(
+            self.catalog, url=f"sqlite:///{tmp / 'sched.db'}", sink=self.sink,
+            options=SchedulerOptions(misfire_grace=30, max_attempts=2, retry_backoff=0.5, poll_interval=0.5))
+        self.scheduler.start()
+        self.tracker = StatusTracker(settings, self.scheduler, group_id=f"status-{uuid.uuid4().hex[:8]}")
+        self.tracker.start()
+        self.state = CompletedStore(tmp / "runner.db")
+        self.runner = RefreshRunner(spark, settings, group_id=f"runner-{uuid.uuid4().hex[:8]}", state=self.state)
+        self.thread = threading.Thread(target=self.runner.run, daemon=True)
+        self.thread.start()
+        wait_for(self.runner.ready.is_set, timeout=60)
+
+    def refreshes(self, **kw: Any) -> list:
+        return self.scheduler.refreshes(**kw)
+
+    def close(self) -> None:
+        self.runner.stop()
+        self.thread.join(120)
+        self.tracker.stop()
+        self.scheduler.close()
+        self.sink.close()
+        self.state.close()
+
+
+@pytest.fixture
+def lw(settings: Settings, topic_factory) -> Settings:  # noqa: ANN001
+    return settings.model_copy(update={"topics": settings.topics.model_copy(
+        update={"refresh_commands": topic_factory("cmds", 3)})})
+
+
+@pytest.fixture
+def db_name(spark) -> Iterator[str]:  # noqa: ANN001
+    name = f"lw_rt_{uuid.uuid4().hex[:8]}"
+    yield name
+    spark.sql(f"DROP DATABASE IF EXISTS {name} CASCADE")
+
+
+def rows(spark: Any, sql: str) -> list[Any]:
+    """``collect()`` without PySpark 4.0's unclosed result socket becoming a test error (as in the lineage tests:
+    PySpark leaves that socket to the garbage collector; collect it here, where the warning is ignored)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        out = spark.sql(sql).collect()
+        gc.collect()
+    return out
+
+
+def partitions(spark: Any, table: str) -> list[str]:
+    return sorted(r[0] for r in rows(spark, f"SHOW PARTITIONS {table}"))
+
+
+def test_periodic_workflow_writes_partitions_and_reports_status(spark, lw: Settings, tmp_path: pathlib.Path,
+                                                                db_name: str) -> None:
+    table = f"{db_name}.events"
+    stack = Stack(spark, lw, tmp_path, [{
+        "identifier": table, "query": "SELECT id AS n, 'x' AS tag FROM range(3)",
+        "partition_fields": {"dt": "yyyy-MM-dd", "at": "HHmmss"}, "cron": "*/4 * * * * *",
+        "execution_config": {"spark.sql.shuffle.partitions": "1"}}])
+    try:
+        w = stack.scheduler.create_periodic(table, name="every-4s")
+        done = wait_for(lambda: [r for r in stack.refreshes(workflow_id=w.id) if r.status == "COMPLETED"][:2]
+                        if len([r for r in stack.refreshes(workflow_id=w.id) if r.status == "COMPLETED"]) >= 2
+                        else None, timeout=180)
+        stack.scheduler.suspend(w.id)
+        for r in done:
+            assert r.duration_ms is not None and r.duration_ms >= 0 and r.attempt == 1 and r.error is None
+            t = r.nominal_time
+            part = f"dt={t:%Y-%m-%d}/at={t:%H%M%S}"
+            assert part in partitions(spark, table)
+            got = rows(spark, f"SELECT n, tag FROM {table} WHERE dt = '{t:%Y-%m-%d}' AND at = '{t:%H%M%S}'")
+            assert sorted(row.n for row in got) == [0, 1, 2]
+        assert stack.scheduler.table_status(table).healthy
+
+        # the runs came back on the jobs topic with the schedule, the command's run id and the workflow as parent
+        events = read_topic(lw, lw.topics.jobs, 10_000, timeout=8)
+        mine = [e for e in events if (e["header"].get("schedule") or {}).get("command_id") == done[0].command_id]
+        assert mine, "no job event of the refresh run"
+        assert {e["header"]["run_id"] for e in mine} == {done[0].run_id}
+        run_events = [e for e in mine if kind_of(e) in ("JobCreatedEvent", "JobStatusChangedEvent")]
+        assert run_events and {e["header"]["parent_run"]["run_id"] for e in run_events} == {w.id}
+        actions = [e for e in mine if kind_of(e) == "ActionLineageEvent"]
+        assert any(table.split(".")[1] in d["name"] for e in actions for d in e["outputs"]), \
+            "no lineage of the INSERT into the table"
+        assert any(e.get("new_status") == "FINISHED" for e in mine)
+        assert all(e["header"]["schedule"]["nominal_time"] == done[0].nominal_time for e in mine)
+
+        # a duplicate of a completed command is skipped: no second run, table unchanged
+        before = partitions(spark, table)
+        dup = [e for e in read_topic(lw, lw.topics.refresh_commands, 1000, timeout=5)
+               if e["command_id"] == done[0].command_id]
+        stack.sink.send(dup[:1])
+        stack.sink.flush()
+        wait_for(lambda: (done[0].command_id, "SKIPPED") in stack.runner.outcomes, timeout=60)
+        assert partitions(spark, table) == before
+        assert sum(1 for cid, what in stack.runner.outcomes if cid == done[0].command_id and what == "COMPLETED") == 1
+    finally:
+        stack.close()
+
+
+def test_failed_refresh_is_retried_then_reported(spark, lw: Settings, tmp_path: pathlib.Path, db_name: str) -> None:
+    table = f"{db_name}.broken"
+    stack = Stack(spark, lw, tmp_path, [{"identifier": table, "query": f"SELECT * FROM {db_name}.does_not_exist"}])
+    try:
+        w = stack.scheduler.create_one_time(table, nominal_time=dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
+        r = wait_for(lambda: (rs := stack.refreshes(workflow_id=w.id)) and rs[0].status == "FAILED"
+                     and rs[0].attempt == 2 and rs[0], timeout=180)
+        assert "does_not_exist" in (r.error or "") and r.retry_count == 1 and r.next_retry_at is None
+        assert not stack.scheduler.table_status(table).healthy
+    finally:
+        stack.close()
+
+
+def test_cancel_interrupts_a_running_refresh(spark, lw: Settings, tmp_path: pathlib.Path, db_name: str) -> None:
+    table = f"{db_name}.slow"
+    stack = Stack(spark, lw, tmp_path, [{"identifier": table, "query": SLOW_QUERY}])
+    try:
+        w = stack.scheduler.create_one_time(table)
+        running = wait_for(lambda: (rs := stack.refreshes(workflow_id=w.id)) and rs[0].status == "RUNNING"
+                           and rs[0], timeout=120)
+        time.sleep(1.0)  # let the INSERT's Spark job start
+        stack.scheduler.cancel(running.command_id, "test cancel")
+        outcome = wait_for(lambda: [what for cid, what in stack.runner.outcomes if cid == running.command_id],
+                           timeout=180)
+        assert outcome == ["CANCELED"]
+        # the INSERT was interrupted, not finished: none of the query's 400 rows are in the table
+        assert rows(spark, f"SELECT count(*) FROM {table}")[0][0] == 0
+        events = read_topic(lw, lw.topics.jobs, 10_000, timeout=8)
+        statuses = [e.get("new_status") for e in events if e["header"]["run_id"] == running.run_id
+                    and "new_status" in e]
+        assert statuses[-1] == "CANCELED"
+        assert stack.refreshes(workflow_id=w.id)[0].status == "CANCELED"
+        assert not stack.state.completed(running.command_id)
+    finally:
+        stack.close()
