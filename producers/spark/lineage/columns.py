@@ -268,20 +268,26 @@ class ColumnGraph:
             for key, transes in self.resolve(ident).items():
                 masking = any(t[2] for t in transes)
                 indirect.setdefault(key, set()).add(("INDIRECT", subtype, masking))
+        # Every column shares the indirect inputs: build them once.
+        shared = {k: _input_field(k, v) for k, v in indirect.items()}
         out: list[ColumnLineage] = []
         for column, ident in columns:
-            merged: dict[FieldKey, set[Trans]] = {k: set(v) for k, v in self.resolve(ident).items()}
-            for key, transes in indirect.items():
-                merged.setdefault(key, set()).update(transes)
-            if not merged:
+            direct = self.resolve(ident)
+            if not direct and not shared:
                 continue
-            inputs: list[InputField] = [
-                {"namespace": k[0], "name": k[1], "field": k[2],
-                 "transformations": [_transformation(t) for t in sorted(merged[k])]}
-                for k in sorted(merged)
-            ]
+            inputs: list[InputField] = []
+            for key in sorted(direct.keys() | shared.keys()):
+                if key not in direct:
+                    inputs.append(shared[key])
+                else:
+                    inputs.append(_input_field(key, direct[key] | indirect.get(key, set())))
             out.append({"namespace": namespace, "name": name, "field": column, "inputs": inputs})
         return out
+
+
+def _input_field(key: FieldKey, transes: set[Trans]) -> InputField:
+    return {"namespace": key[0], "name": key[1], "field": key[2],
+            "transformations": [_transformation(t) for t in sorted(transes)]}
 
 
 def _transformation(t: Trans) -> Transformation:

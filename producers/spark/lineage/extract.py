@@ -171,8 +171,9 @@ class _Extraction:
             return
         try:
             self.deadline.check("reading the SQL text")
-            text = option(self.qe.logical().origin().sqlText())
-            self.result.sql = str(text) if text is not None else None
+            # Option.toString in one call ("Some(...)" / "None") rather than isDefined + get.
+            text = str(self.qe.logical().origin().sqlText().toString())
+            self.result.sql = text[5:-1] if text.startswith("Some(") and text.endswith(")") else None
         except BudgetExceededError:
             raise
         except Exception:  # noqa: BLE001 - older Spark versions have no sqlText on the origin

@@ -111,10 +111,11 @@ def parse_plan_json(text: str) -> PlanNode:
         nodes = json.loads(text)
     except (TypeError, ValueError) as exc:
         raise PlanFormatError(f"plan JSON: not valid JSON ({exc}); expected the output of toJSON()") from exc
-    return parse_plan(nodes)
+    # Looking for subqueries means scanning every expression: skip it when the text has none.
+    return parse_plan(nodes, subqueries='"plan":[' in text)
 
 
-def parse_plan(nodes: list[dict[str, Any]], path: tuple[Step, ...] = ()) -> PlanNode:
+def parse_plan(nodes: list[dict[str, Any]], path: tuple[Step, ...] = (), subqueries: bool = True) -> PlanNode:
     """Rebuild a plan tree from the flat pre-order node list of ``toJSON()``."""
     if not isinstance(nodes, list) or not nodes:
         raise PlanFormatError(f"plan JSON: got {type(nodes).__name__}, expected a non-empty list of plan nodes")
@@ -132,13 +133,15 @@ def parse_plan(nodes: list[dict[str, Any]], path: tuple[Step, ...] = ()) -> Plan
         subquery = 0
         for key, value in raw.items():
             if _is_plan_list(value):
-                node.nested[key] = parse_plan(value, (*at, ("f", key)))
+                node.nested[key] = parse_plan(value, (*at, ("f", key)), subqueries)
+                continue
+            if not subqueries:
                 continue
             # Subquery plans sit in their expressions' "plan" field, in the order the JVM's
             # QueryPlan.subqueries lists them (fields in order, each expression in pre-order).
             for expr in _expression_dicts(value):
                 if _is_plan_list(expr.get("plan")):
-                    sub = parse_plan(expr["plan"], (*at, ("s", subquery)))
+                    sub = parse_plan(expr["plan"], (*at, ("s", subquery)), subqueries)
                     node.nested[f"subquery{subquery}"] = sub
                     node.subplans[id(expr)] = sub
                     subquery += 1
@@ -164,22 +167,30 @@ def _expression_dicts(value: Any) -> Iterator[dict[str, Any]]:
 
 def parse_expression(flat: list[dict[str, Any]]) -> Expr:
     """Rebuild one expression tree from its flat pre-order list."""
-    pos = 0
-
-    def build() -> Expr:
-        nonlocal pos
-        if pos >= len(flat):
-            raise PlanFormatError(f"expression JSON: {len(flat)} nodes, but num-children asks for more")
-        raw = flat[pos]
-        pos += 1
+    # Iterative: wide plans have thousands of expressions, and recursion costs more here.
+    root: Expr | None = None
+    stack: list[tuple[Expr, int]] = []  # (node, children still expected)
+    for raw in flat:
         if not isinstance(raw, dict):
-            raise PlanFormatError(f"expression JSON: node {pos - 1} is {raw!r:.80}, expected an object")
+            raise PlanFormatError(f"expression JSON: node {raw!r:.80} is not an object")
         expr = Expr(raw.get("class", ""), raw)
-        for _ in range(int(raw.get("num-children", 0))):
-            expr.children.append(build())
-        return expr
-
-    return build()
+        if stack:
+            parent, left = stack[-1]
+            parent.children.append(expr)
+            if left == 1:
+                stack.pop()
+            else:
+                stack[-1] = (parent, left - 1)
+        elif root is None:
+            root = expr
+        else:
+            break
+        n = int(raw.get("num-children", 0))
+        if n:
+            stack.append((expr, n))
+    if root is None or stack:
+        raise PlanFormatError(f"expression JSON: {len(flat)} nodes, but num-children asks for more")
+    return root
 
 
 def expr_id(raw: dict[str, Any]) -> int | None:

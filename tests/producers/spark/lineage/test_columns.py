@@ -149,3 +149,15 @@ def test_subqueries_in_filter_and_projection(spark: Any, capture: Capture, sourc
     assert top[(sources["orders"], "amount")] == {("DIRECT", "AGGREGATION")}
     assert top[(sources["orders"], "customer_id")] == {("INDIRECT", "FILTER")}
     assert top[(sources["customers"], "customer_id")] == {("INDIRECT", "FILTER")}
+
+
+def test_explode_and_rollup(spark: Any, capture: Capture, sources: dict[str, str], tmp_path: pathlib.Path) -> None:
+    exploded = write(spark, capture, "SELECT order_id, explode(array(amount, amount * 2)) AS a FROM lw_orders",
+                     tmp_path / "exploded")
+    assert inputs_of(exploded, "a") == {"amount": {("DIRECT", "TRANSFORMATION")}}
+    rolled = write(spark, capture, """
+        SELECT status, customer_id, sum(amount) AS total FROM lw_orders GROUP BY ROLLUP(status, customer_id)
+    """, tmp_path / "rolled")
+    assert inputs_of(rolled, "status")["status"] >= {("DIRECT", "IDENTITY")}
+    assert inputs_of(rolled, "total")["amount"] == {("DIRECT", "AGGREGATION")}
+    assert ("INDIRECT", "GROUP_BY") in inputs_of(rolled, "total")["customer_id"]

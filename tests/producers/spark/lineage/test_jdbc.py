@@ -38,3 +38,21 @@ def test_jdbc_sink_and_source(spark: Any, capture: Capture) -> None:
                          .write.mode("append").jdbc(url, "APP.COPY", properties=DRIVER))
     assert copied.outputs[0]["name"] == "APP.COPY" and copied.outputs[0]["operation"] == "Append"
     assert inputs_of(copied, "upper_label") == {"label": {("DIRECT", "TRANSFORMATION")}}
+
+
+def test_insert_into_jdbc_catalog_table(spark: Any, capture: Capture) -> None:
+    db = f"lw{uuid.uuid4().hex[:8]}"
+    url = f"jdbc:derby:memory:{db};create=true"
+    spark.createDataFrame([], "id int, label string").write.jdbc(url, "APP.T", properties=DRIVER)
+    spark.sql(f"CREATE TABLE lw_jdbc_t USING org.apache.spark.sql.jdbc OPTIONS (url '{url}', dbtable 'APP.T', "
+              f"driver '{DRIVER['driver']}')")
+    try:
+        df = spark.createDataFrame([(1, "a")], "id int, label string")
+        result = capture.run(lambda: df.write.insertInto("lw_jdbc_t"),
+                             lambda r: r.plan_node == "InsertIntoDataSourceCommand")
+        assert result.complete, result.incomplete_reason
+        (out,) = result.outputs
+        assert (out["namespace"], out["name"], out["operation"]) == (f"derby:memory:{db}", "APP.T", "Append")
+        assert out["symlinks"][0]["name"] == "default.lw_jdbc_t"
+    finally:
+        spark.sql("DROP TABLE IF EXISTS lw_jdbc_t")
