@@ -147,11 +147,15 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=20_000, help="events of the in-process run")
     ap.add_argument("--rate", type=float, default=1000, help="events/s of the end-to-end run")
     ap.add_argument("--seconds", type=float, default=15, help="length of the end-to-end run")
+    ap.add_argument("--repeat", type=int, default=3, help="in-process runs (the median is reported)")
     ap.add_argument("--bootstrap-servers", default=None)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         tmp = pathlib.Path(d)
-        result: dict[str, Any] = {"in_process": in_process(args.n, tmp)}
+        # The machine is shared (2 cores): repeat the in-process run and keep the median one.
+        runs = sorted((in_process(args.n, tmp) for _ in range(args.repeat)), key=lambda r: r["events_per_s"])
+        result: dict[str, Any] = {"in_process": {**runs[len(runs) // 2],
+                                                 "events_per_s_all_runs": [r["events_per_s"] for r in runs]}}
         if args.bootstrap_servers:
             result["end_to_end"] = end_to_end(Settings(bootstrap_servers=args.bootstrap_servers), args.rate,
                                               args.seconds, tmp)
