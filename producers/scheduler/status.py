@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException
+from sqlalchemy.exc import OperationalError
 
 from lineagewire.config import Settings
 from lineagewire.exceptions import DecodeError
@@ -86,11 +88,18 @@ class StatusTracker:
         except DecodeError as exc:
             log.warning("%s: skipped, not a lineagewire event: %s", where, exc)
             return
-        try:
-            if self.scheduler.apply_status(event) is not None:
-                self.applied += 1
-        except Exception:  # noqa: BLE001 - one bad event must not stop status tracking
-            log.exception("%s: applying status to the refresh table failed", where)
+        for attempt in range(1, 6):
+            try:
+                if self.scheduler.apply_status(event) is not None:
+                    self.applied += 1
+                return
+            except OperationalError as exc:  # database busy or briefly unreachable: try again before moving on
+                log.warning("%s: database error applying status (attempt %d of 5): %s", where, attempt, exc)
+                time.sleep(0.5 * attempt)
+            except Exception:  # noqa: BLE001 - one bad event must not stop status tracking
+                log.exception("%s: applying status to the refresh table failed", where)
+                return
+        log.error("%s: status of this event was not applied after 5 attempts", where)
 
     @property
     def alive(self) -> bool:
