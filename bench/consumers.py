@@ -51,7 +51,8 @@ def _file_handler(path: pathlib.Path) -> OpenLineageHandler:
 def in_process(n: int, tmp: pathlib.Path) -> dict[str, Any]:
     codec = Codec()
     blobs = [codec.encode(e) for e in _mix(n)]
-    handler = _file_handler(tmp / "in_process.jsonl")
+    out = tmp / f"in_process-{uuid.uuid4().hex[:8]}.jsonl"
+    handler = _file_handler(out)
     handler.open()
     emitted = 0
     t0 = time.perf_counter()
@@ -60,7 +61,8 @@ def in_process(n: int, tmp: pathlib.Path) -> dict[str, Any]:
         emitted += handler.handle(Record("bench", 0, off, None, 0, event))
     seconds = time.perf_counter() - t0
     handler.close()
-    lines = sum(1 for _ in (tmp / "in_process.jsonl").open())
+    with out.open() as f:
+        lines = sum(1 for _ in f)
     # Where the time goes, stage by stage (separate passes over the same events).
     t = time.perf_counter()
     decoded = [codec.decode(b) for b in blobs]
