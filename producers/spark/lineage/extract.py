@@ -1,6 +1,6 @@
 """Lineage of one Spark action from its QueryExecution.
 
-One ``qe.analyzed().toJSON()`` call gives the whole plan; Python parses it,
+One ``toJSON()`` call on the optimized plan gives the whole plan; Python parses it,
 finds the write command (outputs) and the leaf relations (inputs), and traces
 column lineage through the expressions. Only what JSON leaves null (file
 paths, JDBC and Kafka relations, save modes, static partitions, table
@@ -48,7 +48,7 @@ def extract_action_lineage(qe: Any, func_name: str, *, budget_s: float = 0.1) ->
     result = ActionLineage()
     try:
         deadline = Deadline(budget_s)
-        jroot = qe.analyzed()
+        jroot = _plan_of(qe)
         text = str(jroot.toJSON())
         root = parse_plan_json(text)
         _Extraction(qe, root, JvmPlan(jroot, deadline), result).run()
@@ -59,6 +59,20 @@ def extract_action_lineage(qe: Any, func_name: str, *, budget_s: float = 0.1) ->
         result.mark_incomplete(f"lineage extraction of action {func_name!r} failed: {type(exc).__name__}: "
                                f"{str(exc)[:300]}")
     return result
+
+
+def _plan_of(qe: Any) -> Any:
+    """The optimized plan, else (when optimization itself failed) the analyzed one.
+
+    The optimized plan is already computed once the action ran, and it collapses the chains of
+    projections that ``withColumn`` loops leave in the analyzed plan: on a 300-column frame with
+    100 ``withColumn`` calls the analyzed JSON is 10 MB (1.7 s to write), the optimized 0.26 MB.
+    """
+    try:
+        return qe.optimizedPlan()
+    except Exception:  # noqa: BLE001 - e.g. onFailure for a plan the optimizer rejected
+        log.debug("no optimized plan; using the analyzed plan", exc_info=True)
+        return qe.analyzed()
 
 
 def extract_from_plan(plan_json: str, *, budget_s: float = 0.1) -> ActionLineage:
