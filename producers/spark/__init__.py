@@ -1,1 +1,34 @@
-"""(being built)"""
+"""The Spark-side emitter: job status and lineage of PySpark jobs, published without hurting the job.
+
+    from lineagewire.producers.spark import install, job_run
+
+    emitter = install(spark)                      # the application run, every action's lineage
+    with job_run(spark, "daily orders") as run:   # a named run of its own
+        ...
+    emitter.close()                               # or spark.stop() / interpreter exit
+
+Zero-code: ``lineagewire instrument -- python job.py [args]``. Settings:
+``spark.lineagewire.*`` conf keys or ``LINEAGEWIRE_*`` variables (``config.py``).
+Listener plugins: ``listeners/base.py``. User guide: docs/emitter.md.
+"""
+
+from .config import EmitterConfig
+from .emitter import Emitter, install, job_run
+from .exceptions import EmitterConfigError, EmitterError, OutboxError, UnknownListenerError
+from .listeners.base import JobStatusListener, JobStatusListenerFactory, ListenerContext
+from .runs import Run
+
+__all__ = [
+    "Emitter",
+    "EmitterConfig",
+    "EmitterConfigError",
+    "EmitterError",
+    "JobStatusListener",
+    "JobStatusListenerFactory",
+    "ListenerContext",
+    "OutboxError",
+    "Run",
+    "UnknownListenerError",
+    "install",
+    "job_run",
+]

@@ -1,0 +1,42 @@
+"""Errors of the Spark emitter.
+
+    LineagewireError
+    └── EmitterError                 the emitter could not start or was misused
+        ├── EmitterConfigError       a ``spark.lineagewire.*`` / ``LINEAGEWIRE_*`` value is wrong
+        ├── UnknownListenerError     a configured listener name is not registered
+        └── OutboxError              the local outbox folder cannot be used
+
+Only ``install()`` / ``job_run()`` raise them, at start. Once running, the
+emitter never raises into the job: failures are logged and counted.
+"""
+
+from __future__ import annotations
+
+from lineagewire.exceptions import ConfigError, LineagewireError
+
+__all__ = ["EmitterConfigError", "EmitterError", "OutboxError", "UnknownListenerError"]
+
+
+class EmitterError(LineagewireError):
+    """The Spark emitter could not start, or was used the wrong way."""
+
+
+class EmitterConfigError(EmitterError, ConfigError):
+    """An emitter setting has a wrong value; the message names the key, the value and what was expected."""
+
+
+class UnknownListenerError(EmitterConfigError):
+    """A configured listener is neither a registered name nor an importable dotted path."""
+
+    def __init__(self, name: str, available: list[str], detail: str = "") -> None:
+        super().__init__(
+            f"unknown listener {name!r} in spark.lineagewire.listeners / LINEAGEWIRE_LISTENERS; expected one of "
+            f"{', '.join(sorted(available)) or '(none registered)'} or a dotted path 'package.module:Factory'"
+            + (f" ({detail})" if detail else "")
+        )
+        self.name = name
+        self.available = sorted(available)
+
+
+class OutboxError(EmitterError):
+    """The outbox folder cannot be created, locked or written."""
