@@ -100,3 +100,18 @@ def test_catalog_unknown_table_lists_known() -> None:
     cat = TableCatalog(parse_tables({"tables": [{"identifier": "db.a", "query": "select 1"}]}))
     with pytest.raises(UnknownTableError, match=r"'db\.b' is not declared; known tables: db\.a"):
         cat.get("db.b")
+
+
+def test_validate_command(tmp_path: pathlib.Path) -> None:
+    from click.testing import CliRunner
+
+    from lineagewire.cli import main_group
+
+    good = tmp_path / "good.yaml"
+    good.write_text(GOOD)
+    result = CliRunner().invoke(main_group, ["scheduler", "validate", str(good)])
+    assert result.exit_code == 0 and "mart.daily_orders: cron=0 0 * * * * tz=Asia/Tokyo" in result.output
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("tables:\n  - identifier: db.t\n    query: select 1\n    cron: every day\n")
+    result = CliRunner().invoke(main_group, ["scheduler", "validate", str(bad)])
+    assert result.exit_code != 0 and "cron='every day'" in str(result.exception)
