@@ -174,6 +174,7 @@ class ConsumerRuntime:
         self._next: dict[tuple[str, int], int] = {}  # offsets handled, not yet committed
         self._last_commit = 0.0
         self._last_loop = time.monotonic()
+        self._assigned_at = 0.0
         self._retrying: str | None = None
         self._paused: list[TopicPartition] = []
 
@@ -193,7 +194,8 @@ class ConsumerRuntime:
 
     def run(self, *, install_signal_handlers: bool = False, max_events: int | None = None,
             idle_timeout: float | None = None) -> RunStats:
-        """Consume until ``stop()``/SIGTERM, ``max_events`` consumed, or ``idle_timeout`` seconds without a message.
+        """Consume until ``stop()``/SIGTERM, ``max_events`` consumed, or ``idle_timeout`` seconds without a message
+        (counted from the last message or partition assignment).
 
         ``install_signal_handlers``: stop gracefully on SIGTERM and SIGINT (main thread only).
         """
@@ -217,7 +219,10 @@ class ConsumerRuntime:
                 self._maybe_commit()
                 if max_events is not None and self.stats.consumed >= max_events:
                     break
-                if idle_timeout is not None and time.monotonic() - last_message > idle_timeout:
+                # Joining the group is not idleness: count from the last message or the last assignment
+                # (waiting at most a minute more for a first assignment).
+                since = max(last_message, self._assigned_at or last_message + 60)
+                if idle_timeout is not None and time.monotonic() - since > idle_timeout:
                     break
         finally:
             self._close()
@@ -278,6 +283,7 @@ class ConsumerRuntime:
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self._assigned.update((tp.topic, tp.partition) for tp in partitions)
+        self._assigned_at = time.monotonic()
         log.info("assigned %s", ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions) or "nothing")
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
