@@ -80,6 +80,9 @@ class SchedulerOptions:
                  poll_interval: float = 1.0, lead: float = 0.0, instance: str | None = None) -> None:
         if max_attempts < 1:
             raise BadRequestError(f"max_attempts={max_attempts}; expected >= 1")
+        if republish_after <= lead:
+            # a claim held for up to `lead` seconds must not look abandoned to other instances
+            raise BadRequestError(f"republish_after={republish_after}; expected more than lead={lead}")
         self.misfire_grace = misfire_grace
         self.max_attempts = max_attempts
         self.retry_backoff = retry_backoff
