@@ -255,10 +255,15 @@ class Translator:
         facets: dict[str, Any] = {}
         parent = parent or hdr.get("parent_run")
         if parent:
-            facets["parent"] = parent_run.ParentRunFacet(
-                run=parent_run.Run(runId=ol_run_id(parent["job_namespace"], parent["job_name"], parent["run_id"])),
-                job=parent_run.Job(namespace=parent["job_namespace"], name=parent["job_name"]),
-                producer=self.producer)
+            key = f"parent/{parent['job_namespace']}/{parent['job_name']}/{parent['run_id']}"
+            facet = self._facet_cache.get(key)
+            if facet is None:
+                facet = self._remember(key, parent_run.ParentRunFacet(
+                    run=parent_run.Run(runId=ol_run_id(parent["job_namespace"], parent["job_name"],
+                                                       parent["run_id"])),
+                    job=parent_run.Job(namespace=parent["job_namespace"], name=parent["job_name"]),
+                    producer=self.producer))
+            facets["parent"] = facet
         schedule = hdr.get("schedule")
         if schedule:
             facets["nominalTime"] = nominal_time_run.NominalTimeRunFacet(
