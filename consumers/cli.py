@@ -91,3 +91,15 @@ def openlineage(ctx: click.Context, url: str | None, ol_config: str | None, **ru
 
     handler = OpenLineageHandler(config=load_openlineage_config(ol_config, url))
     run_service(ctx, handler, **runtime)
+
+
+@consume.command("plugin")
+@click.argument("name")
+@runtime_options
+@click.pass_context
+def plugin(ctx: click.Context, name: str, **runtime: Any) -> None:
+    """Run a handler registered as NAME (entry point group lineagewire.handlers, or module:Class)."""
+    from lineagewire.consumers.runtime import load_handler_class
+
+    handler = load_handler_class(name)()
+    run_service(ctx, handler, **runtime)

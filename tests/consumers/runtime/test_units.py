@@ -35,3 +35,24 @@ def test_handlers_resolve_by_name_or_path() -> None:
         load_handler_class("nope")
     with pytest.raises(ConfigError, match="expected a subclass"):
         load_handler_class("lineagewire.consumers.runtime:DedupWindow")
+
+
+def test_consume_plugin_names_an_unknown_handler() -> None:
+    from click.testing import CliRunner
+
+    from lineagewire.cli import main_group
+
+    r = CliRunner().invoke(main_group, ["consume", "plugin", "no-such-service"])
+    assert r.exit_code != 0
+    assert "'no-such-service' is not registered" in str(r.exception)
+    r = CliRunner().invoke(main_group, ["consume", "--help"])
+    assert "openlineage" in r.output and "plugin" in r.output
+
+
+def test_consumer_property_must_be_key_value() -> None:
+    from click.testing import CliRunner
+
+    from lineagewire.cli import main_group
+
+    r = CliRunner().invoke(main_group, ["consume", "openlineage", "--consumer-property", "nonsense"])
+    assert r.exit_code == 2 and "expected KEY=VALUE" in r.output
