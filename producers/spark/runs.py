@@ -88,7 +88,7 @@ def error_info(exc: BaseException) -> ErrorInfo:
     stack = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     cls = type(exc)
     return {"error_class": f"{cls.__module__}.{cls.__qualname__}" if cls.__module__ != "builtins" else cls.__name__,
-            "message": str(exc) or repr(exc), "stack_trace": stack[-_MAX_STACK:]}
+            "message": str(exc).strip() or repr(exc), "stack_trace": stack[-_MAX_STACK:]}
 
 
 _CANCEL_WORDS = ("cancelled", "canceled", "interrupted", "killed")
