@@ -122,12 +122,17 @@ def test_poison_message_is_dead_lettered_and_the_rest_flows(settings, group_id, 
     assert headers["lineagewire.original.topic"] == settings.topics.jobs.encode()
 
 
-def _service(settings, topic: str, group: str, url: str, cwd) -> subprocess.Popen:  # noqa: ANN001
+def _service(settings, topic: str, group: str, url: str, cwd, *, via_env: bool = False) -> subprocess.Popen:  # noqa: ANN001
     env = {**os.environ, "LINEAGEWIRE_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
            "OPENLINEAGE_DISABLED": "", "PYTHONUNBUFFERED": "1"}
     env.pop("OPENLINEAGE_CONFIG", None)
+    target = ["--url", url]
+    if via_env:
+        # Configured the OpenLineage way, with no lineagewire flag at all.
+        env.update({"OPENLINEAGE__TRANSPORT__TYPE": "http", "OPENLINEAGE__TRANSPORT__URL": url})
+        target = []
     return subprocess.Popen(
-        [sys.executable, "-m", "lineagewire", "-v", "consume", "openlineage", "--url", url, "--topic", topic,
+        [sys.executable, "-m", "lineagewire", "-v", "consume", "openlineage", *target, "--topic", topic,
          "--group", group, "--retry-initial", "0.05", "--retry-max", "0.5",
          # The broker's minimum: the restarted service waits for the killed member's session to end.
          "--consumer-property", "session.timeout.ms=6000"],
@@ -180,7 +185,7 @@ def test_sigterm_finishes_commits_and_exits_cleanly(settings, tmp_path, receiver
     publish(settings, events)
     want = expected_keys(events)
     group = f"ol-{uuid.uuid4().hex[:8]}"
-    proc = _service(settings, settings.topics.jobs, group, receiver.url, tmp_path)
+    proc = _service(settings, settings.topics.jobs, group, receiver.url, tmp_path, via_env=True)
     try:
         receiver.wait_for(lambda evs: {event_key(e) for e in evs} >= want, timeout=90)
         time.sleep(0.5)
