@@ -143,6 +143,9 @@ class _Extraction:
             if node.children or id(node) in self._targets:
                 continue
             self._guard(f"input {node.simple}", self._input, node)
+        if self.deadline.expired():
+            self.result.mark_incomplete(self.deadline.reason("naming the datasets; column lineage skipped"))
+            return
         self._sql()
         if not self._writes:
             return
@@ -201,7 +204,7 @@ class _Extraction:
             return self._catalog_ns
         ns = "spark_catalog"
         if self.qe is not None:
-            self.deadline.check("reading the catalog's location")
+            self.deadline.check_essential("reading the catalog's location")
             session = self.qe.sparkSession()
             conf = session.conf()
             uris = ""
@@ -275,18 +278,18 @@ class _Extraction:
     def _in_LogicalRelation(self, node: PlanNode) -> list[Dataset]:  # noqa: N802
         catalog_table = _dict(node.fields.get("catalogTable"))
         fields = fields_of_attributes(self.graph.output(node))
-        self.deadline.check("looking up an input relation")
+        self.deadline.check_essential("looking up an input relation")
         return self._relation_datasets(node, self._j(node).relation(), catalog_table, fields)
 
     def _in_HiveTableRelation(self, node: PlanNode) -> list[Dataset]:  # noqa: N802
         meta = node.fields.get("tableMeta") if isinstance(node.fields.get("tableMeta"), dict) else None
-        self.deadline.check("looking up a Hive table location")
+        self.deadline.check_essential("looking up a Hive table location")
         location = str(self._j(node).tableMeta().location())
         return [dataset(*file_dataset_id(location), format=str((meta or {}).get("provider") or "hive"),
                         fields=fields_of_attributes(self.graph.output(node)), symlinks=self._symlinks(meta))]
 
     def _v2_datasets(self, node: PlanNode, fields: list[SchemaField]) -> list[Dataset]:
-        self.deadline.check("looking up a DataSourceV2 table")
+        self.deadline.check_essential("looking up a DataSourceV2 table")
         jnode = self._j(node)
         table = jnode.table()
         cls = str(table.getClass().getName())
@@ -330,9 +333,8 @@ class _Extraction:
             return []
         attrs = self.graph.output(query)
         fields: list[SchemaField] = []
-        if self.jvm is not None:
+        if self.jvm is not None and not self.deadline.expired():
             # Expression types are not in the plan JSON; catalogString is the cheap way to get them.
-            self.deadline.check("looking up the schema written")
             fields = fields_of_catalog_string(str(self._j(query).schema().catalogString()),
                                               [a.nullable for a in attrs])
         else:
@@ -343,7 +345,7 @@ class _Extraction:
         return fields
 
     def _mode(self, node: PlanNode) -> str | None:
-        self.deadline.check("looking up the save mode")
+        self.deadline.check_essential("looking up the save mode")
         mode = self._j(node).mode()
         return str(mode.toString()) if mode is not None else None
 
@@ -351,7 +353,7 @@ class _Extraction:
         query = node.children[0] if node.children else node.nested.get("query")
         names = _column_names(node)
         catalog_table = _dict(node.fields.get("catalogTable"))
-        self.deadline.check("looking up the output path")
+        self.deadline.check_essential("looking up the output path")
         jnode = self._j(node)
         path = str(jnode.outputPath().toString())
         fmt = str(catalog_table["provider"]) if catalog_table and catalog_table.get("provider") \
@@ -365,7 +367,7 @@ class _Extraction:
         table = node.fields.get("table") if isinstance(node.fields.get("table"), dict) else {}
         query = node.nested.get("query") or (node.children[0] if node.children else None)
         names = _column_names(node)
-        self.deadline.check("looking up the new table's location")
+        self.deadline.check_essential("looking up the new table's location")
         jtable = self._j(node).table()
         location = option(jtable.storage().locationUri())
         if location is None:
@@ -385,7 +387,7 @@ class _Extraction:
         for sub in target.walk():
             self._targets.add(id(sub))
         catalog_table = _dict(target.fields.get("catalogTable"))
-        self.deadline.check("looking up the target relation")
+        self.deadline.check_essential("looking up the target relation")
         fields = self._query_fields(query, None, catalog_table)
         op = "Overwrite" if node.fields.get("overwrite") is True else "Append"
         for ds in self._relation_datasets(target, self._j(target).relation(), catalog_table, fields):
@@ -394,7 +396,7 @@ class _Extraction:
 
     def _out_SaveIntoDataSourceCommand(self, node: PlanNode) -> None:  # noqa: N802
         query = node.nested.get("query") or (node.children[0] if node.children else None)
-        self.deadline.check("looking up the data source written")
+        self.deadline.check_essential("looking up the data source written")
         jnode = self._j(node)
         provider = jnode.dataSource()
         cls = str(provider.getClass().getName())

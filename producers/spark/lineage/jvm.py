@@ -16,21 +16,39 @@ __all__ = ["Deadline", "JvmPlan", "option", "scala_map", "short_format"]
 
 
 class Deadline:
-    """A time budget: ``check(what)`` raises ``BudgetExceededError`` naming the step once it is spent."""
+    """A time budget for one extraction.
 
-    def __init__(self, budget_s: float) -> None:
+    Optional work (schema look-ups, the SQL text, column lineage) stops when the
+    budget is spent: ``check(what)`` raises ``BudgetExceededError`` naming the step.
+    Naming the datasets is what an action's lineage is for, and takes a few cheap
+    look-ups once the plan JSON is read (itself most of the budget on wide plans):
+    ``check_essential`` lets those run on up to ``grace`` times the budget. Either
+    way, a result that ran past the budget is marked incomplete.
+    """
+
+    def __init__(self, budget_s: float, grace: float = 2.0) -> None:
         self.budget_s = budget_s
         self.start = time.perf_counter()
         self.end = self.start + budget_s
+        self.hard_end = self.start + budget_s * grace
 
     def elapsed_ms(self) -> float:
         return (time.perf_counter() - self.start) * 1000
 
+    def expired(self) -> bool:
+        return time.perf_counter() > self.end
+
+    def reason(self, what: str) -> str:
+        return (f"time budget of {self.budget_s * 1000:.0f} ms exceeded after {self.elapsed_ms():.0f} ms "
+                f"while {what}")
+
     def check(self, what: str) -> None:
         if time.perf_counter() > self.end:
-            raise BudgetExceededError(
-                f"time budget of {self.budget_s * 1000:.0f} ms exceeded after {self.elapsed_ms():.0f} ms "
-                f"while {what}")
+            raise BudgetExceededError(self.reason(what))
+
+    def check_essential(self, what: str) -> None:
+        if time.perf_counter() > self.hard_end:
+            raise BudgetExceededError(self.reason(what))
 
 
 class JvmPlan:
@@ -46,7 +64,7 @@ class JvmPlan:
             return found
         parent = self.node(path[:-1])
         kind, arg = path[-1]
-        self.deadline.check("looking up a plan node on the JVM")
+        self.deadline.check_essential("looking up a plan node on the JVM")
         if kind == "c":
             obj = parent.children().apply(arg)
         elif kind == "s":

@@ -100,3 +100,20 @@ def test_extract_from_plan_without_jvm_reports_lookups_as_incomplete() -> None:
     assert result.plan_node == "LogicalRelation"
     assert result.job_type == "STREAMING"
     assert not result.complete and "JVM" in (result.incomplete_reason or "")
+
+
+def test_deadline_lets_dataset_naming_run_into_the_grace_period() -> None:
+    from lineagewire.producers.spark.lineage import BudgetExceededError
+    from lineagewire.producers.spark.lineage.jvm import Deadline
+
+    deadline = Deadline(10.0, grace=2.0)
+    assert not deadline.expired()
+    deadline.check("optional work")
+    deadline.end = deadline.start - 1  # the budget is spent, the grace period is not
+    assert deadline.expired()
+    with pytest.raises(BudgetExceededError, match=r"time budget of 10000 ms exceeded .* while tracing"):
+        deadline.check("tracing")
+    deadline.check_essential("naming datasets")
+    deadline.hard_end = deadline.start - 1
+    with pytest.raises(BudgetExceededError, match="while naming datasets"):
+        deadline.check_essential("naming datasets")
