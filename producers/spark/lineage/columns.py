@@ -187,6 +187,8 @@ class ColumnGraph:
     def add_plan(self, root: PlanNode) -> None:
         """Record the edges of every node under ``root``."""
         nodes = list(root.walk())
+        # The sort a partitioned file write adds under WriteFiles orders rows for the writer, not the user.
+        write_sorts = {id(n.children[0]) for n in nodes if n.simple == "WriteFiles" and n.children}
         for node in nodes:
             self._subplans.update(node.subplans)
         for node in nodes:
@@ -204,7 +206,7 @@ class ColumnGraph:
                 self.indirect += [(i, "FILTER") for i in self._ids(node.expressions("condition"))]
             elif s == "Join":
                 self.indirect += [(i, "JOIN") for i in self._ids(node.expressions("condition"))]
-            elif s == "Sort":
+            elif s == "Sort" and id(node) not in write_sorts:
                 self.indirect += [(i, "SORT") for i in self._ids(node.expressions("order"))]
             elif s == "Union" and len(node.children) > 1:
                 first = self.output(node.children[0])

@@ -64,3 +64,35 @@ def test_collect_reports_inputs_without_outputs(spark: Any, capture: Capture, pe
     (ds,) = result.inputs
     assert ds["name"] == str(tmp_path / "p") and ds["boundedness"] == "BOUNDED"
     assert [f["name"] for f in ds["fields"]] == ["id", "name", "score"]
+
+
+def test_several_paths_and_partitioned_write(spark: Any, capture: Capture, people: Any,
+                                             tmp_path: pathlib.Path) -> None:
+    a, b, out = tmp_path / "a", tmp_path / "b", tmp_path / "by_name"
+    people.write.parquet(str(a))
+    people.write.parquet(str(b))
+    result = capture.run(lambda: spark.read.parquet(str(a), str(b)).write.partitionBy("name").parquet(str(out)))
+    assert result.complete, result.incomplete_reason
+    assert sorted(d["name"] for d in result.inputs) == [str(a), str(b)]
+    assert result.outputs[0]["name"] == str(out)
+    assert result.outputs[0]["partition_values"] == {}  # dynamic partitions: no static values
+    ids = {(i["name"], i["field"]) for i in result.column_lineage[0]["inputs"]}
+    assert ids == {(str(a), "id"), (str(b), "id")}
+
+
+def test_failed_write_still_names_its_datasets(spark: Any, capture: Capture, people: Any,
+                                               tmp_path: pathlib.Path) -> None:
+    from pyspark.errors import AnalysisException
+
+    src, target = tmp_path / "src", tmp_path / "exists"
+    people.write.parquet(str(src))
+    people.write.parquet(str(target))
+
+    def fail() -> None:
+        with pytest.raises(AnalysisException):
+            spark.read.parquet(str(src)).write.parquet(str(target))  # ErrorIfExists: the path exists
+
+    result = capture.run(fail)
+    assert result.plan_node == "InsertIntoHadoopFsRelationCommand"
+    assert [d["name"] for d in result.outputs] == [str(target)]
+    assert [d["name"] for d in result.inputs] == [str(src)]
