@@ -56,3 +56,30 @@ def test_consumer_property_must_be_key_value() -> None:
 
     r = CliRunner().invoke(main_group, ["consume", "openlineage", "--consumer-property", "nonsense"])
     assert r.exit_code == 2 and "expected KEY=VALUE" in r.output
+
+
+def test_health_server_answers_503_when_unhealthy_and_404_elsewhere() -> None:
+    import json
+    import urllib.error
+    import urllib.request
+
+    from lineagewire.consumers.runtime import HealthServer, Metrics
+
+    state = {"ok": True}
+    server = HealthServer(Metrics("svc"), lambda: (state["ok"], {"service": "svc"})).start()
+    base = f"http://{server.host}:{server.port}"
+    try:
+        assert server.host == "127.0.0.1"
+        with urllib.request.urlopen(base + "/healthz", timeout=10) as r:
+            assert json.loads(r.read()) == {"status": "ok", "service": "svc"}
+        state["ok"] = False
+        with pytest.raises(urllib.error.HTTPError) as bad:
+            urllib.request.urlopen(base + "/healthz", timeout=10)
+        assert bad.value.code == 503 and json.loads(bad.value.read())["status"] == "unhealthy"
+        bad.value.close()
+        with pytest.raises(urllib.error.HTTPError) as missing:
+            urllib.request.urlopen(base + "/nope", timeout=10)
+        assert missing.value.code == 404
+        missing.value.close()
+    finally:
+        server.stop()
