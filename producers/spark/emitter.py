@@ -80,7 +80,8 @@ class Emitter:
         self.spark = spark
         self.config = config
         self.settings = settings
-        self.closed = False
+        self.closed = False  # no more callbacks taken (hooks removed)
+        self._closing = False
         self._sc = spark.sparkContext
         self._lock = threading.RLock()
         self._stack: list[Run] = []
@@ -381,14 +382,16 @@ class Emitter:
         Never raises; safe to call twice.
         """
         with self._lock:
-            if self.closed:
+            if self._closing:
                 return
-            self.closed = True
+            self._closing = True
         deadline = time.monotonic() + (self.config.flush_timeout if timeout is None else timeout)
         hooks = getattr(self, "_hooks", None)
         if hooks is not None:
+            # Callbacks still on Spark's bus belong to actions that ran before close(): take them first.
             hooks.wait_for_bus(min(2.0, max(0.0, deadline - time.monotonic())))
             hooks.remove()
+        self.closed = True
         self._actions.shutdown(max(0.0, deadline - time.monotonic()))
         if status is None:
             status, exit_error = _exit_status()
@@ -551,7 +554,7 @@ def install(spark: Any, *, settings: Settings | None = None, listeners: list[str
     """
     with _INSTALL_LOCK:
         existing = getattr(spark, "_lineagewire_emitter", None)
-        if existing is not None and not existing.closed:
+        if existing is not None and not existing._closing:
             return existing
         conf = {k: v for k, v in spark.sparkContext.getConf().getAll() if k.startswith(CONF_PREFIX)}
         cfg = resolve_config(spark_conf=conf, config=config, listeners=listeners, namespace=job_namespace,

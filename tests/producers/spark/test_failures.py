@@ -1,0 +1,122 @@
+"""A job that fails, listeners that fail or block, a listener name that does not exist."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from lineagewire.producers.spark import (
+    JobStatusListener,
+    JobStatusListenerFactory,
+    UnknownListenerError,
+    install,
+    job_run,
+)
+
+pytestmark = [pytest.mark.spark]
+
+
+def _kind(e: dict) -> str:
+    return e["header"]["schema_name"].rsplit(".", 1)[1]
+
+
+def _read_jsonl(path) -> list[dict]:  # noqa: ANN001
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+class RaisingListener(JobStatusListener):
+    calls = 0
+
+    def on_event(self, event: dict) -> None:
+        type(self).calls += 1
+        raise RuntimeError("this listener always fails")
+
+
+class RaisingListenerFactory(JobStatusListenerFactory):
+    def create_listener(self, context):  # noqa: ANN001, ANN201
+        return RaisingListener()
+
+
+RELEASE = threading.Event()
+
+
+class BlockingListener(JobStatusListener):
+    def on_event(self, event: dict) -> None:
+        RELEASE.wait(60)
+
+
+def blocking_listener(context):  # noqa: ANN001, ANN201 - a plain callable works as a factory too
+    return BlockingListener()
+
+
+def test_failing_udf_ends_the_run_failed_with_the_error(spark, make_emitter, tmp_path) -> None:  # noqa: ANN001
+    from pyspark.sql import functions as F
+
+    path = tmp_path / "events.jsonl"
+    emitter = make_emitter(listeners=["file"], config={"file_path": str(path)})
+
+    @F.udf("double")
+    def explode(x):  # noqa: ANN001, ANN202
+        raise ValueError(f"bad amount {x}")
+
+    with pytest.raises(Exception, match="bad amount"), job_run(spark, "failing job") as run:
+        spark.range(3).select(explode("id")).collect()
+    emitter.close(20)
+
+    mine = sorted((e for e in _read_jsonl(path) if e["header"]["run_id"] == run.run_id),
+                  key=lambda e: e["header"]["sequence"])
+    statuses = [(e["old_status"], e["new_status"]) for e in mine if _kind(e) == "JobStatusChangedEvent"]
+    assert statuses == [("CREATED", "RUNNING"), ("RUNNING", "FAILED")]
+    final = mine[-1]
+    assert final["lifecycle_state"] == "FAILED"
+    assert "PythonException" in final["error"]["error_class"]
+    assert "bad amount" in final["error"]["message"] and "explode" in final["error"]["stack_trace"]
+    failed_actions = [e for e in mine if _kind(e) == "ActionLineageEvent"]
+    assert [a["action_status"] for a in failed_actions] == ["FAILED"]
+    assert "bad amount" in failed_actions[0]["error"]["message"]
+    # the application run itself went on and finished
+    app = [e for e in _read_jsonl(path) if e["header"]["run_id"] == emitter.app_run.run_id]
+    assert app[-1]["new_status"] == "FINISHED"
+
+
+def test_a_raising_and_a_blocking_listener_hurt_neither_the_job_nor_the_others(spark, make_emitter,  # noqa: ANN001
+                                                                                tmp_path) -> None:
+    path = tmp_path / "events.jsonl"
+    RELEASE.clear()
+    emitter = make_emitter(
+        listeners=["tests.producers.spark.test_failures:RaisingListenerFactory", "file",
+                   "tests.producers.spark.test_failures.blocking_listener"],
+        config={"file_path": str(path), "queue_size": "2", "flush_timeout": "3"})
+    try:
+        with job_run(spark, "survivor"):
+            for i in range(4):
+                assert spark.range(10 + i).count() == 10 + i
+        emitter.close(3)
+        stats = emitter.stats()["listeners"]
+    finally:
+        RELEASE.set()
+
+    events = _read_jsonl(path)
+    # The file listener got everything: 3 app-run + 3 + 4 actions of the job run.
+    assert len(events) == emitter.events == 10
+    assert stats["tests.producers.spark.test_failures:RaisingListenerFactory"]["failed"] == 10
+    assert stats["tests.producers.spark.test_failures.blocking_listener"]["dropped"] > 0
+    assert stats["file"] == {"handled": 11, "failed": 0, "dropped": 0}  # 10 events and its close()
+
+
+def test_unknown_listener_name_fails_at_start_listing_the_available_ones(spark, emitter_config) -> None:  # noqa: ANN001
+    with pytest.raises(UnknownListenerError) as info:
+        install(spark, listeners=["log", "kafak"], config=emitter_config)
+    message = str(info.value)
+    assert "'kafak'" in message and all(name in message for name in ("kafka", "log", "file"))
+    assert getattr(spark, "_lineagewire_emitter", None) is None
+
+
+def test_an_empty_listener_list_starts_none(spark, make_emitter) -> None:  # noqa: ANN001
+    emitter = make_emitter(listeners=[])
+    spark.range(2).count()
+    emitter.close(5)
+    assert emitter.stats()["listeners"] == {}
+    assert emitter.events >= 4  # made, but handed to nobody
