@@ -108,7 +108,7 @@ def subscribe(ctx: click.Context, topic: str | None, from_beginning: bool, from_
     if fmt == "table":
         click.echo(TABLE_HEADER)
     n = 0
-    out = click.get_text_stream("stdout")
+    out = sys.stdout
     for rec in read_events(settings, topic, start=start, end=end, job=job, status=status):
         line = json.dumps(rec.as_json(), separators=(",", ":")) if fmt == "json" else format_table_row(rec)
         out.write(line + "\n")
