@@ -293,6 +293,6 @@ def _input_field(key: FieldKey, transes: set[Trans]) -> InputField:
 
 
 def _transformation(t: Trans) -> Transformation:
-    return {"type": t[0], "subtype": t[1], "description": "", "masking": t[2]}  # type: ignore[typeddict-item]
+    return {"type": t[0], "subtype": t[1], "description": "", "masking": t[2]}  # type: ignore[typeddict-item,unused-ignore]
 
 

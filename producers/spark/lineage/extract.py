@@ -14,7 +14,7 @@ import os
 import re
 from typing import Any
 
-from lineagewire.schemas.events import Dataset, SchemaField, Symlink, dataset
+from lineagewire.schemas.events import Boundedness, Dataset, SchemaField, Symlink, dataset
 
 from .columns import ColumnGraph
 from .exceptions import BudgetExceededError
@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 #: Nodes whose nested plans are not executed by the action (a view's text, a cached command's result).
 _NOT_EXECUTED = {"CreateViewCommand", "AlterViewAsCommand", "CommandResult", "CreateView", "AlterViewAs"}
 #: Leaves that read no dataset.
-_NO_DATASET = {"LogicalRDD", "LocalRelation", "OneRowRelation", "Range", "ExternalRDD", "LocalLimit",
+_NO_DATASET = {"LogicalRDD", "LocalRelation", "OneRowRelation", "Range", "ExternalRDD",
                "UnresolvedRelation", "ResolvedIdentifier", "ResolvedNamespace", "ResolvedTable",
                "StreamingExecutionRelation", "InMemoryRelation"}
 
@@ -246,7 +246,7 @@ class _Extraction:
         for ds in handler(node):
             self._add_input(ds, node)
 
-    def _boundedness(self, node: PlanNode) -> str:
+    def _boundedness(self, node: PlanNode) -> Boundedness:
         return "CONTINUOUS_UNBOUNDED" if node.fields.get("isStreaming") is True else "BOUNDED"
 
     def _relation_datasets(self, node: PlanNode, relation: Any, catalog_table: dict[str, Any] | None,
@@ -261,17 +261,17 @@ class _Extraction:
                 fmt = str(catalog_table["provider"])
             paths = [p for p in str(relation.location().rootPaths().mkString("\n")).split("\n") if p]
             return [dataset(*file_dataset_id(p), format=fmt, fields=fields, symlinks=symlinks,
-                            boundedness=bounded) for p in paths]  # type: ignore[arg-type]
+                            boundedness=bounded) for p in paths]
         if cls.endswith("JDBCRelation"):
             opts = relation.jdbcOptions()
             ns, name = jdbc_dataset_id(str(opts.url()), str(opts.tableOrQuery()))
-            return [dataset(ns, name, format="jdbc", fields=fields, symlinks=symlinks, boundedness=bounded)]  # type: ignore[arg-type]
+            return [dataset(ns, name, format="jdbc", fields=fields, symlinks=symlinks, boundedness=bounded)]
         if cls.endswith("KafkaRelation"):
             params = scala_map(_private_field(relation, "specifiedKafkaParams"))
             servers = params.get("bootstrap.servers", "")
             strategy = str(_private_field(relation, "strategy").toString())
             return [dataset(kafka_namespace(servers), topic, format="kafka", fields=fields,
-                            boundedness=bounded, properties=props)  # type: ignore[arg-type]
+                            boundedness=bounded, properties=props)
                     for topic, props in _kafka_topics(strategy)]
         raise LookupError(f"relation class {cls} is not supported")
 
@@ -301,11 +301,11 @@ class _Extraction:
             symlinks: list[Symlink] = [{"namespace": self.catalog_namespace(), "name": name, "type": "TABLE"}]
             provider = option(catalog_table.provider())
             return [dataset(*file_dataset_id(str(catalog_table.location())), format=provider and str(provider),
-                            fields=fields, symlinks=symlinks, boundedness=bounded)]  # type: ignore[arg-type]
+                            fields=fields, symlinks=symlinks, boundedness=bounded)]
         try:
             paths = [p for p in str(table.fileIndex().rootPaths().mkString("\n")).split("\n") if p]
             fmt = str(table.formatName()).lower()
-            return [dataset(*file_dataset_id(p), format=fmt, fields=fields, boundedness=bounded)  # type: ignore[arg-type]
+            return [dataset(*file_dataset_id(p), format=fmt, fields=fields, boundedness=bounded)
                     for p in paths]
         except Exception:  # noqa: BLE001 - not a file table: name it by catalog and identifier
             log.debug("DataSourceV2 table %s is not a file table", cls, exc_info=True)
@@ -313,7 +313,7 @@ class _Extraction:
         ident = option(jnode.identifier())
         namespace = str(catalog.name()) if catalog is not None else "spark"
         name = str(ident.toString()) if ident is not None else str(table.name())
-        return [dataset(namespace, name, fields=fields, boundedness=bounded)]  # type: ignore[arg-type]
+        return [dataset(namespace, name, fields=fields, boundedness=bounded)]
 
     def _in_DataSourceV2Relation(self, node: PlanNode) -> list[Dataset]:  # noqa: N802
         return self._v2_datasets(node, fields_of_attributes(self.graph.output(node)))
@@ -364,7 +364,7 @@ class _Extraction:
         self._add_output(ds, query, names)
 
     def _out_CreateDataSourceTableAsSelectCommand(self, node: PlanNode) -> None:  # noqa: N802
-        table = node.fields.get("table") if isinstance(node.fields.get("table"), dict) else {}
+        table = _dict(node.fields.get("table")) or {}
         query = node.nested.get("query") or (node.children[0] if node.children else None)
         names = _column_names(node)
         self.deadline.check_essential("looking up the new table's location")
