@@ -318,6 +318,10 @@ class _Extraction:
     def _in_DataSourceV2Relation(self, node: PlanNode) -> list[Dataset]:  # noqa: N802
         return self._v2_datasets(node, fields_of_attributes(self.graph.output(node)))
 
+    def _in_DataSourceV2ScanRelation(self, node: PlanNode) -> list[Dataset]:  # noqa: N802
+        # The optimizer's scan keeps the relation it reads (a nested plan, named there) and its exprIds.
+        return []
+
     # -- outputs -----------------------------------------------------------------------------------------
 
     def _add_output(self, ds: Dataset, query: PlanNode | None, names: list[str] | None) -> None:

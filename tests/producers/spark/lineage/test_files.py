@@ -96,3 +96,19 @@ def test_failed_write_still_names_its_datasets(spark: Any, capture: Capture, peo
     assert result.plan_node == "InsertIntoHadoopFsRelationCommand"
     assert [d["name"] for d in result.outputs] == [str(target)]
     assert [d["name"] for d in result.inputs] == [str(src)]
+
+
+def test_datasource_v2_file_source(spark: Any, capture: Capture, people: Any, tmp_path: pathlib.Path) -> None:
+    """With the V1 list emptied, file reads go through DataSourceV2 (ParquetTable): same names and lineage."""
+    src, out = tmp_path / "v2src", tmp_path / "v2out"
+    people.write.parquet(str(src))
+    previous = spark.conf.get("spark.sql.sources.useV1SourceList")
+    spark.conf.set("spark.sql.sources.useV1SourceList", "")
+    try:
+        df = spark.read.parquet(str(src)).selectExpr("id", "upper(name) AS name")
+        result = capture.run(lambda: df.write.parquet(str(out)))
+    finally:
+        spark.conf.set("spark.sql.sources.useV1SourceList", previous)
+    assert result.complete, result.incomplete_reason
+    assert [(d["namespace"], d["name"], d["format"]) for d in result.inputs] == [("file", str(src), "parquet")]
+    assert inputs_of(result, "name") == {"name": {("DIRECT", "TRANSFORMATION")}}
