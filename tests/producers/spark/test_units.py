@@ -1,0 +1,129 @@
+"""Unit tests of the emitter's parts that need neither Spark nor a broker."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from lineagewire.producers.spark.config import conf_snapshot, resolve_config
+from lineagewire.producers.spark.exceptions import EmitterConfigError, UnknownListenerError
+from lineagewire.producers.spark.listeners.executor import BoundedExecutor
+from lineagewire.producers.spark.listeners.registry import available_listeners, load_factory
+from lineagewire.producers.spark.runs import Run, error_info, is_cancellation
+from lineagewire.producers.spark.split import split_action_lineage
+from lineagewire.schemas import Codec, action_lineage, header
+
+
+def test_config_precedence_arguments_then_conf_then_env() -> None:
+    env = {"LINEAGEWIRE_LISTENERS": "log", "LINEAGEWIRE_NAMESPACE": "env-ns", "LINEAGEWIRE_FLUSH_TIMEOUT": "7"}
+    conf = {"spark.lineagewire.namespace": "conf-ns", "spark.lineagewire.heartbeat": "3"}
+    cfg = resolve_config(spark_conf=conf, environ=env, config={"heartbeat": "4"}, job_name="arg-job")
+    assert cfg.listeners == ["log"] and cfg.namespace == "conf-ns" and cfg.flush_timeout == 7
+    assert cfg.heartbeat == 4 and cfg.job_name == "arg-job"
+    assert resolve_config(environ={}, listeners=[]).listeners == []
+    assert resolve_config(environ={"LINEAGEWIRE_LISTENERS": ""}).listeners == []
+    assert resolve_config(environ={}).listeners == ["kafka"]
+
+
+def test_config_errors_name_key_and_value() -> None:
+    with pytest.raises(EmitterConfigError, match=r"spark\.lineagewire\.flush_timeout='soon'"):
+        resolve_config(environ={}, config={"flush_timeout": "soon"})
+    with pytest.raises(EmitterConfigError, match=r"spark\.lineagewire\.flush_timout"):
+        resolve_config(environ={}, spark_conf={"spark.lineagewire.flush_timout": "1"})
+
+
+def test_conf_snapshot_keeps_the_whitelist_and_no_secrets() -> None:
+    conf = {"spark.app.name": "a", "spark.master": "local[2]", "spark.hadoop.fs.s3a.secret.key": "s3cr3t",
+            "spark.lineagewire.namespace": "n", "spark.lineagewire.sasl_password": "pw", "spark.driver.host": "h",
+            "spark.executor.memory": "2g"}
+    assert conf_snapshot(conf) == {"spark.app.name": "a", "spark.executor.memory": "2g", "spark.master": "local[2]",
+                                   "spark.lineagewire.namespace": "n"}
+
+
+def test_registry_builtins_entry_points_dotted_paths_and_unknown_names() -> None:
+    assert {"kafka", "log", "file"} <= set(available_listeners())
+    assert type(load_factory("log")).__name__ == "LogListenerFactory"
+    assert type(load_factory("lineagewire.producers.spark.listeners.file:FileListenerFactory")).__name__ == \
+        "FileListenerFactory"
+    with pytest.raises(UnknownListenerError, match="expected one of file, kafka, log"):
+        load_factory("nope")
+    with pytest.raises(UnknownListenerError, match=r"cannot import 'no\.such\.module:Factory'"):
+        load_factory("no.such.module:Factory")
+
+
+def test_executor_drops_when_full_and_survives_failures() -> None:
+    gate = threading.Event()
+    seen: list[int] = []
+    ex = BoundedExecutor("t", maxsize=2)
+    try:
+        ex.submit(gate.wait)  # occupies the worker
+        assert ex.drain(0.05) is False
+        results = [ex.submit(seen.append, i) for i in range(5)]
+        assert results.count(True) == 2 and ex.dropped == 3
+        gate.set()
+        assert ex.drain(5)
+        assert seen == [0, 1]
+        assert ex.submit(lambda: 1 / 0)
+        assert ex.submit(seen.append, 9)
+        assert ex.drain(5) and ex.failed == 1 and seen == [0, 1, 9]
+    finally:
+        gate.set()
+        assert ex.shutdown(5)
+    assert ex.submit(seen.append, 10) is False
+
+
+def test_run_sequence_and_state_machine() -> None:
+    run = Run("ns", "job", "r1")
+    created = run.created({})  # type: ignore[arg-type]
+    running = run.transition("RUNNING")
+    done = run.transition("FINISHED")
+    assert [e["header"]["sequence"] for e in (created, running, done)] == [0, 1, 2]
+    assert (running["old_status"], running["lifecycle_state"]) == ("CREATED", "STARTED")
+    assert done["duration_ms"] is not None and run.transition("FAILED") is None  # ended runs stay ended
+    assert run.draft_header("ActionLineageEvent")["sequence"] == 0  # a draft takes no number
+    assert run.header("ActionLineageEvent")["sequence"] == 3
+
+
+def test_error_info_and_cancellation() -> None:
+    try:
+        raise ValueError("bad amount 3")
+    except ValueError as exc:
+        info = error_info(exc)
+    assert info["error_class"] == "ValueError" and info["message"] == "bad amount 3"
+    assert "raise ValueError" in info["stack_trace"]
+    assert is_cancellation(KeyboardInterrupt())
+    assert is_cancellation(RuntimeError("Job 3 cancelled because SparkContext was shut down"))
+    assert not is_cancellation(RuntimeError("bad amount"))
+
+
+def _lineage_event(columns: int, inputs_per_column: int) -> dict:
+    hdr = header("ActionLineageEvent", job_namespace="n", job_name="j", run_id="r")
+    cols = [{"namespace": "file", "name": "/out", "field": f"c{i}",
+             "inputs": [{"namespace": "file", "name": "/in", "field": f"c{i}_{j}" + "x" * 40,
+                         "transformations": [{"type": "DIRECT", "subtype": "IDENTITY", "description": "",
+                                              "masking": False}]} for j in range(inputs_per_column)]}
+            for i in range(columns)]
+    return dict(action_lineage(hdr, "a1", "save", column_lineage=cols))
+
+
+def test_split_keeps_every_column_and_marks_what_cannot_fit() -> None:
+    codec = Codec()
+
+    def size(e: dict) -> int:
+        return len(codec.encode(e))
+
+    small = _lineage_event(3, 1)
+    assert split_action_lineage(small, size, 100_000) == [small]
+    big = _lineage_event(300, 20)
+    limit = 50_000
+    parts = split_action_lineage(big, size, limit)
+    assert len(parts) > 1 and all(size(p) <= limit for p in parts)
+    assert [(p["part"], p["parts"]) for p in parts] == [(i, len(parts)) for i in range(len(parts))]
+    assert [c["field"] for p in parts for c in p["column_lineage"]] == [f"c{i}" for i in range(300)]
+    assert all(p["lineage_complete"] for p in parts)
+    huge = _lineage_event(2, 1)
+    huge["column_lineage"][1]["inputs"] *= 2000  # one column alone over the limit
+    parts = split_action_lineage(huge, size, limit)
+    assert [c["field"] for p in parts for c in p["column_lineage"]] == ["c0"]
+    assert not parts[0]["lineage_complete"] and "/out.c1" in parts[0]["incomplete_reason"]
