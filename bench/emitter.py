@@ -1,0 +1,247 @@
+"""The emitter's cost to the job, its extraction time on a wide plan, and its publishing rate.
+
+    .venv/bin/python -m bench.emitter [--actions 50] [--rounds 7] [--bootstrap-servers HOST:PORT]
+
+(a) overhead: a workload of ``--actions`` short SQL actions (aggregations,
+    joins, writes to the noop sink) run without and with the emitter (kafka
+    listener to a real broker, SparkListener on), alternating which goes first,
+    ``--rounds`` times in one SparkSession; the median of the per-round wall-time
+    ratios (target <= 1.05). Also with the SparkListener off, to show its share.
+(b) extraction: ``extract_action_lineage`` on the QueryExecutions of real
+    actions over a 300-column plan, p50 / p99 (target p99 <= 100 ms).
+(c) events published per second through the kafka listener (encode, outbox
+    write, produce, acknowledgement, outbox delete), to a real broker.
+
+Without --bootstrap-servers a local broker is started on free ports and stopped afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import pathlib
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from typing import Any
+
+from bench._common import percentile, save
+from lineagewire.config import Settings
+from lineagewire.kafka.topics import TopicSpec, create_topics, delete_topics
+
+
+def _session() -> Any:
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark = (SparkSession.builder.master("local[2]").appName("bench-emitter")
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "2").config("spark.default.parallelism", "2")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _workload(spark: Any, actions: int) -> float:
+    """``actions`` short SQL actions; their wall time in seconds."""
+    kinds = [
+        lambda i: spark.sql(f"SELECT id % 7 AS k, sum(id) AS s FROM range({1000 + i}) GROUP BY id % 7").count(),
+        lambda i: spark.sql(f"SELECT a.id, b.id AS b FROM range({500 + i}) a JOIN range(300) b ON a.id = b.id"
+                            ).count(),
+        lambda i: spark.range(2000 + i).selectExpr("id", "id * 2 AS x", "cast(id AS string) AS s")
+        .write.format("noop").mode("overwrite").save(),
+        lambda i: spark.sql(f"SELECT * FROM range({100 + i}) WHERE id % 3 = 0 ORDER BY id DESC").count(),
+    ]
+    started = time.perf_counter()
+    for i in range(actions):
+        kinds[i % len(kinds)](i)
+    return time.perf_counter() - started
+
+
+def overhead(spark: Any, settings: Settings, actions: int, rounds: int, outbox: str) -> dict[str, Any]:
+    from lineagewire.producers.spark import install
+
+    _workload(spark, actions)  # warm-up: JIT, code generation caches, first-query costs
+    variants = {
+        "emitter": {"spark_listener": "true"},
+        "emitter_without_spark_listener": {"spark_listener": "false"},
+    }
+    ratios: dict[str, list[float]] = {k: [] for k in variants}
+    flush_s: list[float] = []
+    events = 0
+    for r in range(rounds):
+        for name, extra in variants.items():
+            config = {"outbox_dir": outbox, "streaming_listener": "false", **extra}
+
+            def with_emitter(config: dict[str, str] = config) -> float:
+                nonlocal events
+                emitter = install(spark, settings=settings, listeners=["kafka"], config=config)
+                took = _workload(spark, actions)
+                t = time.perf_counter()
+                emitter.close(30)
+                flush_s.append(time.perf_counter() - t)
+                events += emitter.events
+                return took
+
+            if r % 2 == 0:
+                base, measured = _workload(spark, actions), with_emitter()
+            else:
+                measured, base = with_emitter(), _workload(spark, actions)
+            ratios[name].append(measured / base)
+    return {
+        "actions_per_run": actions,
+        "rounds": rounds,
+        "median_ratio": round(statistics.median(ratios["emitter"]), 4),
+        "ratios": [round(x, 4) for x in ratios["emitter"]],
+        "median_ratio_without_spark_listener": round(statistics.median(ratios["emitter_without_spark_listener"]), 4),
+        "ratios_without_spark_listener": [round(x, 4) for x in ratios["emitter_without_spark_listener"]],
+        "close_flush_s_p50": round(percentile(flush_s, 50), 4),
+        "events_published": events,
+        "target_median_ratio": 1.05,
+    }
+
+
+class _Capture:
+    """A QueryExecutionListener that keeps the QueryExecutions of the actions it sees."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, Any]] = []
+
+    def onSuccess(self, funcName: str, qe: Any, durationNs: int) -> None:  # noqa: N802,N803
+        self.seen.append((funcName, qe))
+
+    def onFailure(self, funcName: str, qe: Any, exception: Any) -> None:  # noqa: N802,N803
+        self.seen.append((funcName, qe))
+
+    def equals(self, other: Any) -> bool:
+        return other is self
+
+    def hashCode(self) -> int:  # noqa: N802
+        return id(self) & 0x7FFFFFFF
+
+    class Java:
+        implements = ["org.apache.spark.sql.util.QueryExecutionListener"]
+
+
+def extraction(spark: Any, columns: int, calls: int, tmp: str) -> dict[str, Any]:
+    from pyspark.java_gateway import ensure_callback_server_started
+    from pyspark.sql import functions as F
+
+    from lineagewire.producers.spark.lineage import extract_action_lineage
+
+    gateway = spark.sparkContext._gateway
+    ensure_callback_server_started(gateway)
+    capture = _Capture()
+    holder = gateway.jvm.java.util.ArrayList()
+    holder.add(capture)
+    jlistener = holder.get(0)
+    manager = spark._jsparkSession.listenerManager()
+    manager.register(jlistener)
+    try:
+        src = f"{tmp}/wide_src"
+        spark.range(100).selectExpr(*[f"id * {i} AS c{i}" for i in range(columns)]).write.mode("overwrite") \
+            .parquet(src)
+        wide = spark.read.parquet(src)
+        lookup = spark.range(50).selectExpr("id AS c0", "id % 5 AS tag")
+        plans = [
+            wide.where("c1 > 10").selectExpr(*[f"c{i} + c{(i + 1) % columns} AS d{i}" for i in range(columns)]),
+            wide.join(lookup, "c0").groupBy("tag").agg(*[F.sum(f"c{i}").alias(f"s{i}") for i in range(1, columns)]),
+        ]
+        for i, df in enumerate(plans):
+            df.write.mode("overwrite").parquet(f"{tmp}/wide_out_{i}")
+            df.write.format("noop").mode("overwrite").save()
+        spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(30_000)
+    finally:
+        manager.unregister(jlistener)
+    seen = list(capture.seen)
+    for name, qe in seen:  # warm-up, as the emitter's first action would be
+        extract_action_lineage(qe, name, budget_s=10)
+    times: list[float] = []
+    complete = 0
+    columns_found = 0
+    for k in range(calls):
+        name, qe = seen[k % len(seen)]
+        t = time.perf_counter()
+        result = extract_action_lineage(qe, name, budget_s=10)  # budget out of the way: this measures the cost
+        times.append((time.perf_counter() - t) * 1000)
+        complete += bool(result.complete)
+        columns_found = max(columns_found, len(result.column_lineage))
+    return {"columns": columns, "actions_captured": len(seen), "calls": calls,
+            "p50_ms": round(percentile(times, 50), 2), "p99_ms": round(percentile(times, 99), 2),
+            "max_ms": round(max(times), 2), "complete_ratio": round(complete / calls, 3),
+            "max_column_lineage_entries": columns_found, "target_p99_ms": 100}
+
+
+def publish_rate(settings: Settings, n: int, tmp: str) -> dict[str, Any]:
+    from lineagewire.producers.spark.listeners.kafka import KafkaListener
+    from lineagewire.producers.spark.outbox import Outbox
+    from lineagewire.schemas import header, job_status_changed
+
+    events = []
+    for i in range(n):
+        h = header("JobStatusChangedEvent", job_namespace="bench", job_name=f"job-{i % 50}",
+                   run_id=str(uuid.UUID(int=i // 3)), sequence=i % 3)
+        events.append(job_status_changed(h, "RUNNING", "CREATED"))
+    listener = KafkaListener(settings, Outbox(f"{tmp}/rate-outbox", 1 << 30), delivery_timeout=60)
+    started = time.perf_counter()
+    for e in events:
+        listener.on_event(e)
+    handed = time.perf_counter() - started
+    while len(listener.outbox) and time.perf_counter() - started < 120:
+        time.sleep(0.005)
+    took = time.perf_counter() - started
+    left = len(listener.outbox)
+    listener.close(10)
+    return {"events": n, "acknowledged": n - left, "seconds": round(took, 3),
+            "events_per_s": round((n - left) / took), "on_event_per_s": round(n / handed)}
+
+
+def _quietly(fn: Any, *args: Any) -> None:
+    with contextlib.suppress(Exception):  # cleanup of a throw-away topic
+        fn(*args)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--actions", type=int, default=50)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--columns", type=int, default=300)
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--events", type=int, default=20_000)
+    parser.add_argument("--bootstrap-servers", default=None)
+    args = parser.parse_args()
+    if args.actions < 50:
+        parser.error("--actions must be at least 50")
+
+    with contextlib.ExitStack() as stack:
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-emitter-"))
+        servers = args.bootstrap_servers
+        if servers is None:
+            from lineagewire.kafka.local import LocalKafka, free_port
+
+            broker = LocalKafka(name="bench-emitter", port=free_port(), controller_port=free_port(),
+                                base=pathlib.Path(tmp))
+            broker.start(timeout=180)
+            stack.callback(broker.stop)
+            servers = broker.bootstrap_servers
+        settings = Settings(bootstrap_servers=servers)
+        topic = f"bench.emitter.{uuid.uuid4().hex[:8]}"
+        create_topics(settings, [TopicSpec(topic, 3, 3600_000)])
+        stack.callback(lambda: _quietly(delete_topics, settings, [topic]))
+        settings = settings.model_copy(update={"topics": settings.topics.model_copy(update={"jobs": topic})})
+
+        spark = _session()
+        stack.callback(spark.stop)
+        results = {
+            "overhead": overhead(spark, settings, args.actions, args.rounds, f"{tmp}/outbox"),
+            "extraction": extraction(spark, args.columns, args.calls, tmp),
+            "publish": publish_rate(settings, args.events, tmp),
+        }
+        save("emitter", results)
+
+
+if __name__ == "__main__":
+    main()
