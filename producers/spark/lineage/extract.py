@@ -228,7 +228,8 @@ class _Extraction:
     # -- inputs ------------------------------------------------------------------------------------------
 
     def _add_input(self, ds: Dataset, node: PlanNode) -> None:
-        self.graph.add_source(self.graph.output(node), ds["namespace"], ds["name"])
+        if "query" not in ds["properties"]:  # a query's columns are not one table's
+            self.graph.add_source(self.graph.output(node), ds["namespace"], ds["name"])
         for known in self.result.inputs:
             if (known["namespace"], known["name"]) == (ds["namespace"], ds["name"]):
                 return
@@ -264,8 +265,14 @@ class _Extraction:
                             boundedness=bounded) for p in paths]
         if cls.endswith("JDBCRelation"):
             opts = relation.jdbcOptions()
-            ns, name = jdbc_dataset_id(str(opts.url()), str(opts.tableOrQuery()))
-            return [dataset(ns, name, format="jdbc", fields=fields, symlinks=symlinks, boundedness=bounded)]
+            url, table = str(opts.url()), str(opts.tableOrQuery())
+            tables = _query_tables(table)
+            if tables is None:
+                ns, name = jdbc_dataset_id(url, table)
+                return [dataset(ns, name, format="jdbc", fields=fields, symlinks=symlinks, boundedness=bounded)]
+            # A 'query' option: the tables it names; its columns cannot be told apart without a SQL parser.
+            return [dataset(*jdbc_dataset_id(url, t), format="jdbc", boundedness=bounded,
+                            properties={"query": table}) for t in tables]
         if cls.endswith("KafkaRelation"):
             params = scala_map(_private_field(relation, "specifiedKafkaParams"))
             servers = params.get("bootstrap.servers", "")
@@ -451,6 +458,21 @@ class _Extraction:
 
     def _out_OverwritePartitionsDynamic(self, node: PlanNode) -> None:  # noqa: N802
         self._v2_write(node, "OverwritePartitionsDynamic")
+
+
+_QUERY_TABLES = re.compile(r"\b(?:FROM|JOIN)\s+((?:\"[^\"]+\"|[\w$]+)(?:\.(?:\"[^\"]+\"|[\w$]+))*)", re.I)
+
+
+def _query_tables(table_or_query: str) -> list[str] | None:
+    """Tables a JDBC 'query' option reads (Spark wraps it as '(query) SPARK_GEN_SUBQ_n'); None for a table."""
+    text = table_or_query.strip()
+    if not text.startswith("("):
+        return None
+    found: list[str] = []
+    for name in _QUERY_TABLES.findall(text):
+        if not name.startswith("(") and name not in found:
+            found.append(name)
+    return found
 
 
 def _private_field(obj: Any, name: str) -> Any:

@@ -56,3 +56,18 @@ def test_insert_into_jdbc_catalog_table(spark: Any, capture: Capture) -> None:
         assert out["symlinks"][0]["name"] == "default.lw_jdbc_t"
     finally:
         spark.sql("DROP TABLE IF EXISTS lw_jdbc_t")
+
+
+def test_jdbc_query_option_names_the_tables_it_reads(spark: Any, capture: Capture) -> None:
+    db = f"lw{uuid.uuid4().hex[:8]}"
+    url = f"jdbc:derby:memory:{db};create=true"
+    spark.createDataFrame([(1, "a")], "id int, label string").write.jdbc(url, "APP.A", properties=DRIVER)
+    spark.createDataFrame([(1, 2.0)], "id int, v double").write.jdbc(url, "APP.B", properties=DRIVER)
+    query = 'SELECT a."label", b."v" FROM APP.A a JOIN APP.B b ON a."id" = b."id"'  # Spark quotes the columns
+    source = spark.read.format("jdbc").option("url", url).option("query", query) \
+        .option("driver", DRIVER["driver"]).load()
+    result = capture.run(lambda: collect(source), reads)
+    assert result.complete, result.incomplete_reason
+    assert [(d["namespace"], d["name"]) for d in result.inputs] == [(f"derby:memory:{db}", "APP.A"),
+                                                                    (f"derby:memory:{db}", "APP.B")]
+    assert result.inputs[0]["properties"]["query"].startswith('(SELECT a."label"')

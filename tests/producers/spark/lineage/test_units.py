@@ -117,3 +117,12 @@ def test_deadline_lets_dataset_naming_run_into_the_grace_period() -> None:
     deadline.hard_end = deadline.start - 1
     with pytest.raises(BudgetExceededError, match="while naming datasets"):
         deadline.check_essential("naming datasets")
+
+
+def test_jdbc_query_tables() -> None:
+    from lineagewire.producers.spark.lineage.extract import _query_tables
+
+    wrapped = '(SELECT a.id FROM APP.ITEMS a JOIN app."Other T" o ON a.id = o.id ' \
+              'WHERE x IN (SELECT y FROM s.t)) SPARK_GEN_SUBQ_3'
+    assert _query_tables(wrapped) == ["APP.ITEMS", 'app."Other T"', "s.t"]
+    assert _query_tables("APP.ITEMS") is None
