@@ -319,7 +319,7 @@ class Emitter:
         name = event.name or f"{self.app_run.job_name}.stream.{event.id}"
         run = Run(self.config.namespace, name, str(event.runId), parent=self.app_run.ref)
         with self._lock:
-            self._streams[str(event.id)] = (run, 0.0)
+            self._streams[str(event.id)] = (run, float("-inf"))  # the first progress always goes
             self._emit_start(run, {**self._spec, "job_type": "STREAMING"})
 
     def _on_stream_progress(self, event: Any) -> None:

@@ -1,0 +1,58 @@
+"""A streaming query is a run of its own: started, throttled progress, terminated."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+def test_streaming_query_run_started_progress_terminated(spark, make_emitter, tmp_path) -> None:  # noqa: ANN001
+    path = tmp_path / "events.jsonl"
+    emitter = make_emitter(listeners=["file"], config={"file_path": str(path), "streaming_listener": "true",
+                                                       "heartbeat": "0"})
+    query = (spark.readStream.format("rate").option("rowsPerSecond", 5).load()
+             .writeStream.format("noop").queryName("rates_to_noop").trigger(processingTime="300 milliseconds")
+             .start())
+    try:
+        deadline = time.monotonic() + 60
+        while (query.lastProgress is None or query.lastProgress["batchId"] < 2) and time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        query.stop()
+    emitter.close(20)
+
+    events = [json.loads(line) for line in path.read_text().splitlines()]
+    stream = sorted((e for e in events if e["header"]["job_name"] == "rates_to_noop"),
+                    key=lambda e: e["header"]["sequence"])
+    assert stream[0]["spec"]["job_type"] == "STREAMING"
+    assert stream[0]["header"]["run_id"] == str(query.runId)
+    assert stream[0]["header"]["parent_run"]["run_id"] == emitter.app_run.run_id
+    statuses = [(e["old_status"], e["new_status"]) for e in stream if "new_status" in e]
+    assert statuses == [("CREATED", "RUNNING"), ("RUNNING", "FINISHED")]
+    batches = [e for e in stream if e["header"]["schema_name"].endswith("ActionLineageEvent")]
+    assert len(batches) >= 2 and all(b["action_status"] == "RUNNING" for b in batches)
+    assert all(b["inputs"][0]["boundedness"] == "CONTINUOUS_UNBOUNDED" for b in batches)
+    assert [e["header"]["sequence"] for e in stream] == list(range(len(stream)))
+
+
+def test_heartbeat_throttles_progress_events(spark, make_emitter, tmp_path) -> None:  # noqa: ANN001
+    path = tmp_path / "events.jsonl"
+    emitter = make_emitter(listeners=["file"], config={"file_path": str(path), "streaming_listener": "true",
+                                                       "heartbeat": "3600"})
+    query = (spark.readStream.format("rate").option("rowsPerSecond", 5).load()
+             .writeStream.format("noop").queryName("throttled").trigger(processingTime="200 milliseconds").start())
+    try:
+        deadline = time.monotonic() + 60
+        while (query.lastProgress is None or query.lastProgress["batchId"] < 3) and time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        query.stop()
+    emitter.close(20)
+    events = [json.loads(line) for line in path.read_text().splitlines()]
+    batches = [e for e in events if e["header"]["job_name"] == "throttled"
+               and e["header"]["schema_name"].endswith("ActionLineageEvent")]
+    assert len(batches) == 1  # the first progress, then nothing within the hour
