@@ -26,6 +26,7 @@ from lineagewire.producers.scheduler import (
 from lineagewire.producers.scheduler.status import StatusTracker
 from lineagewire.schemas import kind_of
 from tests.helpers import read_topic
+from tests.producers.scheduler.topics import fresh_topics
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow]
 
@@ -75,9 +76,9 @@ class Stack:
 
 
 @pytest.fixture
-def lw(settings: Settings, topic_factory) -> Settings:  # noqa: ANN001
-    return settings.model_copy(update={"topics": settings.topics.model_copy(
-        update={"refresh_commands": topic_factory("cmds", 3)})})
+def lw(kafka_settings: Settings) -> Iterator[Settings]:
+    with fresh_topics(kafka_settings) as settings:
+        yield settings
 
 
 @pytest.fixture

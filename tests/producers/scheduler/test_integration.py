@@ -27,6 +27,7 @@ from lineagewire.schemas import header, job_status_changed
 from tests.helpers import read_topic
 
 from .conftest import TABLES, ServerThread
+from .topics import fresh_topics
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -35,10 +36,10 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
 @pytest.fixture
-def lw_settings(settings: Settings, topic_factory) -> Settings:  # noqa: ANN001
+def lw_settings(kafka_settings: Settings) -> Iterator[Settings]:
     """Fresh jobs and refresh-commands topics."""
-    return settings.model_copy(update={"topics": settings.topics.model_copy(
-        update={"refresh_commands": topic_factory("cmds", 3)})})
+    with fresh_topics(kafka_settings) as settings:
+        yield settings
 
 
 def wait_for(predicate, timeout: float = 60.0, every: float = 0.2) -> Any:  # noqa: ANN001
