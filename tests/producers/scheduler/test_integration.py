@@ -23,7 +23,7 @@ from lineagewire.kafka.local import free_port
 from lineagewire.kafka.publisher import Publisher
 from lineagewire.producers.scheduler.service import SchedulerService, ServiceConfig, create_app
 from lineagewire.producers.scheduler.tables import TableCatalog
-from lineagewire.schemas import header, job_status_changed
+from lineagewire.schemas import Codec, header, job_status_changed
 from tests.helpers import read_topic
 
 from .conftest import TABLES, ServerThread
@@ -72,7 +72,7 @@ def test_commands_on_kafka_and_status_from_job_events(lw_settings: Settings, cat
         cmds = read_topic(lw_settings, cmds_topic, 2, timeout=60, decode=False)
         assert len(cmds) == 2
         assert {m.key() for m in cmds} == {b"mart.hourly"}
-        first = sorted((service.scheduler.sink._publisher.codec.decode(m.value()) for m in cmds),
+        first = sorted((Codec().decode(m.value()) for m in cmds),
                        key=lambda e: e["nominal_time"])[0]
         assert first["workflow_id"] == w["id"] and first["header"]["schedule"]["command_id"] == first["command_id"]
         http.post(f"/workflows/{w['id']}/suspend")
@@ -84,7 +84,7 @@ def test_commands_on_kafka_and_status_from_job_events(lw_settings: Settings, cat
                         and r)
         assert done["duration_ms"] == 50 and done["retry_count"] == 0
 
-        second = next(e for e in (service.scheduler.sink._publisher.codec.decode(m.value()) for m in cmds)
+        second = next(e for e in (Codec().decode(m.value()) for m in cmds)
                       if e["command_id"] != first["command_id"])
         with Publisher(lw_settings) as pub:
             pub.publish(status_of(second, "FAILED", "RUNNING", error=True))
