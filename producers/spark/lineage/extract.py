@@ -389,6 +389,18 @@ class _Extraction:
                      operation="CreateTableAsSelect", properties={"mode": mode} if mode else {})
         self._add_output(ds, query, names)
 
+    def _out_InsertIntoDataSourceDirCommand(self, node: PlanNode) -> None:  # noqa: N802
+        # INSERT OVERWRITE DIRECTORY '...' USING fmt SELECT ...
+        query = node.nested.get("query") or (node.children[0] if node.children else None)
+        self.deadline.check_essential("looking up the directory written")
+        location = option(self._j(node).storage().locationUri())
+        if location is None:
+            raise LookupError("INSERT OVERWRITE DIRECTORY without a location")
+        op = "Overwrite" if node.fields.get("overwrite") is True else "Append"
+        ds = dataset(*file_dataset_id(str(location.toString())), format=node.fields.get("provider"),
+                     fields=self._query_fields(query, None), operation=op)
+        self._add_output(ds, query, None)
+
     def _out_InsertIntoDataSourceCommand(self, node: PlanNode) -> None:  # noqa: N802
         target = node.nested.get("logicalRelation")
         query = node.nested.get("query") or (node.children[0] if node.children else None)

@@ -112,3 +112,20 @@ def test_datasource_v2_file_source(spark: Any, capture: Capture, people: Any, tm
     assert result.complete, result.incomplete_reason
     assert [(d["namespace"], d["name"], d["format"]) for d in result.inputs] == [("file", str(src), "parquet")]
     assert inputs_of(result, "name") == {"name": {("DIRECT", "TRANSFORMATION")}}
+
+
+def test_insert_overwrite_directory(spark: Any, capture: Capture, people: Any, tmp_path: pathlib.Path) -> None:
+    src, target = tmp_path / "src", tmp_path / "dir"
+    people.write.parquet(str(src))
+    spark.read.parquet(str(src)).createOrReplaceTempView("lw_people")
+    try:
+        result = capture.run(lambda: spark.sql(
+            f"INSERT OVERWRITE DIRECTORY '{target}' USING json SELECT id, upper(name) AS u FROM lw_people"),
+            lambda r: r.plan_node == "InsertIntoDataSourceDirCommand")
+    finally:
+        spark.catalog.dropTempView("lw_people")
+    assert result.complete, result.incomplete_reason
+    (out,) = result.outputs
+    assert (out["namespace"], out["name"], out["format"], out["operation"]) == ("file", str(target), "json",
+                                                                                "Overwrite")
+    assert inputs_of(result, "u") == {"name": {("DIRECT", "TRANSFORMATION")}}
