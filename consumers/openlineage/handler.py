@@ -58,10 +58,15 @@ def load_openlineage_config(path: str | pathlib.Path | None = None, url: str | N
 
 
 def make_client(config: dict[str, Any] | None = None) -> Any:
-    """An ``OpenLineageClient`` configured the OpenLineage way (see the module docstring)."""
-    client_mod = require("openlineage.client", "openlineage", "The OpenLineage service")
+    """An ``OpenLineageClient`` configured the OpenLineage way (see the module docstring).
+
+    It is a ``LineagewireClient``: openlineage-python's client, spared a scan of the environment per event.
+    """
+    require("openlineage.client", "openlineage", "The OpenLineage service")
+    from .client import LineagewireClient
+
     try:
-        return client_mod.OpenLineageClient(config=config)
+        return LineagewireClient(config=config)
     except (ValueError, TypeError, RuntimeError, KeyError) as exc:
         raise ConfigError(f"OpenLineage transport configuration is invalid: {exc}; see "
                           "https://openlineage.io/docs/client/python#configuration") from exc

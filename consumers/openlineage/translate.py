@@ -29,6 +29,7 @@ See ``EVENT_TYPE_OF_STATUS`` and ``EVENT_TYPE_OF_ACTION``.
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import functools
 import uuid
@@ -59,6 +60,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 
 from lineagewire import __version__
 
+from . import serde
 from .exceptions import TranslationError
 
 __all__ = [
@@ -101,6 +103,9 @@ EVENT_TYPE_OF_ACTION: dict[str, RunState] = {
     "FAILED": RunState.FAIL,
     "UNKNOWN": RunState.OTHER,
 }
+
+#: Variants of one dataset name kept in the facet cache (different schemas, operations, column lineage).
+_VARIANTS = 4
 
 _LIFECYCLE = {s.value: s for s in lifecycle_state_change_dataset.LifecycleStateChange}
 _JVM_PREFIXES = ("java.", "javax.", "scala.", "org.", "com.", "io.", "net.")
@@ -151,12 +156,20 @@ class Translator:
 
     ``translate(event)`` returns a list (empty for commands) and raises
     ``TranslationError`` naming the field when the event cannot be mapped.
+
+    Dataset, parent and job-type facets are cached (``cache_size`` entries) and shared by the
+    events that use them: treat the returned events' facet objects as read-only.
+    ``fast_serde`` (the default) installs ``serde``: openlineage-python's ``Serde.to_json``, which
+    every transport uses, then renders RunEvents in one pass and reuses the text of the shared
+    facets, byte for byte the same as openlineage-python's own rendering.
     """
 
-    def __init__(self, *, producer: str = PRODUCER, cache_size: int = 4096) -> None:
+    def __init__(self, *, producer: str = PRODUCER, cache_size: int = 4096, fast_serde: bool = True) -> None:
+        if fast_serde:
+            serde.install()
         self.producer = producer
         self._cache_size = cache_size
-        self._facet_cache: dict[str, Any] = {}
+        self._facet_cache: dict[tuple[Any, ...], Any] = {}
         self._by_kind: dict[str, Callable[[dict[str, Any]], list[RunEvent]]] = {
             "JobCreatedEvent": self._job_created,
             "JobStatusChangedEvent": self._status_changed,
@@ -195,7 +208,7 @@ class Translator:
             openlineageAdapterVersion=__version__, producer=self.producer)
         job_facets: dict[str, Any] = {"jobType": self._job_type(spec["job_type"], "APPLICATION")}
         if spec.get("sql"):
-            job_facets["sql"] = sql_job.SQLJobFacet(query=spec["sql"], dialect="spark", producer=self.producer)
+            job_facets["sql"] = self._sql(spec["sql"])
         inputs = [self._input(d) for d in lineage["sources"]]
         outputs = [self._output(d, lineage["column_lineage"]) for d in lineage["sinks"]]
         return [self._event(hdr, state, hdr["event_time"], self._app_run_id(hdr), hdr["job_name"],
@@ -223,7 +236,7 @@ class Translator:
             run_facets["errorMessage"] = self._error(e["error"])
         job_facets: dict[str, Any] = {"jobType": self._job_type("BATCH", "SQL_JOB")}
         if e.get("sql"):
-            job_facets["sql"] = sql_job.SQLJobFacet(query=e["sql"], dialect="spark", producer=self.producer)
+            job_facets["sql"] = self._sql(e["sql"])
         inputs = [self._input(d) for d in e["inputs"]]
         outputs = [self._output(d, e["column_lineage"]) for d in e["outputs"]]
         run_id = action_run_id(hdr["job_namespace"], hdr["job_name"], hdr["run_id"], e["action_id"])
@@ -255,14 +268,15 @@ class Translator:
         facets: dict[str, Any] = {}
         parent = parent or hdr.get("parent_run")
         if parent:
-            key = f"parent/{parent['job_namespace']}/{parent['job_name']}/{parent['run_id']}"
+            key = ("parent", parent["job_namespace"], parent["job_name"], parent["run_id"])
             facet = self._facet_cache.get(key)
             if facet is None:
-                facet = self._remember(key, parent_run.ParentRunFacet(
+                facet = parent_run.ParentRunFacet(
                     run=parent_run.Run(runId=ol_run_id(parent["job_namespace"], parent["job_name"],
                                                        parent["run_id"])),
                     job=parent_run.Job(namespace=parent["job_namespace"], name=parent["job_name"]),
-                    producer=self.producer))
+                    producer=self.producer)
+                self._remember(key, facet, facet)
             facets["parent"] = facet
         schedule = hdr.get("schedule")
         if schedule:
@@ -271,12 +285,22 @@ class Translator:
         return facets
 
     def _job_type(self, processing: str, job_type: str) -> job_type_job.JobTypeJobFacet:
-        key = f"jobType/{processing}/{job_type}"
+        key = ("jobType", processing, job_type)
         facet = self._facet_cache.get(key)
         if facet is None:
-            facet = self._remember(key, job_type_job.JobTypeJobFacet(
+            facet = job_type_job.JobTypeJobFacet(
                 processingType="STREAMING" if processing == "STREAMING" else "BATCH", integration="SPARK",
-                jobType=job_type, producer=self.producer))
+                jobType=job_type, producer=self.producer)
+            self._remember(key, facet, facet)
+        return facet
+
+    def _sql(self, query: str) -> sql_job.SQLJobFacet:
+        # A job runs the same statements run after run.
+        key = ("sql", query)
+        facet = self._facet_cache.get(key)
+        if facet is None:
+            facet = sql_job.SQLJobFacet(query=query, dialect="spark", producer=self.producer)
+            self._remember(key, facet, facet)
         return facet
 
     def _error(self, err: dict[str, Any]) -> error_message_run.ErrorMessageRunFacet:
@@ -314,27 +338,50 @@ class Translator:
             fields=[self._field(c) for c in f.get("fields") or []])
 
     def _input(self, d: dict[str, Any]) -> InputDataset:
-        key = repr(d)
-        facets = self._facet_cache.get(key)
-        if facets is None:
-            facets = self._remember(key, self._dataset_facets(d))
+        facets = self._dataset_cache("input", d, None)
         return InputDataset(namespace=d["namespace"], name=d["name"], facets=dict(facets))
 
     def _output(self, d: dict[str, Any], column_lineage: list[dict[str, Any]]) -> OutputDataset:
         mine = [cl for cl in column_lineage if cl["namespace"] == d["namespace"] and cl["name"] == d["name"]]
-        key = repr((d, mine))
-        facets = self._facet_cache.get(key)
-        if facets is None:
-            facets = self._remember(key, self._output_facets(d, mine))
+        facets = self._dataset_cache("output", d, mine)
         return OutputDataset(namespace=d["namespace"], name=d["name"], facets=dict(facets))
 
-    def _remember(self, key: str, facets: Any) -> Any:
+    def _dataset_cache(self, role: str, d: dict[str, Any], mine: list[dict[str, Any]] | None) -> dict[str, Any]:
+        # Keyed by the dataset's name, and matched on its whole content (schema, symlinks, operation, column
+        # lineage...): comparing decoded dicts costs far less than rendering them as a key, and a name that
+        # comes with different content (two jobs writing one table, a schema change) keeps a few variants.
+        key = (role, d["namespace"], d["name"])
+        variants = self._facet_cache.get(key)
+        if variants is not None:
+            for seen, seen_mine, facets in variants:
+                if seen == d and seen_mine == mine:
+                    return facets
+        facets = self._dataset_facets(d) if mine is None else self._output_facets(d, mine)
+        # A copy: the cache must not change when the caller changes its event afterwards.
+        entry = (copy.deepcopy(d), copy.deepcopy(mine), facets)
+        if variants is None:
+            self._remember(key, [entry], facets)
+        else:
+            variants.insert(0, entry)
+            del variants[_VARIANTS:]
+            self._freeze(facets)
+        return facets
+
+    def _remember(self, key: Any, value: Any, facets: Any) -> Any:
         # Facets are a pure function of the dataset, and a run repeats its datasets in every action:
         # building the attrs facet objects is the costly part of translating, so keep recent ones.
         if len(self._facet_cache) >= self._cache_size:
             self._facet_cache.pop(next(iter(self._facet_cache)))
-        self._facet_cache[key] = facets
-        return facets
+        self._facet_cache[key] = value
+        self._freeze(facets)
+        return value
+
+    @staticmethod
+    def _freeze(facets: Any) -> None:
+        # Cached facets are shared by every event that uses them and never changed: frozen, their JSON text
+        # is computed once (see serde).
+        for facet in facets.values() if isinstance(facets, dict) else (facets,):
+            serde.freeze(facet)
 
     def _output_facets(self, d: dict[str, Any], column_lineage: list[dict[str, Any]]) -> dict[str, Any]:
         facets = self._dataset_facets(d)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import uuid
 
@@ -137,3 +138,44 @@ def test_untranslatable_event_names_the_problem() -> None:
         Translator().translate({"nothing": 1})
     with pytest.raises(TranslationError, match="no OpenLineage mapping"):
         Translator().translate({"header": {**e["header"], "schema_name": "io.x.Unknown"}})
+
+
+def _fresh(event: dict) -> list[dict]:
+    # A new translator per event: nothing comes from a cache.
+    return [json.loads(Serde.to_json(o)) for o in Translator().translate(event)]
+
+
+def test_cached_facets_follow_the_content_of_a_dataset_not_only_its_name() -> None:
+    # Two jobs write one table with different column lineage, and its schema changes: the same name with
+    # different content, alternating, must each time give the facets of that content.
+    a, b = app_run("job_a", actions=1)[2], app_run("job_b", actions=1)[2]
+    b = {**b, "outputs": a["outputs"], "column_lineage": [{**a["column_lineage"][0], "field": "total"}]}
+    c = {**a, "outputs": [{**a["outputs"][0], "fields": a["outputs"][0]["fields"][:1]}]}
+    tr = Translator()
+    for e in [a, b, c, a, c, b, a]:
+        got = [json.loads(Serde.to_json(o)) for o in tr.translate(e)]
+        assert got == _fresh(e)
+    assert set(_fresh(b)[0]["outputs"][0]["facets"]["columnLineage"]["fields"]) == {"total"}
+    assert len(_fresh(c)[0]["outputs"][0]["facets"]["schema"]["fields"]) == 1
+
+
+def test_changing_an_event_after_translating_it_does_not_change_the_cache() -> None:
+    e = copy.deepcopy(app_run(actions=1)[2])
+    tr = Translator()
+    before = [json.loads(Serde.to_json(o)) for o in tr.translate(e)]
+    e["outputs"][0]["fields"][0]["name"] = "renamed"
+    e["column_lineage"][0]["inputs"][0]["field"] = "price"
+    changed = [json.loads(Serde.to_json(o)) for o in tr.translate(e)]
+    assert changed == _fresh(e)
+    assert changed[0]["outputs"][0]["facets"]["schema"]["fields"][0]["name"] == "renamed"
+    e["outputs"][0]["fields"][0]["name"] = "id"
+    e["column_lineage"][0]["inputs"][0]["field"] = "amount"
+    assert [json.loads(Serde.to_json(o)) for o in tr.translate(e)] == before
+
+
+def test_the_facet_cache_is_bounded() -> None:
+    tr = Translator(cache_size=3)
+    for i in range(20):
+        for e in app_run(f"job{i}", actions=1):
+            assert [json.loads(Serde.to_json(o)) for o in tr.translate(e)] == _fresh(e)
+    assert len(tr._facet_cache) <= 3
