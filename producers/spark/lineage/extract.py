@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 
 #: Nodes whose nested plans are not executed by the action (a view's text, a cached command's result).
 _NOT_EXECUTED = {"CreateViewCommand", "AlterViewAsCommand", "CommandResult", "CreateView", "AlterViewAs"}
+#: Nested plans that only copy another (a V2 write keeps its query as analyzed, next to the optimized one).
+_COPIES = {"analyzedQuery"}
 #: Leaves that read no dataset.
 _NO_DATASET = {"LogicalRDD", "LocalRelation", "OneRowRelation", "Range", "ExternalRDD",
                "UnresolvedRelation", "ResolvedIdentifier", "ResolvedNamespace", "ResolvedTable",
@@ -163,8 +165,9 @@ class _Extraction:
         yield node
         if node.simple in _NOT_EXECUTED:
             return
-        for sub in node.nested.values():
-            yield from self._executed(sub)
+        for key, sub in node.nested.items():
+            if key not in _COPIES:
+                yield from self._executed(sub)
         for child in node.children:
             yield from self._executed(child)
 
@@ -301,6 +304,8 @@ class _Extraction:
         table = jnode.table()
         cls = str(table.getClass().getName())
         bounded = self._boundedness(node)
+        if cls.rstrip("$").endswith("NoopTable"):
+            return []  # format("noop"): benchmarks write here, nothing is stored
         if cls.endswith("V1Table"):
             catalog_table = table.v1Table()
             ident = catalog_table.identifier()

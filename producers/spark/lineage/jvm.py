@@ -51,6 +51,10 @@ class Deadline:
             raise BudgetExceededError(self.reason(what))
 
 
+#: Plan fields that hold an Option[LogicalPlan] rather than a plan.
+_OPTIONAL_PLAN_FIELDS = {"analyzedQuery"}
+
+
 class JvmPlan:
     """The JVM side of the plan whose JSON was parsed."""
 
@@ -71,6 +75,8 @@ class JvmPlan:
             obj = parent.subqueries().apply(arg)
         else:
             obj = getattr(parent, arg)()
+            if arg in _OPTIONAL_PLAN_FIELDS:
+                obj = option(obj)
         self._nodes[path] = obj
         return obj
 

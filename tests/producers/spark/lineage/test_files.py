@@ -129,3 +129,15 @@ def test_insert_overwrite_directory(spark: Any, capture: Capture, people: Any, t
     assert (out["namespace"], out["name"], out["format"], out["operation"]) == ("file", str(target), "json",
                                                                                 "Overwrite")
     assert inputs_of(result, "u") == {"name": {("DIRECT", "TRANSFORMATION")}}
+
+
+def test_noop_v2_sink_reports_inputs_only(spark: Any, capture: Capture, people: Any,
+                                          tmp_path: pathlib.Path) -> None:
+    """format("noop") is a DataSourceV2 write (AppendData / OverwriteByExpression) that stores nothing."""
+    people.write.parquet(str(tmp_path / "src"))
+    for mode, node in (("append", "AppendData"), ("overwrite", "OverwriteByExpression")):
+        result = capture.run(lambda m=mode: spark.read.parquet(str(tmp_path / "src")).write.format("noop")
+                             .mode(m).save(), lambda r, n=node: r.plan_node == n)
+        assert result.complete, result.incomplete_reason
+        assert result.outputs == [] and result.column_lineage == []
+        assert [d["name"] for d in result.inputs] == [str(tmp_path / "src")]
