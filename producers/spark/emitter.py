@@ -22,7 +22,6 @@ one gets its ``ActionLineageEvent`` in that run.
 from __future__ import annotations
 
 import atexit
-import collections
 import contextlib
 import functools
 import logging
@@ -51,7 +50,6 @@ log = logging.getLogger(__name__)
 __all__ = ["Emitter", "install", "job_run"]
 
 RUN_ID_PROPERTY = "spark.lineagewire.run_id"
-_EXECUTION_ID = "spark.sql.execution.id"
 
 _INSTALL_LOCK = threading.RLock()
 _ACTIVE: list[Emitter] = []
@@ -85,12 +83,12 @@ class Emitter:
         self._sc = spark.sparkContext
         self._lock = threading.RLock()
         self._stack: list[Run] = []
-        self._execution_runs: collections.OrderedDict[str, Run] = collections.OrderedDict()
         self._streams: dict[str, tuple[Run, float]] = {}
         self._codec = Codec()
         self.events = 0
         self.actions = 0
         self.actions_skipped = 0
+        self.spark_jobs = 0
         self._spec = self._spec_snapshot()
         self.app_run = Run(config.namespace, config.job_name or self._spec["application_name"], config.run_id)
         self._listeners = self._start_listeners(properties or {})
@@ -208,8 +206,8 @@ class Emitter:
         self.end_run(run)
 
     def _set_run_property(self, value: str | None) -> str | None:
-        # The JVM thread-local property reaches every Spark job of this thread (onJobStart), which ties an
-        # action to its run even when its callback arrives after another run began.
+        # The JVM thread-local property reaches every Spark job of this thread, so the run id shows in the
+        # Spark UI and event logs next to the jobs it ran.
         try:
             previous = self._sc.getLocalProperty(RUN_ID_PROPERTY)
             self._sc.setLocalProperty(RUN_ID_PROPERTY, value)  # type: ignore[arg-type]
@@ -229,23 +227,7 @@ class Emitter:
                                  "action queue full: lineage not extracted")
 
     def _on_job_start(self, job_start: Any) -> None:
-        if self.closed or not self._stack:
-            return  # no job_run open: every action belongs to the application run anyway
-        self._actions.submit(self._map_job, job_start)
-
-    def _map_job(self, job_start: Any) -> None:
-        props = job_start.properties()
-        if props is None:
-            return
-        run_id, execution = props.getProperty(RUN_ID_PROPERTY), props.getProperty(_EXECUTION_ID)
-        if not run_id or execution is None:
-            return
-        with self._lock:
-            run = next((r for r in self._stack if r.run_id == run_id), None)
-            if run is not None:
-                self._execution_runs[str(execution)] = run
-                while len(self._execution_runs) > 1000:
-                    self._execution_runs.popitem(last=False)
+        self.spark_jobs += 1  # a counter only: the action's own callback carries everything else
 
     def _on_application_end(self) -> None:
         # The context stopped from the JVM side: the runs end now; listeners flush at close() or exit.
@@ -259,9 +241,6 @@ class Emitter:
     def _process_action(self, run: Run, func_name: str, qe: Any, duration_ns: int | None, exception: Any) -> None:
         self.actions += 1
         budget_s = self.config.time_budget_ms / 1000
-        if self._execution_runs:
-            with contextlib.suppress(Exception):
-                run = self._execution_runs.pop(str(qe.id()), run)
         error = _java_error(exception) if exception is not None else None
         extract = _extractor()
         if extract is None:
@@ -370,6 +349,7 @@ class Emitter:
     def stats(self) -> dict[str, Any]:
         """Counters: events made, actions seen and skipped, per listener handled / failed / dropped."""
         return {"events": self.events, "actions": self.actions, "actions_skipped": self.actions_skipped,
+                "spark_jobs": self.spark_jobs,
                 "listeners": {name: {"handled": ex.done, "failed": ex.failed, "dropped": ex.dropped}
                               for name, _l, ex in self._listeners}}
 

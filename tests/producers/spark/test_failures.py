@@ -120,3 +120,16 @@ def test_an_empty_listener_list_starts_none(spark, make_emitter) -> None:  # noq
     emitter.close(5)
     assert emitter.stats()["listeners"] == {}
     assert emitter.events >= 4  # made, but handed to nobody
+
+
+def test_interrupted_job_run_ends_canceled(spark, make_emitter, tmp_path) -> None:  # noqa: ANN001
+    path = tmp_path / "events.jsonl"
+    emitter = make_emitter(listeners=["file"], config={"file_path": str(path)})
+    with pytest.raises(KeyboardInterrupt), job_run(spark, "interrupted") as run:
+        spark.range(3).count()
+        raise KeyboardInterrupt
+    emitter.close(20)
+    mine = [e for e in _read_jsonl(path) if e["header"]["run_id"] == run.run_id]
+    final = max(mine, key=lambda e: e["header"]["sequence"])
+    assert (final["new_status"], final["lifecycle_state"]) == ("CANCELED", "TERMINATED")
+    assert final["error"]["error_class"] == "KeyboardInterrupt"
