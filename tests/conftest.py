@@ -80,7 +80,7 @@ def topic_factory(kafka_settings: Settings) -> Iterator:
     yield make
     if created:
         try:
-            delete_topics(kafka_settings, created)
+            delete_topics(kafka_settings, created, timeout=20)
         except Exception:  # noqa: BLE001 - cleanup only
             pass
 

@@ -79,7 +79,7 @@ def create_topics(settings: Settings, specs: list[TopicSpec] | None = None, *, t
         futures = client.create_topics(todo, operation_timeout=timeout, request_timeout=timeout)
         for name, fut in futures.items():
             try:
-                fut.result()
+                fut.result(timeout=timeout + 5)
                 result[name] = "created"
                 log.info("created topic %s", name)
             except KafkaException as exc:
@@ -88,13 +88,18 @@ def create_topics(settings: Settings, specs: list[TopicSpec] | None = None, *, t
                     result[name] = "exists"
                 else:
                     raise KafkaError(f"creating topic {name!r} failed: {err.str()}") from exc
+            except TimeoutError as exc:
+                raise KafkaError(f"creating topic {name!r}: no answer within {timeout + 5:.0f}s") from exc
     return result
 
 
 def delete_topics(settings: Settings, names: list[str], timeout: float = 30.0) -> None:
-    futures = admin(settings).delete_topics(names, operation_timeout=timeout)
+    futures = admin(settings).delete_topics(names, operation_timeout=timeout, request_timeout=timeout)
     for name, fut in futures.items():
         try:
-            fut.result()
+            # A bound on the wait too: under load the request can outlive its own timeouts.
+            fut.result(timeout=timeout + 5)
         except KafkaException as exc:
             raise KafkaError(f"deleting topic {name!r} failed: {exc.args[0].str()}") from exc
+        except TimeoutError as exc:
+            raise KafkaError(f"deleting topic {name!r}: no answer within {timeout + 5:.0f}s") from exc
