@@ -67,3 +67,20 @@ def test_instrument_rejects_an_unknown_listener_before_running_anything(tmp_path
     assert proc.returncode == 2
     assert "'nope'" in proc.stderr and "kafka" in proc.stderr and "file" in proc.stderr
     assert not marker.exists()
+
+
+@pytest.mark.integration
+@pytest.mark.spark
+@pytest.mark.slow
+def test_unchanged_script_dying_in_a_udf_ends_its_run_failed(settings, tmp_path) -> None:  # noqa: ANN001
+    proc = _instrument(settings, "--topic", settings.topics.jobs, "--set", f"outbox_dir={tmp_path / 'outbox'}",
+                       "--", sys.executable, str(EXAMPLE), str(tmp_path / "out"), "fail")
+    assert proc.returncode == 1 and "bad amount" in proc.stderr
+
+    events = _read_all(settings, settings.topics.jobs)
+    final = events[-1]
+    assert (final["old_status"], final["new_status"], final["lifecycle_state"]) == ("RUNNING", "FAILED", "FAILED")
+    assert "PythonException" in final["error"]["error_class"] and "bad amount" in final["error"]["message"]
+    failed = [e for e in events if e["header"]["schema_name"].endswith("ActionLineageEvent")
+              and e["action_status"] == "FAILED"]
+    assert len(failed) == 1 and "bad amount" in failed[0]["error"]["message"]
