@@ -110,7 +110,8 @@ def resolve_config(*, spark_conf: Mapping[str, str] | None = None, environ: Mapp
     env = os.environ if environ is None else environ
     merged: dict[str, Any] = {}
     merged.update(_from_env(env))
-    merged.update({k: v for k, v in _strip(spark_conf or {}).items()})
+    # Keys with a dot after the prefix (spark.lineagewire.<listener>.<key>) belong to plugins, not to us.
+    merged.update({k: v for k, v in _strip(spark_conf or {}).items() if "." not in k})
     merged.update(_strip(config or {}))
     merged.update({k: v for k, v in arguments.items() if v is not None})
     unknown = sorted(set(merged) - set(EmitterConfig.model_fields))

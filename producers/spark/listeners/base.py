@@ -47,7 +47,8 @@ class ListenerContext:
     ``executor`` the bounded single-thread executor the listener's events run
     on (a listener may submit its own follow-up work to it), ``app_name`` the
     application's job name (used e.g. for the outbox folder), ``properties``
-    the raw ``spark.lineagewire.*`` entries for plugin-specific keys.
+    the raw ``spark.lineagewire.*`` entries; a plugin's own keys go under
+    ``spark.lineagewire.<listener name>.<key>``.
     """
 
     name: str

@@ -17,7 +17,8 @@ from lineagewire.schemas import Codec, action_lineage, header
 
 def test_config_precedence_arguments_then_conf_then_env() -> None:
     env = {"LINEAGEWIRE_LISTENERS": "log", "LINEAGEWIRE_NAMESPACE": "env-ns", "LINEAGEWIRE_FLUSH_TIMEOUT": "7"}
-    conf = {"spark.lineagewire.namespace": "conf-ns", "spark.lineagewire.heartbeat": "3"}
+    conf = {"spark.lineagewire.namespace": "conf-ns", "spark.lineagewire.heartbeat": "3",
+            "spark.lineagewire.myplugin.url": "http://x"}  # a plugin's own key: not ours to check
     cfg = resolve_config(spark_conf=conf, environ=env, config={"heartbeat": "4"}, job_name="arg-job")
     assert cfg.listeners == ["log"] and cfg.namespace == "conf-ns" and cfg.flush_timeout == 7
     assert cfg.heartbeat == 4 and cfg.job_name == "arg-job"
