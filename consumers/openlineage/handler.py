@@ -25,6 +25,7 @@ import yaml
 from lineagewire.consumers.runtime.base import Handler
 from lineagewire.exceptions import ConfigError, require
 
+from . import serde
 from .exceptions import EmitError
 from .translate import Translator
 
@@ -95,7 +96,8 @@ class OpenLineageHandler(Handler):
 
     def open(self) -> None:
         kind = getattr(getattr(self.client, "transport", None), "kind", type(self.client).__name__)
-        log.info("OpenLineage transport: %s", kind)
+        log.info("OpenLineage transport: %s (one-pass JSON rendering: %s)", kind,
+                 "on" if serde.installed() else "off, openlineage-python's Serde")
 
     def handle(self, record: Record) -> int:
         events = self.translator.translate(record.event)

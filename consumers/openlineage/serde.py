@@ -22,12 +22,21 @@ as before, only the text they send is produced faster, byte for byte the same
 
 A frozen object must not change afterwards (nor anything it holds): its
 text is computed once and kept while the object lives.
+
+The rules reproduced are those of the openlineage-python and attrs sources this
+module was checked against: ``install()`` compares a fingerprint of that source
+(``Serde.to_json``, ``to_dict``, ``remove_nulls_and_enums``, ``attr.asdict``)
+with the ones in ``VERIFIED`` and, for any other version, leaves
+openlineage-python's serialiser in place (slower, never different) and logs it.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import inspect
 import json
+import logging
 import threading
 import uuid
 import weakref
@@ -40,7 +49,14 @@ import attr
 from openlineage.client import event_v2
 from openlineage.client.serde import Serde
 
-__all__ = ["freeze", "install", "installed", "reference_to_json", "to_json", "uninstall"]
+__all__ = ["VERIFIED", "fingerprint", "freeze", "install", "installed", "reference_to_json", "to_json",
+           "uninstall"]
+
+log = logging.getLogger(__name__)
+
+#: Fingerprints of the serialiser sources whose rules this module reproduces (see ``fingerprint()``):
+#: openlineage-python 1.54.0 with attrs 26.1.0.
+VERIFIED = frozenset({"a82e112d8d7f37396b3d735fc51f9f21d3d57c949f009b1673ffa0dac4fbe658"})
 
 # The classes attr.asdict copies as they are (attrs' own list: ``attr._funcs._ATOMIC_TYPES``).
 _ATOMIC = frozenset({type(None), bool, int, float, str, bytes, complex, type, range, property, type(...)})
@@ -59,10 +75,11 @@ class _Unsupported(Exception):  # noqa: N818 - internal signal, never leaves thi
     """A shape this module does not reproduce: the event goes to openlineage-python's Serde."""
 
 
-_kinds: dict[type, tuple[int, tuple[str, ...]]] = {}
+# class -> (its kind, and for attrs classes its fields as (name, '"name": ') in the order of the output)
+_kinds: dict[type, tuple[int, tuple[tuple[str, str], ...]]] = {}
 
 
-def _kind(cls: type) -> tuple[int, tuple[str, ...]]:
+def _kind(cls: type) -> tuple[int, tuple[tuple[str, str], ...]]:
     kind = _kinds.get(cls)
     if kind is None:
         if cls is str:
@@ -73,7 +90,8 @@ def _kind(cls: type) -> tuple[int, tuple[str, ...]]:
             kind = (_ATOM, ())
         elif attr.has(cls):
             # json.dumps(sort_keys=True) orders the keys: walk the fields in that order.
-            kind = (_ATTRS, tuple(sorted(a.name for a in attr.fields(cls))))
+            kind = (_ATTRS, tuple((name, f"{encode_basestring_ascii(name)}: ")
+                                  for name in sorted(a.name for a in attr.fields(cls))))
         elif issubclass(cls, _SEQUENCES):
             kind = (_SEQ, ())
         elif issubclass(cls, dict):
@@ -141,26 +159,31 @@ def _encode(value: Any) -> str | None:
     if kind is _SEQ:
         # Serde drops null items, and items that end up as empty objects.
         parts = [t for t in map(_encode, value) if t is not None and t != "{}"]
-        return f"[{', '.join(parts)}]"
+        return "[" + ", ".join(parts) + "]"
     if kind is _DICT:
         parts = []
         for k in sorted(value):  # raises TypeError on mixed key types, as json.dumps would
             if type(k) is not str:
                 raise _Unsupported(f"dict key {k!r}")
-            t = _encode(value[k])
+            v = value[k]
+            t = encode_basestring_ascii(v) if type(v) is str else _encode(v)
             if t is not None:
                 parts.append(f"{encode_basestring_ascii(k)}: {t}")
-        return f"{{{', '.join(parts)}}}"
+        return "{" + ", ".join(parts) + "}"
     return _leaf(value)
 
 
-def _attrs(value: Any, names: tuple[str, ...]) -> str:
+def _attrs(value: Any, fields: tuple[tuple[str, str], ...]) -> str:
     parts = []
-    for name in names:
-        t = _encode(getattr(value, name))
+    for name, prefix in fields:
+        v = getattr(value, name)
+        # Strings and nulls are most of the values: spared the general path.
+        if v is None:
+            continue
+        t = encode_basestring_ascii(v) if type(v) is str else _encode(v)
         if t is not None:
-            parts.append(f"{encode_basestring_ascii(name)}: {t}")
-    return f"{{{', '.join(parts)}}}"
+            parts.append(prefix + t)
+    return "{" + ", ".join(parts) + "}"
 
 
 def to_json(event: Any) -> str:
@@ -173,6 +196,7 @@ def to_json(event: Any) -> str:
 
 _original: Callable[..., str] | None = None
 _lock = threading.Lock()
+_found: list[str | None] = []  # the fingerprint, computed once
 
 
 def _serde_to_json(cls: type, obj: Any, **kwargs: Any) -> str:
@@ -191,13 +215,39 @@ def reference_to_json(obj: Any, **kwargs: Any) -> str:
     return original(Serde, obj, **kwargs)
 
 
-def install() -> None:
-    """Route ``Serde.to_json`` of RunEvents through this module (idempotent; process-wide)."""
+def fingerprint() -> str | None:
+    """SHA-256 of the installed openlineage-python and attrs serialiser sources (None when unreadable)."""
+    import attr._funcs as attr_funcs
+
+    to_json = _original or Serde.__dict__["to_json"].__func__
+    try:
+        sources = [inspect.getsource(f) for f in (Serde.remove_nulls_and_enums, Serde.to_dict, to_json,
+                                                  attr_funcs.asdict, attr_funcs._asdict_anything)]
+    except (OSError, TypeError):
+        return None
+    if getattr(attr_funcs, "_ATOMIC_TYPES", None) != _ATOMIC:
+        return None
+    return hashlib.sha256("\n".join(sources).encode()).hexdigest()
+
+
+def install() -> bool:
+    """Route ``Serde.to_json`` of RunEvents through this module (idempotent; process-wide).
+
+    Returns whether it is installed: not when the serialiser sources are not a ``VERIFIED`` version.
+    """
     global _original
     with _lock:
         if _original is None:
+            if not _found:
+                _found.append(fingerprint())
+                if _found[0] not in VERIFIED:
+                    log.info("openlineage-python's Serde (fingerprint %s) is not a version the one-pass rendering "
+                             "was verified against; keeping openlineage-python's own serialiser", _found[0])
+            if _found[0] not in VERIFIED:
+                return False
             _original = Serde.__dict__["to_json"].__func__
             Serde.to_json = classmethod(_serde_to_json)  # type: ignore[method-assign,assignment]
+        return True
 
 
 def uninstall() -> None:

@@ -227,3 +227,26 @@ def test_the_file_transport_writes_the_same_bytes_either_way(tmp_path) -> None: 
         serde.install()
     assert fast.read_bytes() == slow.read_bytes()
     assert len(fast.read_text().splitlines()) == len(out)
+
+
+def test_the_installed_serialiser_is_a_verified_version() -> None:
+    # Fails after an upgrade of openlineage-python or attrs: run this file against the new version, and when
+    # it passes, add the new fingerprint to serde.VERIFIED.
+    assert serde.fingerprint() in serde.VERIFIED
+
+
+def test_an_unverified_serialiser_is_left_in_place(monkeypatch) -> None:  # noqa: ANN001
+    ev = translated(app_run())[0]
+    serde.uninstall()
+    try:
+        monkeypatch.setattr(serde, "VERIFIED", frozenset({"another version"}))
+        assert serde.install() is False
+        assert not serde.installed()
+        assert Serde.__dict__["to_json"].__func__ is not serde._serde_to_json
+        assert Serde.to_json(ev) == serde.reference_to_json(ev)
+        Translator()  # builds, and translates, without it
+        assert not serde.installed()
+    finally:
+        monkeypatch.undo()
+        assert serde.install() is True
+    assert serde.installed()
