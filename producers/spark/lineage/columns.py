@@ -156,6 +156,8 @@ class ColumnGraph:
             return self.output(node.children[0])
         if s == "Generate" and node.children:
             return self.output(node.children[0]) + self._named(node, "generatorOutput")
+        if s == "HiveTableRelation":
+            return self._named(node, "dataCols") + self._named(node, "partitionCols")
         if isinstance(node.fields.get("output"), list):
             return self._named(node, "output")
         if len(node.children) == 1:

@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 
 #: Nodes whose nested plans are not executed by the action (a view's text, a cached command's result).
 _NOT_EXECUTED = {"CreateViewCommand", "AlterViewAsCommand", "CommandResult", "CreateView", "AlterViewAs"}
+_CACHED = '"class":"org.apache.spark.sql.execution.columnar.InMemoryRelation"'
 #: Nested plans that only copy another (a V2 write keeps its query as analyzed, next to the optimized one).
 _COPIES = {"analyzedQuery"}
 #: Leaves that read no dataset.
@@ -52,6 +53,12 @@ def extract_action_lineage(qe: Any, func_name: str, *, budget_s: float = 0.1) ->
         deadline = Deadline(budget_s)
         jroot = _plan_of(qe)
         text = str(jroot.toJSON())
+        if _CACHED in text:
+            # Cached data replaces the relations it was read from in the optimized plan, not in the
+            # analyzed one: read that too (a second toJSON, only for plans that use the cache).
+            deadline.check("reading the analyzed plan behind cached data")
+            jroot = qe.analyzed()
+            text = str(jroot.toJSON())
         root = parse_plan_json(text)
         _Extraction(qe, root, JvmPlan(jroot, deadline), result).run()
     except BudgetExceededError as exc:

@@ -141,3 +141,19 @@ def test_noop_v2_sink_reports_inputs_only(spark: Any, capture: Capture, people: 
         assert result.complete, result.incomplete_reason
         assert result.outputs == [] and result.column_lineage == []
         assert [d["name"] for d in result.inputs] == [str(tmp_path / "src")]
+
+
+def test_cached_dataframe_still_names_its_files(spark: Any, capture: Capture, people: Any,
+                                                tmp_path: pathlib.Path) -> None:
+    src = tmp_path / "src"
+    people.write.parquet(str(src))
+    cached = spark.read.parquet(str(src)).where("score > 0").cache()
+    try:
+        cached.count()
+        result = capture.run(lambda: cached.selectExpr("id", "score * 2 AS double_score")
+                             .write.parquet(str(tmp_path / "out")))
+    finally:
+        cached.unpersist()
+    assert result.complete, result.incomplete_reason
+    assert [d["name"] for d in result.inputs] == [str(src)]
+    assert inputs_of(result, "double_score") == {"score": {("DIRECT", "TRANSFORMATION"), ("INDIRECT", "FILTER")}}
