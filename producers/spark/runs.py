@@ -95,8 +95,11 @@ _CANCEL_WORDS = ("cancelled", "canceled", "interrupted", "killed")
 
 
 def is_cancellation(exc: BaseException) -> bool:
-    """True for an interrupt or a Spark job/stage cancellation (the run is CANCELED, not FAILED)."""
-    if isinstance(exc, KeyboardInterrupt):
+    """True for an interrupt or a Spark job/stage cancellation (the run is CANCELED, not FAILED).
+
+    An exception class of your own says so with a true ``cancels_run`` attribute.
+    """
+    if isinstance(exc, KeyboardInterrupt) or getattr(exc, "cancels_run", False) is True:
         return True
     try:
         import asyncio

@@ -97,6 +97,11 @@ def test_error_info_and_cancellation() -> None:
     assert is_cancellation(RuntimeError("Job 3 cancelled because SparkContext was shut down"))
     assert not is_cancellation(RuntimeError("bad amount"))
 
+    class Stopped(Exception):
+        cancels_run = True
+
+    assert is_cancellation(Stopped("refresh superseded"))
+
 
 def _lineage_event(columns: int, inputs_per_column: int) -> dict:
     hdr = header("ActionLineageEvent", job_namespace="n", job_name="j", run_id="r")
