@@ -45,7 +45,7 @@ class EmitterConfig(BaseModel):
     bootstrap_servers: str | None = Field(None, description="overrides Settings.bootstrap_servers")
     topic: str | None = Field(None, description="overrides Settings.topics.jobs")
     flush_timeout: float = Field(5.0, ge=0, description="seconds the exit flush may take, all listeners together")
-    time_budget_ms: float = Field(100.0, gt=0, description="hard time budget of lineage extraction per action")
+    time_budget_ms: float = Field(1000.0, gt=0, description="hard time budget of lineage extraction per action")
     queue_size: int = Field(1000, ge=1, description="events each listener may have queued before new ones drop")
     action_queue_size: int = Field(64, ge=1, description="Spark actions awaiting extraction before they are "
                                    "sent without lineage")
