@@ -86,8 +86,13 @@ def _summarise(events: list[dict[str, Any]]) -> None:
         for out in ev.get("outputs", []):
             cl = out.get("facets", {}).get("columnLineage", {}).get("fields", {})
             for field, spec in list(cl.items())[:6]:
-                srcs = ", ".join(f"{i['name'].rsplit('/', 1)[-1]}.{i['field']}" for i in spec.get("inputFields", []))
-                click.echo(f"              column {field} <- {srcs}")
+                kinds: dict[str, list[str]] = {"DIRECT": [], "INDIRECT": []}
+                for i in spec.get("inputFields", []):
+                    types = {t.get("type", "DIRECT") for t in i.get("transformations", [])} or {"DIRECT"}
+                    for t in types & set(kinds):
+                        kinds[t].append(f"{i['name'].rsplit('/', 1)[-1]}.{i['field']}")
+                click.echo(f"              column {field} <- {', '.join(kinds['DIRECT']) or '-'}"
+                           f"   (indirect: {', '.join(kinds['INDIRECT']) or '-'})")
 
 
 @click.command()
