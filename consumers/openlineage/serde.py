@@ -98,6 +98,8 @@ def _kind(cls: type) -> tuple[int, tuple[tuple[str, str], ...]]:
             kind = (_DICT, ())
         else:
             kind = (_OTHER, ())
+        if len(_kinds) >= 4096:  # classes made at run time (with_additional_properties) must not pile up
+            _kinds.clear()
         _kinds[cls] = kind
     return kind
 
@@ -114,6 +116,8 @@ def _leaf(value: Any) -> str | None:
         value = int(value)
     if value is None:
         return None
+    if type(value) is str:  # enum values, dates and ids mostly
+        return encode_basestring_ascii(value)
     return json.dumps(value, sort_keys=True, default=_default)
 
 
