@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import Consumer
@@ -37,3 +38,14 @@ def read_topic(settings: Settings, topic: str, expected: int, timeout: float = 3
     finally:
         consumer.close()
     return out
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, every: float = 0.2) -> Any:
+    """Poll ``predicate`` until it returns something truthy (returned); AssertionError after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"condition not met within {timeout}s")

@@ -31,6 +31,7 @@ from confluent_kafka import Consumer, KafkaException
 from lineagewire.config import Settings
 from lineagewire.exceptions import DecodeError, LineagewireError
 from lineagewire.kafka.reader import TopicReader
+from lineagewire.producers.spark._py4j import release_thread_connection
 from lineagewire.schemas import Codec, kind_of
 
 from .exceptions import RefreshCanceled
@@ -106,7 +107,7 @@ class RefreshRunner:
             watcher.join(30)
             if self._emitter is not None:
                 self._emitter.close()
-            release_py4j_connection()
+            release_thread_connection()
 
     # -- commands --------------------------------------------------------------------------------------------------
 
@@ -203,7 +204,7 @@ class RefreshRunner:
             log.error("cancel watcher cannot read %s: %s; CancelRefresh will not interrupt refreshes", self.topic, exc)
             return
         with reader, contextlib.ExitStack() as stack:
-            stack.callback(release_py4j_connection)  # this thread calls cancelJobsWithTag
+            stack.callback(release_thread_connection)  # this thread calls cancelJobsWithTag
             while not self._stop.is_set():
                 # returns after a quiet half second, so stop() is noticed
                 for msg in reader.messages(poll_timeout=0.2, idle_timeout=0.5):
@@ -215,26 +216,3 @@ class RefreshRunner:
                         self.cancel(event["command_id"], event.get("reason", ""))
                     if self._stop.is_set():
                         break
-
-
-def release_py4j_connection() -> None:
-    """Close the calling thread's own py4j connection before the thread ends.
-
-    PySpark pins one py4j connection per Python thread; left to the garbage collector it is
-    dropped with its socket open (a ResourceWarning). Same technique as the emitter's.
-    """
-    try:
-        from pyspark import SparkContext
-    except ImportError:  # pragma: no cover - the runner needs pyspark anyway
-        return
-    client: Any = getattr(SparkContext._gateway, "_gateway_client", None)
-    get = getattr(client, "get_thread_connection", None)
-    if client is None or get is None:
-        return
-    connection = get()
-    if connection is None:
-        return
-    with contextlib.suppress(ValueError):
-        client.deque.remove(connection)
-    connection.close()
-    client.thread_connection.connection = None

@@ -36,6 +36,7 @@ from lineagewire.config import Settings, load_settings
 from lineagewire.schemas import Codec, action_lineage, dataset, job_spec
 from lineagewire.schemas.events import ErrorInfo, RunRef, ScheduleRef
 
+from ._py4j import release_thread_connection
 from .config import CONF_PREFIX, EmitterConfig, conf_snapshot, resolve_config
 from .exceptions import EmitterError
 from .hooks import SparkHooks
@@ -92,7 +93,7 @@ class Emitter:
         self._spec = self._spec_snapshot()
         self.app_run = Run(config.namespace, config.job_name or self._spec["application_name"], config.run_id)
         self._listeners = self._start_listeners(properties or {})
-        self._actions = BoundedExecutor("actions", config.action_queue_size, on_exit=_release_py4j_connection)
+        self._actions = BoundedExecutor("actions", config.action_queue_size, on_exit=release_thread_connection)
         self._emit_start(self.app_run, self._spec)
         try:
             self._hooks = SparkHooks(self, spark, spark_listener=config.spark_listener,
@@ -408,27 +409,6 @@ class Emitter:
             self.close()
         else:
             self.close(status="CANCELED" if is_cancellation(exc) else "FAILED", error=error_info(exc))
-
-
-def _release_py4j_connection() -> None:
-    """Close this thread's own py4j connection (pinned-thread mode) before the thread ends.
-
-    Left to the garbage collector it is dropped with its socket open (a ResourceWarning).
-    """
-    from pyspark import SparkContext
-
-    gateway = SparkContext._gateway
-    client = getattr(gateway, "_gateway_client", None)
-    get = getattr(client, "get_thread_connection", None)
-    if get is None:
-        return
-    connection = get()
-    if connection is None:
-        return
-    with contextlib.suppress(ValueError):
-        client.deque.remove(connection)
-    connection.close()
-    client.thread_connection.connection = None
 
 
 def _close_listener(listener: JobStatusListener, deadline: float) -> None:

@@ -25,6 +25,7 @@ from lineagewire.producers.scheduler import (
 )
 from lineagewire.producers.scheduler.status import StatusTracker
 from lineagewire.schemas import kind_of
+from tests import helpers
 from tests.helpers import read_topic
 from tests.producers.scheduler.topics import fresh_topics
 
@@ -34,14 +35,8 @@ SLOW_QUERY = ("SELECT id AS n, java_method('java.lang.Thread', 'sleep', bigint(3
               "FROM range(0, 400, 1, 2)")
 
 
-def wait_for(predicate, timeout: float = 120.0, every: float = 0.3) -> Any:  # noqa: ANN001
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"condition not met within {timeout}s")
+def wait_for(predicate: Any, timeout: float = 120.0, every: float = 0.3) -> Any:  # noqa: ANN001
+    return helpers.wait_for(predicate, timeout, every)
 
 
 class Stack:

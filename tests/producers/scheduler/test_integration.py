@@ -24,6 +24,7 @@ from lineagewire.kafka.publisher import Publisher
 from lineagewire.producers.scheduler.service import SchedulerService, ServiceConfig, create_app
 from lineagewire.producers.scheduler.tables import TableCatalog
 from lineagewire.schemas import Codec, header, job_status_changed
+from tests import helpers
 from tests.helpers import read_topic
 
 from .conftest import TABLES, ServerThread
@@ -42,14 +43,8 @@ def lw_settings(kafka_settings: Settings) -> Iterator[Settings]:
         yield settings
 
 
-def wait_for(predicate, timeout: float = 60.0, every: float = 0.2) -> Any:  # noqa: ANN001
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"condition not met within {timeout}s")
+def wait_for(predicate: Any, timeout: float = 60.0, every: float = 0.2) -> Any:  # noqa: ANN001
+    return helpers.wait_for(predicate, timeout, every)
 
 
 def status_of(cmd: dict, new: str, old: str | None, *, error: bool = False) -> dict:
