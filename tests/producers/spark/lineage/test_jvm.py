@@ -1,0 +1,61 @@
+"""Unit tests of the py4j helpers that need no JVM: the quick-ACK socket swap."""
+
+from __future__ import annotations
+
+import socket
+from types import SimpleNamespace
+
+import pytest
+
+from lineagewire.producers.spark.lineage.jvm import quick_acks
+
+
+class _Client:
+    def __init__(self, conn: object) -> None:
+        self.conn = conn
+
+    def get_thread_connection(self) -> object:
+        return self.conn
+
+
+@pytest.fixture
+def tcp_pair() -> tuple[socket.socket, socket.socket]:
+    server = socket.create_server(("127.0.0.1", 0))
+    client = socket.create_connection(server.getsockname())
+    peer, _ = server.accept()
+    server.close()
+    yield client, peer
+    client.close()
+    peer.close()
+
+
+@pytest.mark.skipif(not hasattr(socket, "TCP_QUICKACK"), reason="TCP_QUICKACK is Linux only")
+def test_quick_acks_wraps_the_thread_connection_socket_and_restores_it(tcp_pair) -> None:
+    client, peer = tcp_pair
+    conn = SimpleNamespace(socket=client)
+    jobj = SimpleNamespace(_gateway_client=_Client(conn))
+    with quick_acks(jobj):
+        assert conn.socket is not client
+        conn.socket.sendall(b"c\nt\ntoJSON\ne\n")  # still sends, and still looks like the socket
+        assert conn.socket.fileno() == client.fileno()
+        with quick_acks(jobj):  # nested: no second wrapper
+            assert conn.socket.sendall.__self__._sock is client
+    assert conn.socket is client
+    assert peer.recv(100) == b"c\nt\ntoJSON\ne\n"
+
+
+def test_quick_acks_leaves_a_closed_connection_alone(tcp_pair) -> None:
+    conn = SimpleNamespace(socket=tcp_pair[0])
+    with quick_acks(SimpleNamespace(_gateway_client=_Client(conn))):
+        conn.socket = None  # what py4j does when it closes a connection
+    assert conn.socket is None
+
+
+@pytest.mark.parametrize("jobj", [
+    object(),  # not a py4j object
+    SimpleNamespace(_gateway_client=object()),  # the pooled GatewayClient: no thread connection
+    SimpleNamespace(_gateway_client=_Client(None)),  # no connection on this thread yet
+])
+def test_quick_acks_runs_unchanged_without_a_thread_connection(jobj: object) -> None:
+    with quick_acks(jobj):
+        pass
