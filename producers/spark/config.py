@@ -57,6 +57,8 @@ class EmitterConfig(BaseModel):
     delivery_timeout: float = Field(10.0, gt=0, description="seconds Kafka may take to acknowledge an event "
                                     "before it waits in the outbox instead")
     spark_listener: bool = Field(True, description="register a SparkListener for job and application events")
+    javac: str | None = Field(None, description="javac that compiles the emitter's JVM SparkListener once per "
+                              "machine (default: the driver JDK's own, then javac on PATH)")
     streaming_listener: bool = Field(True, description="register a StreamingQueryListener")
     heartbeat: float = Field(30.0, ge=0, description="at most one streaming progress event per query per this "
                              "many seconds (0: every progress)")
@@ -69,6 +71,13 @@ class EmitterConfig(BaseModel):
         if isinstance(v, str):
             return [p.strip() for p in re.split(r"[,\s]+", v) if p.strip()]
         return v
+
+    @field_validator("javac")
+    @classmethod
+    def _javac(cls, v: str | None) -> str | None:
+        if v and not (os.path.isfile(v) and os.access(v, os.X_OK)):
+            raise ValueError(f"javac={v!r} is not an executable file; expected the path of a JDK's javac")
+        return v or None
 
     @field_validator("log_level")
     @classmethod

@@ -89,7 +89,6 @@ class Emitter:
         self.events = 0
         self.actions = 0
         self.actions_skipped = 0
-        self.spark_jobs = 0
         self._spec = self._spec_snapshot()
         self.app_run = Run(config.namespace, config.job_name or self._spec["application_name"], config.run_id)
         self._listeners = self._start_listeners(properties or {})
@@ -97,7 +96,7 @@ class Emitter:
         self._emit_start(self.app_run, self._spec)
         try:
             self._hooks = SparkHooks(self, spark, spark_listener=config.spark_listener,
-                                     streaming_listener=config.streaming_listener)
+                                     streaming_listener=config.streaming_listener, javac=config.javac)
         except Exception as exc:
             self.close(0.5)
             raise EmitterError(f"could not register the Spark listeners on {spark!r}: {exc}") from exc
@@ -227,9 +226,6 @@ class Emitter:
             self._publish_action(run, func_name, None, duration_ns, _java_error(exception) if exception else None,
                                  "action queue full: lineage not extracted")
 
-    def _on_job_start(self, job_start: Any) -> None:
-        self.spark_jobs += 1  # a counter only: the action's own callback carries everything else
-
     def _on_application_end(self) -> None:
         # The context stopped from the JVM side: the runs end now; listeners flush at close() or exit.
         with self._lock:
@@ -348,9 +344,15 @@ class Emitter:
         return ok
 
     def stats(self) -> dict[str, Any]:
-        """Counters: events made, actions seen and skipped, per listener handled / failed / dropped."""
+        """Counters: events made, actions seen and skipped, Spark jobs, per listener handled / failed / dropped.
+
+        ``spark_jobs`` (started, succeeded, failed) comes from the SparkListener, None without one;
+        ``spark_listener`` says which one runs: "jvm", "py4j" (the fallback) or None.
+        """
+        hooks = getattr(self, "_hooks", None)
         return {"events": self.events, "actions": self.actions, "actions_skipped": self.actions_skipped,
-                "spark_jobs": self.spark_jobs,
+                "spark_jobs": hooks.job_counts() if hooks is not None else None,
+                "spark_listener": hooks.spark_listener_kind if hooks is not None else None,
                 "listeners": {name: {"handled": ex.done, "failed": ex.failed, "dropped": ex.dropped}
                               for name, _l, ex in self._listeners}}
 

@@ -4,9 +4,11 @@
     └── EmitterError                 the emitter could not start or was misused
         ├── EmitterConfigError       a ``spark.lineagewire.*`` / ``LINEAGEWIRE_*`` value is wrong
         ├── UnknownListenerError     a configured listener name is not registered
-        └── OutboxError              the local outbox folder cannot be used
+        ├── OutboxError              the local outbox folder cannot be used
+        └── JvmClassesError          the emitter's Java classes could not be compiled or loaded
 
-Only ``install()`` / ``job_run()`` raise them, at start. Once running, the
+Only ``install()`` / ``job_run()`` raise them, at start (``JvmClassesError`` never
+reaches the job: the emitter logs it and uses its Python SparkListener instead). Once running, the
 emitter never raises into the job: failures are logged and counted.
 """
 
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 from lineagewire.exceptions import ConfigError, LineagewireError
 
-__all__ = ["EmitterConfigError", "EmitterError", "OutboxError", "UnknownListenerError"]
+__all__ = ["EmitterConfigError", "EmitterError", "JvmClassesError", "OutboxError", "UnknownListenerError"]
 
 
 class EmitterError(LineagewireError):
@@ -40,3 +42,7 @@ class UnknownListenerError(EmitterConfigError):
 
 class OutboxError(EmitterError):
     """The outbox folder cannot be created, locked or written."""
+
+
+class JvmClassesError(EmitterError):
+    """The emitter's Java classes could not be compiled or loaded; the message carries javac's own words."""

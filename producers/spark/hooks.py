@@ -1,9 +1,17 @@
-"""The py4j callbacks Spark calls: QueryExecutionListener, SparkListener, StreamingQueryListener.
+"""The callbacks Spark calls: QueryExecutionListener, SparkListener, StreamingQueryListener.
 
 Each handler returns at once: it only hands references (the ``QueryExecution``,
 the event) to the emitter, which does the work on its own threads. Spark calls
 them on its listener-bus threads, never on the job's thread; a slow handler
 would still back up the bus (which then drops events), hence the hand-off.
+
+The SparkListener is Java (``java/JobEventsListener.java``, compiled once per
+machine by ``jvm_classes``): it counts jobs in the JVM and calls Python only at
+application end, where a Python one would be called some forty times per small
+action. Where no JDK compiler is at hand, the Python ``_SparkListener`` below
+does the same work through py4j, and a warning says what that costs. On a new
+machine the compile runs on a thread of its own, so ``install()`` never waits
+for javac; jobs started in those first seconds are not counted.
 
 The Python objects are registered through a Java ``ArrayList`` so that the
 same Java proxy is registered and later unregistered (py4j makes a new proxy
@@ -13,7 +21,12 @@ each time a Python object crosses, and Spark removes listeners by equality).
 from __future__ import annotations
 
 import logging
+import threading
 from typing import TYPE_CHECKING, Any
+
+from . import jvm_classes
+from ._py4j import release_thread_connection
+from .exceptions import JvmClassesError
 
 if TYPE_CHECKING:
     from .emitter import Emitter
@@ -49,7 +62,7 @@ class _QueryExecutionListener:
 
 
 class _SparkListener:
-    """org.apache.spark.scheduler.SparkListenerInterface: job and application events, the rest ignored.
+    """The fallback: org.apache.spark.scheduler.SparkListenerInterface in Python, the same work as the Java one.
 
     The interface has some thirty methods and gains new ones between Spark
     versions; ``__getattr__`` answers every other ``on...`` call with a no-op,
@@ -58,9 +71,16 @@ class _SparkListener:
 
     def __init__(self, emitter: Emitter) -> None:
         self._emitter = emitter
+        self.started = self.succeeded = self.failed = 0
 
     def onJobStart(self, jobStart: Any) -> None:  # noqa: N802,N803
-        self._emitter._on_job_start(jobStart)
+        self.started += 1
+
+    def onJobEnd(self, jobEnd: Any) -> None:  # noqa: N802,N803
+        if str(jobEnd.jobResult().toString()) == "JobSucceeded":
+            self.succeeded += 1
+        else:
+            self.failed += 1
 
     def onApplicationEnd(self, applicationEnd: Any) -> None:  # noqa: N802,N803
         self._emitter._on_application_end()
@@ -87,6 +107,19 @@ def _ignore(*_args: Any) -> None:
     return None
 
 
+class _ApplicationEnd:
+    """java.lang.Runnable the Java listener runs once, when the application ends."""
+
+    def __init__(self, emitter: Emitter) -> None:
+        self._emitter = emitter
+
+    def run(self) -> None:
+        self._emitter._on_application_end()
+
+    class Java:
+        implements = ["java.lang.Runnable"]
+
+
 def _streaming_listener(emitter: Emitter) -> Any:
     from pyspark.sql.streaming.listener import StreamingQueryListener
 
@@ -111,29 +144,111 @@ def _streaming_listener(emitter: Emitter) -> Any:
 class SparkHooks:
     """Registers the callbacks on a SparkSession and removes every one of them again."""
 
-    def __init__(self, emitter: Emitter, spark: Any, *, spark_listener: bool, streaming_listener: bool) -> None:
+    def __init__(self, emitter: Emitter, spark: Any, *, spark_listener: bool, streaming_listener: bool,
+                 javac: str | None = None) -> None:
         from pyspark.java_gateway import ensure_callback_server_started
 
         self.spark = spark
+        self._emitter = emitter
         sc = spark.sparkContext
-        gateway = sc._gateway
-        ensure_callback_server_started(gateway)
-        holder = gateway.jvm.java.util.ArrayList()
-        self._qel = None
-        self._sl = None
-        self._stream = None
-        self._py = [_QueryExecutionListener(emitter)]
-        holder.add(self._py[0])
-        self._qel = holder.get(0)
+        self._gateway = sc._gateway
+        ensure_callback_server_started(self._gateway)
+        self._qel: Any = None
+        self._sl: Any = None  # the registered SparkListener: the Java one, or the proxy of _SparkListener
+        self._sl_py: _SparkListener | None = None
+        self._app_end: _ApplicationEnd | None = None
+        self._stream: Any = None
+        self._lock = threading.Lock()
+        self._removed = False
+        #: "jvm", "py4j" (the fallback), or None while compiling / when off
+        self.spark_listener_kind: str | None = None
+        #: set once the SparkListener is registered (or will not be)
+        self.spark_listener_ready = threading.Event()
+        self._py = _QueryExecutionListener(emitter)
+        self._qel = self._java_proxy(self._py)
         spark._jsparkSession.listenerManager().register(self._qel)
         if spark_listener:
-            self._py.append(_SparkListener(emitter))
-            holder.add(self._py[1])
-            self._sl = holder.get(1)
-            sc._jsc.sc().addSparkListener(self._sl)
+            self._start_spark_listener(javac)
+        else:
+            self.spark_listener_ready.set()
         if streaming_listener:
             self._stream = _streaming_listener(emitter)
             spark.streams.addListener(self._stream)
+
+    def _java_proxy(self, obj: Any) -> Any:
+        holder = self._gateway.jvm.java.util.ArrayList()
+        holder.add(obj)
+        return holder.get(0)
+
+    # -- the SparkListener: Java if it can be had, else Python ------------------------------------
+
+    def _start_spark_listener(self, javac: str | None) -> None:
+        info = jvm_classes.JvmInfo.of(self.spark)
+        directory = jvm_classes.cached(info)
+        if directory is not None:
+            self._register_jvm_listener(directory)
+            return
+        compiler = jvm_classes.find_javac(info, javac)
+        if compiler is None:
+            self._fallback(f"no javac in the driver's JDK ({info.java_home}) nor on PATH")
+            return
+        threading.Thread(target=self._compile_then_register, args=(info, compiler), daemon=True,
+                         name="lineagewire-javac").start()
+
+    def _compile_then_register(self, info: jvm_classes.JvmInfo, javac: str) -> None:
+        try:
+            log.info("compiling lineagewire's JVM SparkListener with %s (once per machine and Spark version)", javac)
+            self._register_jvm_listener(jvm_classes.compile_classes(info, javac))
+        except JvmClassesError as exc:
+            self._fallback(str(exc))
+        except Exception as exc:  # noqa: BLE001 - a stopping context; the emitter carries on without it
+            log.warning("could not register lineagewire's SparkListener: %s", exc)
+            self.spark_listener_ready.set()
+        finally:
+            release_thread_connection()
+
+    def _register_jvm_listener(self, directory: Any) -> None:
+        try:
+            with self._lock:
+                if not self._removed:
+                    listener = jvm_classes.new_instance(self.spark, directory, jvm_classes.JOB_EVENTS_LISTENER)
+                    self._app_end = _ApplicationEnd(self._emitter)
+                    listener.setOnApplicationEnd(self._app_end)
+                    self.spark.sparkContext._jsc.sc().addSparkListener(listener)
+                    self._sl = listener
+                    self.spark_listener_kind = "jvm"
+        except Exception as exc:  # noqa: BLE001 - a class that will not load or register: Python does the work
+            self._fallback(f"registering {jvm_classes.JOB_EVENTS_LISTENER} from {directory} failed: "
+                           f"{str(exc).splitlines()[0] if str(exc) else exc!r}")
+            return
+        self.spark_listener_ready.set()
+
+    def _fallback(self, why: str) -> None:
+        log.warning("lineagewire's JVM SparkListener is unavailable (%s); using the Python SparkListener, which py4j "
+                    "calls for every task, stage and block event (about 5 %% more time on very short actions). "
+                    "Point spark.lineagewire.javac at a JDK's javac, or set spark.lineagewire.spark_listener=false "
+                    "to go without job counts and JVM-side application end.", why)
+        with self._lock:
+            if not self._removed:
+                self._sl_py = _SparkListener(self._emitter)
+                self._sl = self._java_proxy(self._sl_py)
+                self.spark.sparkContext._jsc.sc().addSparkListener(self._sl)
+                self.spark_listener_kind = "py4j"
+        self.spark_listener_ready.set()
+
+    def job_counts(self) -> dict[str, int] | None:
+        """Spark jobs started, succeeded and failed (or cancelled) since install; None without a SparkListener."""
+        with self._lock:
+            kind, sl, py = self.spark_listener_kind, self._sl, self._sl_py
+        try:
+            if kind == "jvm":
+                return {"started": int(sl.jobsStarted()), "succeeded": int(sl.jobsSucceeded()),
+                        "failed": int(sl.jobsFailed())}
+            if kind == "py4j" and py is not None:
+                return {"started": py.started, "succeeded": py.succeeded, "failed": py.failed}
+        except Exception:  # noqa: BLE001 - the JVM is gone: nothing to count
+            return None
+        return None
 
     def wait_for_bus(self, timeout: float) -> bool:
         """Wait until Spark's listener bus delivered what is queued (so callbacks of past actions arrived)."""
@@ -147,16 +262,22 @@ class SparkHooks:
 
     def remove(self) -> None:
         """Unregister everything; each step on its own, so one failure does not leave the others behind."""
+        with self._lock:
+            # A compile still running registers nothing after this.
+            self._removed = True
+            qel, sl, stream, kind = self._qel, self._sl, self._stream, self.spark_listener_kind
         steps = [
-            ("query execution listener", lambda: self.spark._jsparkSession.listenerManager().unregister(self._qel)),
+            ("query execution listener", lambda: self.spark._jsparkSession.listenerManager().unregister(qel)),
         ]
-        if self._sl is not None:
-            steps.append(("spark listener", lambda: self.spark.sparkContext._jsc.sc().removeSparkListener(self._sl)))
-        if self._stream is not None:
-            steps.append(("streaming listener", lambda: self.spark.streams.removeListener(self._stream)))
+        if sl is not None:
+            steps.append(("spark listener", lambda: self.spark.sparkContext._jsc.sc().removeSparkListener(sl)))
+            if kind == "jvm":
+                steps.append(("application-end callback", lambda: sl.setOnApplicationEnd(None)))
+        if stream is not None:
+            steps.append(("streaming listener", lambda: self.spark.streams.removeListener(stream)))
         for what, step in steps:
             try:
                 step()
             except Exception as exc:  # noqa: BLE001 - the session may be stopping; nothing to undo then
                 log.debug("could not unregister the %s: %s", what, exc)
-        self._qel = self._sl = self._stream = None
+        self._qel = self._stream = None
