@@ -228,13 +228,17 @@ class SparkHooks:
                     "calls for every task, stage and block event (about 5 %% more time on very short actions). "
                     "Point spark.lineagewire.javac at a JDK's javac, or set spark.lineagewire.spark_listener=false "
                     "to go without job counts and JVM-side application end.", why)
-        with self._lock:
-            if not self._removed:
-                self._sl_py = _SparkListener(self._emitter)
-                self._sl = self._java_proxy(self._sl_py)
-                self.spark.sparkContext._jsc.sc().addSparkListener(self._sl)
-                self.spark_listener_kind = "py4j"
-        self.spark_listener_ready.set()
+        try:
+            with self._lock:
+                if not self._removed:
+                    py = _SparkListener(self._emitter)
+                    proxy = self._java_proxy(py)
+                    self.spark.sparkContext._jsc.sc().addSparkListener(proxy)
+                    self._sl_py, self._sl, self.spark_listener_kind = py, proxy, "py4j"
+        except Exception as exc:  # noqa: BLE001 - a stopping context: no SparkListener, the runs still end at stop()
+            log.warning("could not register lineagewire's SparkListener: %s", exc)
+        finally:
+            self.spark_listener_ready.set()
 
     def job_counts(self) -> dict[str, int] | None:
         """Spark jobs started, succeeded and failed (or cancelled) since install; None without a SparkListener."""
