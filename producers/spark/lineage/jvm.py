@@ -58,23 +58,32 @@ _QUICKACK = getattr(socket, "TCP_QUICKACK", None)  # Linux only
 
 
 class _QuickAckSocket:
-    """A py4j connection's socket that asks the kernel to ACK at once after each command it sends.
+    """A py4j connection's socket that asks the kernel to ACK at once, after each send and before each read.
 
     py4j's JVM side writes a large answer (the plan JSON: 0.1-0.5 MB) in several writes; with
     Nagle's algorithm the last one waits for the ACK of the ones before, and Linux delays that ACK
-    by up to 40 ms on a connection it sees as request/response. ``TCP_QUICKACK`` does not stick
-    (sending the next command turns delayed ACKs back on), so it is set again after every send.
+    by up to 40 ms on a connection it sees as request/response. ``TCP_QUICKACK`` does not stick:
+    sending the next command turns delayed ACKs back on, and the kernel leaves quick-ACK mode again
+    part-way through a long answer, so it is set after every send and before every read (py4j
+    reads through ``stream.raw``, whose socket is this wrapper within ``quick_acks``).
     """
 
     def __init__(self, sock: Any) -> None:
         self._sock = sock
 
-    def sendall(self, data: bytes, *args: Any) -> None:
-        self._sock.sendall(data, *args)
+    def _quickack(self) -> None:
         try:
             self._sock.setsockopt(socket.IPPROTO_TCP, _QUICKACK, 1)
         except OSError:  # not a TCP socket after all: the answer only comes slower
             pass
+
+    def sendall(self, data: bytes, *args: Any) -> None:
+        self._sock.sendall(data, *args)
+        self._quickack()
+
+    def recv_into(self, buffer: Any, *args: Any) -> int:
+        self._quickack()
+        return int(self._sock.recv_into(buffer, *args))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._sock, name)
@@ -96,11 +105,19 @@ def quick_acks(jobj: Any) -> Iterator[None]:
         return
     wrapper = _QuickAckSocket(sock)
     conn.socket = wrapper
+    # py4j reads answers through conn.stream (a BufferedReader over socket.SocketIO): its raw
+    # socket is swapped too, under the buffer, so nothing buffered is lost either way.
+    raw = getattr(getattr(conn, "stream", None), "raw", None)
+    reads = raw if getattr(raw, "_sock", None) is sock else None
+    if reads is not None:
+        reads._sock = wrapper
     try:
         yield
     finally:
         if conn.socket is wrapper:  # py4j drops the socket of a connection it closed: leave that be
             conn.socket = sock
+        if reads is not None and reads._sock is wrapper:
+            reads._sock = sock
 
 
 #: Plan fields that hold an Option[LogicalPlan] rather than a plan.

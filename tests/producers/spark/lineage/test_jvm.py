@@ -59,3 +59,24 @@ def test_quick_acks_leaves_a_closed_connection_alone(tcp_pair) -> None:
 def test_quick_acks_runs_unchanged_without_a_thread_connection(jobj: object) -> None:
     with quick_acks(jobj):
         pass
+
+
+@pytest.mark.skipif(not hasattr(socket, "TCP_QUICKACK"), reason="TCP_QUICKACK is Linux only")
+def test_quick_acks_also_covers_the_reads_under_py4js_buffered_stream(tcp_pair, monkeypatch) -> None:
+    client, peer = tcp_pair
+    stream = client.makefile("rb")  # what py4j's ClientServerConnection reads answers through
+    conn = SimpleNamespace(socket=client, stream=stream)
+    jobj = SimpleNamespace(_gateway_client=_Client(conn))
+    answer = b"y" + b"x" * 300_000 + b"\n"  # a plan-JSON-sized answer, several segments
+    with quick_acks(jobj):
+        wrapper = stream.raw._sock
+        assert wrapper is not client and wrapper is conn.socket
+        armed = []
+        real = wrapper._quickack
+        monkeypatch.setattr(wrapper, "_quickack", lambda: (armed.append(1), real())[1])
+        peer.sendall(answer)
+        assert stream.readline() == answer
+        assert len(armed) >= 1, "quick-ACK set before the reads"
+    assert conn.socket is client and stream.raw._sock is client
+    peer.sendall(b"after\n")
+    assert stream.readline() == b"after\n"  # the restored reader loses nothing
