@@ -1,12 +1,17 @@
 """The emitter's cost to the job, its extraction time on a wide plan, and its publishing rate.
 
-    .venv/bin/python -m bench.emitter [--actions 50] [--rounds 7] [--bootstrap-servers HOST:PORT]
+    .venv/bin/python -m bench.emitter [--actions 50] [--rounds 15] [--variants emitter,...]
+                                      [--bootstrap-servers HOST:PORT]
 
 (a) overhead: a workload of ``--actions`` short SQL actions (aggregations,
     joins, writes to the noop sink) run without and with the emitter (kafka
-    listener to a real broker, SparkListener on), alternating which goes first,
-    ``--rounds`` times in one SparkSession; the median of the per-round wall-time
-    ratios (target <= 1.05). Also with the SparkListener off, to show its share.
+    listener to a real broker), each variant right next to its own base run,
+    alternating which goes first, ``--rounds`` times in one SparkSession after a
+    warm-up; the median of the per-round wall-time ratios (target <= 1.05) and a
+    bootstrap 90 % interval for it, since one round on 2 shared cores varies by
+    +-10 %. Variants: ``emitter`` (the default settings: the JVM SparkListener),
+    ``py4j_spark_listener`` (the fallback without a JDK compiler) and
+    ``without_spark_listener``, to show each one's share.
 (b) extraction: ``extract_action_lineage`` on the QueryExecutions of real
     actions over a 300-column plan, p50 / p99 (target p99 <= 100 ms).
 (c) events published per second through the kafka listener (encode, outbox
@@ -21,6 +26,7 @@ import argparse
 import contextlib
 import os
 import pathlib
+import random
 import statistics
 import sys
 import tempfile
@@ -61,47 +67,87 @@ def _workload(spark: Any, actions: int) -> float:
     return time.perf_counter() - started
 
 
-def overhead(spark: Any, settings: Settings, actions: int, rounds: int, outbox: str) -> dict[str, Any]:
+#: The emitter's settings per variant; "emitter" is the default configuration, the one the target is for.
+VARIANTS: dict[str, dict[str, str]] = {
+    "emitter": {},
+    # /bin/false as javac, with an empty cache: the compile fails and the Python listener takes over.
+    "py4j_spark_listener": {"javac": "/bin/false"},
+    "without_spark_listener": {"spark_listener": "false"},
+}
+
+
+def _median_interval(values: list[float], level: float = 0.90, resamples: int = 4000) -> list[float]:
+    """A bootstrap interval for the median: how far the figure could move on another day of the same machine."""
+    rng = random.Random(7)
+    medians = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(resamples))
+    tail = (1 - level) / 2
+    return [round(medians[int(tail * resamples)], 4), round(medians[int((1 - tail) * resamples) - 1], 4)]
+
+
+def overhead(spark: Any, settings: Settings, actions: int, rounds: int, outbox: str,
+             variants: list[str]) -> dict[str, Any]:
     from lineagewire.producers.spark import install
 
-    _workload(spark, actions)  # warm-up: JIT, code generation caches, first-query costs
-    variants = {
-        "emitter": {"spark_listener": "true"},
-        "emitter_without_spark_listener": {"spark_listener": "false"},
-    }
-    ratios: dict[str, list[float]] = {k: [] for k in variants}
+    def with_emitter(name: str) -> float:
+        config = {"outbox_dir": outbox, "streaming_listener": "false", **VARIANTS[name]}
+        with _empty_jvm_cache(name == "py4j_spark_listener"):
+            emitter = install(spark, settings=settings, listeners=["kafka"], config=config)
+            emitter._hooks.spark_listener_ready.wait(120)  # on a new machine the first one compiles (once)
+        kinds.setdefault(name, emitter._hooks.spark_listener_kind)
+        took = _workload(spark, actions)
+        t = time.perf_counter()
+        emitter.close(30)
+        flush_s.append(time.perf_counter() - t)
+        counts["events"] += emitter.events
+        return took
+
+    kinds: dict[str, str | None] = {}
     flush_s: list[float] = []
-    events = 0
+    counts = {"events": 0}
+    # Warm-up, both ways: JIT, code generation caches, first-query costs; the base times still
+    # fell for some 200 actions after a single warm-up workload.
+    for _ in range(2):
+        _workload(spark, actions)
+        with_emitter("emitter")
+    ratios: dict[str, list[float]] = {k: [] for k in variants}
+    load_before = os.getloadavg()[0]
     for r in range(rounds):
-        for name, extra in variants.items():
-            config = {"outbox_dir": outbox, "streaming_listener": "false", **extra}
-
-            def with_emitter(config: dict[str, str] = config) -> float:
-                nonlocal events
-                emitter = install(spark, settings=settings, listeners=["kafka"], config=config)
-                took = _workload(spark, actions)
-                t = time.perf_counter()
-                emitter.close(30)
-                flush_s.append(time.perf_counter() - t)
-                events += emitter.events
-                return took
-
+        for name in variants:
+            # Each variant against a base run right next to it, alternating which goes first.
             if r % 2 == 0:
-                base, measured = _workload(spark, actions), with_emitter()
+                base, measured = _workload(spark, actions), with_emitter(name)
             else:
-                measured, base = with_emitter(), _workload(spark, actions)
+                measured, base = with_emitter(name), _workload(spark, actions)
             ratios[name].append(measured / base)
-    return {
-        "actions_per_run": actions,
-        "rounds": rounds,
-        "median_ratio": round(statistics.median(ratios["emitter"]), 4),
-        "ratios": [round(x, 4) for x in ratios["emitter"]],
-        "median_ratio_without_spark_listener": round(statistics.median(ratios["emitter_without_spark_listener"]), 4),
-        "ratios_without_spark_listener": [round(x, 4) for x in ratios["emitter_without_spark_listener"]],
-        "close_flush_s_p50": round(percentile(flush_s, 50), 4),
-        "events_published": events,
-        "target_median_ratio": 1.05,
-    }
+    out: dict[str, Any] = {"actions_per_run": actions, "rounds": rounds, "target_median_ratio": 1.05,
+                           "load_average_before": round(load_before, 2),
+                           "load_average_after": round(os.getloadavg()[0], 2)}
+    for name in variants:
+        out[name] = {"spark_listener": kinds.get(name),
+                     "median_ratio": round(statistics.median(ratios[name]), 4),
+                     "median_ratio_90pct_interval": _median_interval(ratios[name]),
+                     "ratios": [round(x, 4) for x in ratios[name]]}
+    out["close_flush_s_p50"] = round(percentile(flush_s, 50), 4)
+    out["events_published"] = counts["events"]
+    return out
+
+
+@contextlib.contextmanager
+def _empty_jvm_cache(active: bool) -> Any:
+    """While ``active``: LINEAGEWIRE_HOME is an empty folder, so the emitter finds no compiled listener."""
+    if not active:
+        yield
+        return
+    previous = os.environ.get("LINEAGEWIRE_HOME")
+    with tempfile.TemporaryDirectory(prefix="bench-emitter-home-") as home:
+        os.environ["LINEAGEWIRE_HOME"] = home
+        try:
+            yield
+        finally:
+            if previous is None:
+                os.environ.pop("LINEAGEWIRE_HOME", None)
+            else:
+                os.environ["LINEAGEWIRE_HOME"] = previous
 
 
 class _Capture:
@@ -207,7 +253,9 @@ def _quietly(fn: Any, *args: Any) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--actions", type=int, default=50)
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--variants", default=",".join(VARIANTS),
+                        help=f"comma-separated, of {', '.join(VARIANTS)} (default: all)")
     parser.add_argument("--columns", type=int, default=300)
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--events", type=int, default=20_000)
@@ -215,6 +263,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.actions < 50:
         parser.error("--actions must be at least 50")
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    if not variants or set(variants) - set(VARIANTS):
+        parser.error(f"--variants {args.variants!r}: expected a comma-separated list of {', '.join(VARIANTS)}")
 
     with contextlib.ExitStack() as stack:
         tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-emitter-"))
@@ -236,7 +287,7 @@ def main() -> None:
         spark = _session()
         stack.callback(spark.stop)
         results = {
-            "overhead": overhead(spark, settings, args.actions, args.rounds, f"{tmp}/outbox"),
+            "overhead": overhead(spark, settings, args.actions, args.rounds, f"{tmp}/outbox", variants),
             "extraction": extraction(spark, args.columns, args.calls, tmp),
             "publish": publish_rate(settings, args.events, tmp),
         }
