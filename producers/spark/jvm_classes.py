@@ -108,11 +108,15 @@ def compile_classes(info: JvmInfo, javac: str, *, timeout: float = 120) -> pathl
     target = cache_dir(info)
     if cached(info) is not None:
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale(target.parent)
     work = target.parent / f".tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     sources = work / "src"
-    sources.mkdir(parents=True)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _remove_stale(target.parent)
+        sources.mkdir(parents=True)
+    except OSError as exc:
+        raise JvmClassesError(f"cannot write the compiled classes under {target.parent}: {exc}; expected a "
+                              "writable folder (set LINEAGEWIRE_HOME)") from exc
     try:
         for name, text in _sources():
             (sources / name).write_bytes(text)

@@ -4,7 +4,8 @@
  * Spark calls a SparkListener for every task, stage, executor and block event:
  * about forty calls for one small action. A Python listener (a py4j proxy) pays a
  * socket round trip and the GIL for each of them, only to ignore almost all, and
- * that cost lands on the job (measured: 1.08x on 50 short actions). This class
+ * that cost lands on the job (measured on 50 short actions: 1.10-1.12x the job's
+ * time, against 1.03-1.04x with this class, as with no SparkListener). This class
  * answers every event in the JVM: it counts jobs, and calls back into Python only
  * once, when the application ends.
  *

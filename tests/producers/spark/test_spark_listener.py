@@ -73,6 +73,16 @@ def test_a_failing_javac_is_named_with_its_own_words(tmp_path, monkeypatch) -> N
     assert not list((tmp_path / "home" / "jvm").iterdir()), "nothing half-written is left"
 
 
+def test_an_unwritable_cache_folder_is_named(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    home = tmp_path / "home-is-a-file"
+    home.write_text("not a folder")
+    monkeypatch.setenv("LINEAGEWIRE_HOME", str(home))
+    info = _pyspark_info()
+    with pytest.raises(JvmClassesError, match=r"cannot write the compiled classes under .*home-is-a-file.*"
+                                              r"set LINEAGEWIRE_HOME"):
+        jvm_classes.compile_classes(info, jvm_classes.find_javac(info) or "javac")
+
+
 def test_javac_setting_must_be_an_executable(tmp_path) -> None:  # noqa: ANN001
     with pytest.raises(EmitterConfigError, match=r"spark\.lineagewire\.javac=.*expected the path of a JDK's javac"):
         resolve_config(environ={}, config={"javac": str(tmp_path / "no-such-javac")})
