@@ -20,8 +20,8 @@ at once on a new machine both end with the same complete folder. Compiling takes
 
 from __future__ import annotations
 
+import functools
 import hashlib
-import logging
 import os
 import pathlib
 import shutil
@@ -34,8 +34,6 @@ from importlib import resources
 from typing import Any
 
 from .exceptions import JvmClassesError
-
-log = logging.getLogger(__name__)
 
 __all__ = ["JOB_EVENTS_LISTENER", "JvmInfo", "cached", "compile_classes", "find_javac", "new_instance"]
 
@@ -66,9 +64,11 @@ class JvmInfo:
                    class_path=str(system.getProperty("java.class.path") or ""))
 
 
-def _sources() -> list[tuple[str, bytes]]:
+@functools.cache
+def _sources() -> tuple[tuple[str, bytes], ...]:
+    # Package data: read once per process (every install() looks the cache folder up by their hash).
     folder = resources.files(__package__) / "java"
-    return [(name, (folder / name).read_bytes()) for name in SOURCES]
+    return tuple((name, (folder / name).read_bytes()) for name in SOURCES)
 
 
 def cache_dir(info: JvmInfo) -> pathlib.Path:
@@ -106,7 +106,7 @@ def find_javac(info: JvmInfo, configured: str | None = None) -> str | None:
 def compile_classes(info: JvmInfo, javac: str, *, timeout: float = 120) -> pathlib.Path:
     """Compile the sources with ``javac`` into the cache; the folder. Raises JvmClassesError with javac's words."""
     target = cache_dir(info)
-    if cached(info) is not None:
+    if _class_file(target, JOB_EVENTS_LISTENER).is_file():
         return target
     work = target.parent / f".tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     sources = work / "src"
