@@ -33,6 +33,7 @@ import tempfile
 import time
 import uuid
 from typing import Any
+from unittest import mock
 
 from bench._common import percentile, save
 from lineagewire.config import Settings
@@ -138,16 +139,9 @@ def _empty_jvm_cache(active: bool) -> Any:
     if not active:
         yield
         return
-    previous = os.environ.get("LINEAGEWIRE_HOME")
-    with tempfile.TemporaryDirectory(prefix="bench-emitter-home-") as home:
-        os.environ["LINEAGEWIRE_HOME"] = home
-        try:
-            yield
-        finally:
-            if previous is None:
-                os.environ.pop("LINEAGEWIRE_HOME", None)
-            else:
-                os.environ["LINEAGEWIRE_HOME"] = previous
+    with tempfile.TemporaryDirectory(prefix="bench-emitter-home-") as home, \
+            mock.patch.dict(os.environ, {"LINEAGEWIRE_HOME": home}):
+        yield
 
 
 class _Capture:
