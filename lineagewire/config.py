@@ -20,6 +20,7 @@ import os
 import pathlib
 from typing import Any
 
+import yaml
 from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, YamlConfigSettingsSource
 
@@ -162,6 +163,9 @@ def load_settings(config_file: str | os.PathLike[str] | None = None, **overrides
         raise ConfigError(f"config file {str(config_file)!r} does not exist; expected a YAML file")
     previous, _explicit_file = _explicit_file, pathlib.Path(config_file) if config_file else None
     try:
+        path = _config_file()
+        if path is not None:
+            _check_yaml(path)
         return Settings(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as exc:
         problems = "; ".join(
@@ -171,6 +175,23 @@ def load_settings(config_file: str | os.PathLike[str] | None = None, **overrides
         raise ConfigError(f"invalid lineagewire settings: {problems}") from None
     finally:
         _explicit_file = previous
+
+
+def _check_yaml(path: pathlib.Path) -> None:
+    """A config file must be a YAML mapping (or empty); say where it is not, before pydantic-settings reads it."""
+    try:
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"config file {str(path)!r} is not valid YAML{at}: {problem}; expected a YAML mapping "
+                          "of settings") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"config file {str(path)!r} cannot be read: {exc}; expected a UTF-8 YAML file") from None
+    if loaded is not None and not isinstance(loaded, dict):
+        raise ConfigError(f"config file {str(path)!r} holds a YAML {type(loaded).__name__}; expected a mapping of "
+                          "settings such as 'bootstrap_servers: host:9092'")
 
 
 def _shown(err: Any) -> str:

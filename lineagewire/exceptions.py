@@ -11,7 +11,9 @@ A message names what was wrong, the value, and what was expected.
     ├── DecodeError              bytes that are not a lineagewire event (lineagewire.schemas)
     ├── KafkaError               talking to the cluster
     │   ├── BrokerUnavailableError   no broker answered in time
-    │   └── PublishError             a message was not delivered
+    │   └── PublishError             a message was not delivered (``.code``: librdkafka's error code)
+    │       ├── MessageTooLargeError     the message is over the producer's or the topic's size limit
+    │       └── QueueFullError           the producer's local queue stayed full past the bound
     └── LocalKafkaError          fetching, starting or stopping the local broker
 
 Subsystems (emitter, consumers, scheduler) derive their own errors from
@@ -27,8 +29,10 @@ __all__ = [
     "KafkaError",
     "LineagewireError",
     "LocalKafkaError",
+    "MessageTooLargeError",
     "MissingExtraError",
     "PublishError",
+    "QueueFullError",
     "SchemaError",
 ]
 
@@ -79,7 +83,24 @@ class BrokerUnavailableError(KafkaError):
 
 
 class PublishError(KafkaError):
-    """A message could not be delivered; ``topic[partition]`` in the message when known."""
+    """A message could not be delivered; ``topic[partition]`` in the message when known.
+
+    ``code`` is librdkafka's error code (``confluent_kafka.KafkaError.MSG_SIZE_TOO_LARGE``...) when one
+    error explains the failure, else None; ``topic`` the topic when known.
+    """
+
+    def __init__(self, message: str, *, code: int | None = None, topic: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.topic = topic
+
+
+class MessageTooLargeError(PublishError):
+    """The message is larger than the producer's ``message.max.bytes`` or the topic's ``max.message.bytes``."""
+
+
+class QueueFullError(PublishError):
+    """The producer's local queue stayed full (broker slow or unreachable) for longer than the bound."""
 
 
 class LocalKafkaError(LineagewireError):

@@ -94,13 +94,12 @@ def create(ctx: click.Context, dlq_services: tuple[str, ...]) -> None:
 
 
 @topics.command("list")
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=15, show_default=True,
+              help="Seconds to wait for a broker to answer.")
 @click.pass_context
-def list_(ctx: click.Context) -> None:
+def list_(ctx: click.Context, timeout: float) -> None:
     """List topics with their partition counts."""
-    from lineagewire.kafka.topics import admin
+    from lineagewire.kafka.topics import list_topics
 
-    settings = settings_from(ctx)
-    md = admin(settings).list_topics(timeout=15)
-    for name in sorted(md.topics):
-        if not name.startswith("__"):
-            click.echo(f"{name}\t{len(md.topics[name].partitions)}")
+    for name, partitions in sorted(list_topics(settings_from(ctx), timeout=timeout).items()):
+        click.echo(f"{name}\t{partitions}")

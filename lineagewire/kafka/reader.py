@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from lineagewire.config import Settings
 from lineagewire.exceptions import BrokerUnavailableError, ConfigError
@@ -150,7 +150,7 @@ class TopicReader:
                 continue
             err = msg.error()
             if err is not None:
-                if err.code() == -191:  # _PARTITION_EOF
+                if err.code() == KafkaError._PARTITION_EOF:
                     if self._stop_at is not None and msg.offset() >= self._stop_at.get(msg.partition(), 0):
                         self._active.discard(msg.partition())
                     continue

@@ -15,12 +15,16 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from typing import Any
 
+from confluent_kafka import KafkaError as _CKError
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from lineagewire.config import Settings
 from lineagewire.exceptions import BrokerUnavailableError, KafkaError
+
+from .errors import QUIET_LOGGER
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +55,23 @@ def dlq_topic(settings: Settings, topic: str, service: str) -> TopicSpec:
 
 
 def admin(settings: Settings) -> AdminClient:
-    return AdminClient({**settings.as_librdkafka_dict(), "logger": logging.getLogger("lineagewire.kafka.librdkafka")})
+    """An AdminClient; connection failures are not logged line by line (callers raise one clear error)."""
+    conf: dict[str, Any] = {**settings.as_librdkafka_dict(), "logger": QUIET_LOGGER,
+                            "error_cb": lambda err: log.debug("admin client: %s", err.str())}
+    return AdminClient(conf)
+
+
+def list_topics(settings: Settings, *, timeout: float = 15.0) -> dict[str, int]:
+    """{topic: partition count} of the cluster's topics, internal ones (``__*``) left out.
+
+    Raises ``BrokerUnavailableError`` when no broker answers within ``timeout`` seconds.
+    """
+    try:
+        md = admin(settings).list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise BrokerUnavailableError(f"no broker answered at {settings.bootstrap_servers} within {timeout:.0f}s: "
+                                     f"{exc.args[0].str()}; expected a reachable Kafka cluster") from exc
+    return {name: len(t.partitions) for name, t in md.topics.items() if not name.startswith("__")}
 
 
 def create_topics(settings: Settings, specs: list[TopicSpec] | None = None, *, timeout: float = 30.0,
@@ -84,7 +104,7 @@ def create_topics(settings: Settings, specs: list[TopicSpec] | None = None, *, t
                 log.info("created topic %s", name)
             except KafkaException as exc:
                 err = exc.args[0]
-                if err.code() == 36:  # TOPIC_ALREADY_EXISTS: another process won the race
+                if err.code() == _CKError.TOPIC_ALREADY_EXISTS:  # another process won the race
                     result[name] = "exists"
                 else:
                     raise KafkaError(f"creating topic {name!r} failed: {err.str()}") from exc
@@ -94,7 +114,8 @@ def create_topics(settings: Settings, specs: list[TopicSpec] | None = None, *, t
 
 
 def delete_topics(settings: Settings, names: list[str], timeout: float = 30.0) -> None:
-    futures = admin(settings).delete_topics(names, operation_timeout=timeout, request_timeout=timeout)
+    client = admin(settings)  # held until the futures are done: a destroyed client fails them
+    futures = client.delete_topics(names, operation_timeout=timeout, request_timeout=timeout)
     for name, fut in futures.items():
         try:
             # A bound on the wait too: under load the request can outlive its own timeouts.

@@ -74,3 +74,22 @@ def test_bad_settings_name_the_field(overrides: dict, expected: str) -> None:
 def test_missing_explicit_config_file(tmp_path) -> None:  # noqa: ANN001
     with pytest.raises(ConfigError, match="does not exist"):
         load_settings(tmp_path / "nope.yaml")
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("bootstrap_servers: [a:1,\n", r"is not valid YAML at line 2, column 1: .*; expected a YAML mapping"),
+    ("- a\n- b\n", r"holds a YAML list; expected a mapping of settings"),
+    ("just words\n", r"holds a YAML str; expected a mapping of settings"),
+])
+def test_a_config_file_that_is_not_a_yaml_mapping_is_named(tmp_path, text: str, expected: str) -> None:  # noqa: ANN001
+    cfg = tmp_path / "lw.yaml"
+    cfg.write_text(text)
+    with pytest.raises(ConfigError, match=expected) as e:
+        load_settings(cfg)
+    assert str(cfg) in str(e.value)
+
+
+def test_an_empty_config_file_means_the_defaults(tmp_path) -> None:  # noqa: ANN001
+    cfg = tmp_path / "lw.yaml"
+    cfg.write_text("")
+    assert load_settings(cfg).bootstrap_servers == "127.0.0.1:9092"

@@ -40,6 +40,33 @@ def test_every_enum_has_a_default_for_forward_compatibility() -> None:
 def test_current_schemas_equal_the_latest_release_or_are_compatible() -> None:
     latest = max(_repository.released())
     released = {p.name: p.read_text() for p in (_repository.RELEASED_DIR / f"v{latest}").glob("*.avsc")}
+    assert released, f"schemas/released/v{latest}/ holds no .avsc file"
+    current = {p.name: p.read_text() for p in AVSC}
     if latest == _repository.SCHEMA_VERSION:
         # Changing a released version in place would break readers that already have it.
-        assert released == {p.name: p.read_text() for p in AVSC}
+        assert released == current
+        return
+    # The version is ahead of the latest release: nothing released may disappear, and every released
+    # event schema must resolve to the current one and back (with data, in test_evolution).
+    assert latest < _repository.SCHEMA_VERSION
+    assert not set(released) - set(current), f"removed since v{latest}: {sorted(set(released) - set(current))}"
+    from tests.schemas.test_evolution import assert_resolves_both_ways
+
+    for name, old in _repository.released()[latest].items():
+        assert_resolves_both_ways(old.schema, _repository.current()[name].schema, examples=5)
+
+
+def test_a_version_ahead_of_the_release_is_still_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once SCHEMA_VERSION moves past the latest release, an incompatible current schema still fails."""
+    import copy
+
+    latest = max(_repository.released())
+    real = _repository.current()
+    name = next(iter(real))
+    broken_schema = copy.deepcopy(real[name].schema)
+    broken_schema["fields"].append({"name": "mandatory_new", "type": "string", "doc": "no default"})
+    broken = {**real, name: _repository.EventSchema(name, latest + 1, broken_schema, None, "", "")}  # type: ignore[arg-type]
+    monkeypatch.setattr(_repository, "SCHEMA_VERSION", latest + 1)
+    monkeypatch.setattr(_repository, "current", lambda: broken)
+    with pytest.raises(Exception, match=r"mandatory_new|No default"):
+        test_current_schemas_equal_the_latest_release_or_are_compatible()

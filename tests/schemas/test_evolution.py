@@ -21,29 +21,43 @@ def test_at_least_one_released_version_is_kept() -> None:
     assert max(_repository.released()) <= _repository.SCHEMA_VERSION
 
 
-@pytest.mark.parametrize(("version", "name"), RELEASED)
-def test_old_writer_new_reader_and_back(version: int, name: str) -> None:
-    old = _repository.released()[version][name]
-    new = _repository.current()[name]
+def assert_resolves_both_ways(old: dict, new: dict, examples: int = 25) -> None:
+    """Data written with ``old`` reads with ``new`` and the other way round (fastavro's schema resolution)."""
+    old_parsed, new_parsed = parse_schema(copy.deepcopy(old)), parse_schema(copy.deepcopy(new))
 
-    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-    @given(for_schema(old.schema, {}))
+    @settings(max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(for_schema(old, {}))
     def old_to_new(event: dict) -> None:
         buf = io.BytesIO()
-        schemaless_writer(buf, old.parsed, event)
+        schemaless_writer(buf, old_parsed, event)
         buf.seek(0)
-        schemaless_reader(buf, old.parsed, new.parsed)
+        schemaless_reader(buf, old_parsed, new_parsed)
 
-    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-    @given(for_schema(new.schema, {}))
+    @settings(max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(for_schema(new, {}))
     def new_to_old(event: dict) -> None:
         buf = io.BytesIO()
-        schemaless_writer(buf, new.parsed, event)
+        schemaless_writer(buf, new_parsed, event)
         buf.seek(0)
-        schemaless_reader(buf, new.parsed, old.parsed)
+        schemaless_reader(buf, new_parsed, old_parsed)
 
     old_to_new()
     new_to_old()
+
+
+@pytest.mark.parametrize(("version", "name"), RELEASED)
+def test_old_writer_new_reader_and_back(version: int, name: str) -> None:
+    assert_resolves_both_ways(_repository.released()[version][name].schema, _repository.current()[name].schema)
+
+
+def test_the_resolution_check_catches_a_field_added_without_a_default() -> None:
+    """The check above is not vacuous: an incompatible change fails it."""
+    name = EVENT_SCHEMAS["JobStatusChangedEvent"]
+    current = _repository.current()[name].schema
+    broken = copy.deepcopy(current)
+    broken["fields"].append({"name": "queue", "type": "string", "doc": "no default: old data cannot fill it"})
+    with pytest.raises(Exception, match=r"queue|No default"):
+        assert_resolves_both_ways(current, broken, examples=3)
 
 
 def test_a_field_added_with_a_default_is_read_both_ways() -> None:
