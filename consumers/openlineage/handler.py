@@ -12,6 +12,13 @@ Transport configuration is OpenLineage's own, with its own precedence
 
 Any transport openlineage-python has works: http, kafka, file, console,
 composite (and its dotted-path plugins).
+
+Retries belong to the runtime (``--retry-initial``/``--retry-max``/``--give-up-after``):
+an HTTP transport (also inside a composite) whose config does not set ``retry``
+gets ``{"total": 0}`` instead of openlineage-python's default of five urllib3
+retries with backoff (about 9.5 s per attempt of the runtime, interleaved with
+its backoff). A ``retry`` section set in the config is kept; then each runtime
+attempt makes up to 1 + ``total`` requests, and the two backoffs add up.
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ from .exceptions import EmitError
 from .translate import Translator
 
 if TYPE_CHECKING:
-    from lineagewire.consumers.audit.subscribe import Record
+    from lineagewire.consumers.runtime.record import Record
 
 log = logging.getLogger(__name__)
 
@@ -66,11 +73,35 @@ def make_client(config: dict[str, Any] | None = None) -> Any:
     require("openlineage.client", "openlineage", "The OpenLineage service")
     from .client import LineagewireClient
 
+    # openlineage-python logs a WARNING of its own before raising for an unknown transport type; the
+    # ConfigError below says it in one line.
+    quiet = logging.getLogger("openlineage.client.utils")
+    drop = logging.Filter("nothing")  # passes no record of this logger
+    quiet.addFilter(drop)
     try:
-        return LineagewireClient(config=config)
-    except (ValueError, TypeError, RuntimeError, KeyError) as exc:
-        raise ConfigError(f"OpenLineage transport configuration is invalid: {exc}; see "
-                          "https://openlineage.io/docs/client/python#configuration") from exc
+        client = LineagewireClient(config=config)
+    except (ValueError, TypeError, RuntimeError, KeyError, ImportError, AttributeError) as exc:
+        raise ConfigError(f"OpenLineage transport configuration is invalid: {type(exc).__name__}: {exc}; expected "
+                          "a transport type such as http, kafka, file, console or composite (see "
+                          "https://openlineage.io/docs/client/python#configuration)") from exc
+    finally:
+        quiet.removeFilter(drop)
+    runtime_owns_retries(getattr(client, "transport", None))
+    return client
+
+
+def runtime_owns_retries(transport: Any) -> None:
+    """Turn off urllib3's retries in HTTP transports whose config left ``retry`` at its default (see above)."""
+    from openlineage.client.transport.http import DEFAULT_RETRY_CONFIG, HttpTransport
+
+    for t in getattr(transport, "transports", None) or [transport]:
+        if getattr(t, "transports", None):
+            runtime_owns_retries(t)
+        elif isinstance(t, HttpTransport) and t.config.retry is DEFAULT_RETRY_CONFIG:
+            # The default is one shared dict (attrs' default): identity tells "not set by the user".
+            t.config.retry = {"total": 0}
+            if t._session is not None:  # else built from the config on the first emit
+                t._prepare_session(t._session)
 
 
 class OpenLineageHandler(Handler):

@@ -8,7 +8,7 @@ about two thirds of the per-event cost, and most of it is spent again and
 again on the same dataset facets (schema, column lineage, symlinks...), which
 a run repeats in every event.
 
-``install()`` (called by ``Translator``) wraps ``Serde.to_json`` so that, for
+``install()`` wraps ``Serde.to_json`` so that, for
 ``event_v2`` RunEvents serialised without extra ``json.dumps`` arguments, the
 JSON text is built in one pass that follows exactly the rules of ``attr.asdict``,
 ``Serde.remove_nulls_and_enums`` and ``json.dumps(sort_keys=True)``, and reuses
@@ -20,14 +20,24 @@ transports themselves are untouched: they still build, send and fail exactly
 as before, only the text they send is produced faster, byte for byte the same
 (the tests compare both implementations on every kind of event).
 
-A frozen object must not change afterwards (nor anything it holds): its
-text is computed once and kept while the object lives.
+``install()`` patches openlineage-python process-wide, so nothing calls it as a
+side effect: the service entry points do (``lineagewire consume openlineage``,
+replay into OpenLineage); a program that embeds the ``Translator`` decides for
+itself. Without it everything works the same, only slower.
+
+A frozen object cannot change afterwards, so its text, computed once and kept
+while the object lives, is never stale: ``freeze`` makes it (and every attrs
+object, list and dict it holds) read-only: setting an attribute raises
+``FrozenObjectError`` (attrs' ``FrozenInstanceError``), its lists become tuples and its dicts
+read-only dicts (rendered the same). An object that cannot be made read-only
+is left as it is and rendered every time.
 
 The rules reproduced are those of the openlineage-python and attrs sources this
 module was checked against: ``install()`` compares a fingerprint of that source
 (``Serde.to_json``, ``to_dict``, ``remove_nulls_and_enums``, ``attr.asdict``)
 with the ones in ``VERIFIED`` and, for any other version, leaves
-openlineage-python's serialiser in place (slower, never different) and logs it.
+openlineage-python's serialiser in place (slower, never different) and logs a
+WARNING. The ``openlineage`` extra pins those versions.
 """
 
 from __future__ import annotations
@@ -49,8 +59,8 @@ import attr
 from openlineage.client import event_v2
 from openlineage.client.serde import Serde
 
-__all__ = ["VERIFIED", "fingerprint", "freeze", "install", "installed", "reference_to_json", "to_json",
-           "uninstall"]
+__all__ = ["VERIFIED", "FrozenDict", "FrozenObjectError", "fingerprint", "freeze", "install", "installed",
+           "reference_to_json", "to_json", "uninstall"]
 
 log = logging.getLogger(__name__)
 
@@ -125,11 +135,89 @@ def _leaf(value: Any) -> str | None:
 _frozen: dict[int, tuple[weakref.ref[Any], str | None]] = {}
 
 
-def freeze(obj: Any) -> Any:
-    """Declare ``obj`` (an attrs object, e.g. a facet) immutable from now on, so its JSON text is reused.
+class FrozenDict(dict[Any, Any]):
+    """A dict that refuses changes: what a frozen object's dicts become (``attr.asdict`` reads it as a dict)."""
 
-    Returns ``obj``. Objects that cannot be weakly referenced are left as they are (serialised each time).
+    def _refuse(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("this dict belongs to a frozen OpenLineage object (lineagewire serde.freeze); copy it "
+                        "to change it")
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _refuse  # type: ignore
+
+
+class FrozenObjectError(attr.exceptions.FrozenInstanceError):
+    """An attribute of a frozen object was set or deleted (an ``AttributeError``, like attrs' own)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__()
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+# class -> its read-only subclass
+_read_only: dict[type, type] = {}
+
+
+def _read_only_class(cls: type) -> type:
+    sub = _read_only.get(cls)
+    if sub is None:
+        def refuse(self: Any, name: str, *value: Any) -> None:
+            raise FrozenObjectError(
+                f"{cls.__qualname__}.{name}: this object is frozen (lineagewire serde.freeze) and its JSON text "
+                "is cached; build a new one (attr.evolve) to change it")
+
+        # Same layout (empty __slots__), so an instance can switch to it; attrs sees the same fields.
+        sub = type(cls.__name__, (cls,), {"__slots__": (), "__setattr__": refuse, "__delattr__": refuse,
+                                          "__module__": cls.__module__, "__qualname__": cls.__qualname__})
+        _read_only[cls] = sub
+    return sub
+
+
+_SCALARS = frozenset({str, type(None), bool, int, float})
+# class -> names of its attrs fields
+_field_names: dict[type, tuple[str, ...]] = {}
+
+
+def _make_read_only(value: Any, seen: set[int]) -> Any:
+    """``value`` with its containers made immutable and its attrs objects read-only (in place where it can)."""
+    if type(value) in _SCALARS or id(value) in seen:  # most values are strings and nulls: spared the rest
+        return value
+    if isinstance(value, list | tuple):
+        return tuple(_make_read_only(v, seen) for v in value)
+    if type(value) is dict:
+        return FrozenDict((k, _make_read_only(v, seen)) for k, v in value.items())
+    if type(value) is set:
+        return frozenset(value)
+    cls = type(value)
+    if attr.has(cls) and cls not in _read_only.values():
+        seen.add(id(value))
+        names = _field_names.get(cls)
+        if names is None:
+            names = _field_names[cls] = tuple(a.name for a in attr.fields(cls))
+        for name in names:
+            current = getattr(value, name)
+            new = _make_read_only(current, seen)
+            if new is not current:
+                object.__setattr__(value, name, new)
+        value.__class__ = _read_only_class(cls)
+    return value
+
+
+def freeze(obj: Any) -> Any:
+    """Make ``obj`` (an attrs object, e.g. a facet) read-only (see the module docstring), so its JSON text is
+    computed once and reused.
+
+    Returns ``obj``. Objects that cannot be made read-only or weakly referenced are left as they are
+    (serialised each time).
     """
+    if not attr.has(type(obj)):
+        return obj
+    try:
+        _make_read_only(obj, set())
+    except TypeError:  # a class whose instances cannot switch class (e.g. a C layout): never cached
+        return obj
     key = id(obj)
 
     def forget(ref: weakref.ref[Any], key: int = key) -> None:
@@ -245,7 +333,7 @@ def install() -> bool:
             if not _found:
                 _found.append(fingerprint())
                 if _found[0] not in VERIFIED:
-                    log.info("openlineage-python's Serde (fingerprint %s) is not a version the one-pass rendering "
+                    log.warning("openlineage-python's Serde (fingerprint %s) is not a version the one-pass rendering "
                              "was verified against; keeping openlineage-python's own serialiser", _found[0])
             if _found[0] not in VERIFIED:
                 return False

@@ -159,14 +159,12 @@ class Translator:
 
     Dataset, parent and job-type facets are cached (``cache_size`` entries) and shared by the
     events that use them: treat the returned events' facet objects as read-only.
-    ``fast_serde`` (the default) installs ``serde``: openlineage-python's ``Serde.to_json``, which
-    every transport uses, then renders RunEvents in one pass and reuses the text of the shared
-    facets, byte for byte the same as openlineage-python's own rendering.
+    The shared facets are frozen (``serde.freeze``): read-only, changing one raises. The
+    Translator changes nothing process-wide; with ``serde.install()`` (the service entry points call
+    it) every transport renders its RunEvents in one pass, reusing the text of the frozen facets.
     """
 
-    def __init__(self, *, producer: str = PRODUCER, cache_size: int = 4096, fast_serde: bool = True) -> None:
-        if fast_serde:
-            serde.install()
+    def __init__(self, *, producer: str = PRODUCER, cache_size: int = 4096) -> None:
         self.producer = producer
         self._cache_size = cache_size
         self._facet_cache: dict[tuple[Any, ...], Any] = {}

@@ -7,13 +7,17 @@ shutdown, Prometheus metrics and ``/healthz``.
 """
 
 from .base import ENTRY_POINT_GROUP, HANDLERS, Handler, load_handler_class
+from .deadletter import TRUNCATION_HEADERS, DeadLetterWriter
 from .dedup import DedupWindow
-from .exceptions import ConsumerError, DeadLetterError, OutputError, PermanentError
+from .exceptions import ConsumerError, DeadLetterError, HandlerBugError, OutputError, PermanentError
 from .metrics import HealthServer, Metrics
-from .runtime import DLQ_HEADERS, ConsumerRuntime, RetryPolicy, RunStats
+from .record import Record
+from .retry import OUTAGE_ERRORS, RetryPolicy, is_outage
+from .runtime import DLQ_HEADERS, ConsumerRuntime, RunStats
 
 __all__ = [
-    "DLQ_HEADERS", "ENTRY_POINT_GROUP", "HANDLERS", "ConsumerError", "ConsumerRuntime", "DeadLetterError",
-    "DedupWindow", "Handler", "HealthServer", "Metrics", "OutputError", "PermanentError", "RetryPolicy", "RunStats",
+    "DLQ_HEADERS", "ENTRY_POINT_GROUP", "HANDLERS", "OUTAGE_ERRORS", "TRUNCATION_HEADERS", "ConsumerError",
+    "ConsumerRuntime", "DeadLetterError", "DeadLetterWriter", "DedupWindow", "Handler", "HandlerBugError",
+    "HealthServer", "Metrics", "OutputError", "PermanentError", "Record", "RetryPolicy", "RunStats", "is_outage",
     "load_handler_class",
 ]

@@ -19,10 +19,36 @@ A ``Handler`` turns one decoded event into the service's outputs.
   after a crash or a rebalance an event may be handled again.
 * Errors: raise ``PermanentError`` (or a subclass) when this event can never
   be handled; it goes to the dead-letter topic with the error in its headers
-  and the service goes on. Any other exception means an output is down: the
-  runtime retries the same event with exponential backoff, pausing the
-  partitions meanwhile, so per-key order holds and nothing piles up in memory.
+  and the service goes on. Raise ``OutputError`` (or let ``OSError``, a Kafka
+  error, or one of ``retryable_errors`` out) when an output is down: the
+  runtime retries the same event with exponential backoff until it is back,
+  pausing the partitions meanwhile, so per-key order holds and nothing piles up
+  in memory. Any other exception is taken for a bug: retried a few times
+  (``--max-handler-retries``), then the event is dead-lettered with the
+  exception's class, message and traceback in the headers.
 * ``handle`` is called from one thread, in offset order per partition.
+
+Optional hooks (the defaults do nothing, so a simple service ignores them):
+
+* ``accepts_undecodable = True``: messages the contract cannot decode are
+  handed to ``handle`` too, as a ``Record`` whose ``event`` is None and whose
+  ``decode_error`` says why, instead of going to the dead-letter topic (the
+  audit archive keeps every message as it was).
+* ``tick_interval`` (seconds) and ``tick(now)``: time-based work (rules on a
+  clock, closing a file after a quiet hour). The runtime calls ``tick`` at
+  least every ``tick_interval`` seconds from the same thread as ``handle``,
+  also when no message arrives; it returns how many outputs it emitted and
+  its failures are retried with backoff like those of ``handle``.
+* ``durable_offsets()``: for a handler that buffers (writes a file per many
+  events), per partition the offset up to which (exclusive) everything it
+  was handed is durable. The runtime never commits past it; a partition
+  missing from the answer is not committed. ``None`` (the default) means
+  everything handed to ``handle`` is durable once it returned.
+* ``on_revoke(partitions)``: those partitions go to another member; a
+  buffering handler flushes (or drops) what it holds for them before the
+  runtime commits their durable offsets.
+
+``close()`` runs before the final commit, so what it flushes is committed.
 
 Services register under a name in ``HANDLERS`` (built in) or the entry-point
 group ``lineagewire.handlers`` (outside packages): ``name = "pkg.module:Class"``.
@@ -37,7 +63,7 @@ from typing import TYPE_CHECKING, ClassVar
 from lineagewire.exceptions import ConfigError
 
 if TYPE_CHECKING:
-    from lineagewire.consumers.audit.subscribe import Record
+    from .record import Record
 
 __all__ = ["ENTRY_POINT_GROUP", "HANDLERS", "Handler", "load_handler_class"]
 
@@ -46,6 +72,8 @@ ENTRY_POINT_GROUP = "lineagewire.handlers"
 #: built-in services: name -> "module:Class"
 HANDLERS: dict[str, str] = {
     "openlineage": "lineagewire.consumers.openlineage.handler:OpenLineageHandler",
+    "datahub": "lineagewire.consumers.datahub.handler:DataHubHandler",
+    "alerting": "lineagewire.consumers.alerting.service:AlertingHandler",
 }
 
 
@@ -53,6 +81,13 @@ class Handler:
     """Base class of consumer services; see the module docstring for the contract."""
 
     name: ClassVar[str] = "handler"
+    #: hand undecodable messages to ``handle`` (``record.event`` None) instead of dead-lettering them
+    accepts_undecodable: ClassVar[bool] = False
+    #: call ``tick`` at least this often (seconds), also on a quiet topic; None: never
+    tick_interval: ClassVar[float | None] = None
+    #: exceptions of the handler's own clients that mean "output down" (e.g. ``(httpx.TransportError,)``):
+    #: retried until the output is back, like ``OutputError``
+    retryable_errors: ClassVar[tuple[type[BaseException], ...]] = ()
 
     def open(self) -> None:
         """Acquire outputs (clients, files). Called once before the first event."""
@@ -60,6 +95,17 @@ class Handler:
     def handle(self, record: Record) -> int:
         """Deliver the outputs of one event; return how many were emitted."""
         raise NotImplementedError
+
+    def tick(self, now: float) -> int:
+        """Time-based work at wall-clock time ``now`` (epoch seconds); return how many outputs were emitted."""
+        return 0
+
+    def durable_offsets(self) -> dict[tuple[str, int], int] | None:
+        """Per (topic, partition), the next offset not yet durable; None: all handled events are durable."""
+        return None
+
+    def on_revoke(self, partitions: list[tuple[str, int]]) -> None:
+        """``partitions`` were taken away: flush or drop what is buffered for them."""
 
     def close(self) -> None:
         """Flush and release outputs. Called once at shutdown."""

@@ -3,16 +3,17 @@
     LineagewireError
     └── ConsumerError                 the consumer runtime
         ├── PermanentError            this event can never be handled: dead-lettered, the service goes on
+        │   ├── HandlerBugError       the handler kept raising an unexpected exception (after its retries)
         │   └── (per service, e.g. openlineage.TranslationError)
         ├── OutputError               an output is down: the runtime retries the same event with backoff
-        └── DeadLetterError           the dead-letter topic could not be written (retried like an output)
+        └── DeadLetterError           the dead-letter topic could not be written (retried until it can be)
 """
 
 from __future__ import annotations
 
 from lineagewire.exceptions import LineagewireError
 
-__all__ = ["ConsumerError", "DeadLetterError", "OutputError", "PermanentError"]
+__all__ = ["ConsumerError", "DeadLetterError", "HandlerBugError", "OutputError", "PermanentError"]
 
 
 class ConsumerError(LineagewireError):
@@ -29,3 +30,18 @@ class OutputError(ConsumerError):
 
 class DeadLetterError(ConsumerError):
     """A dead letter could not be written to its topic."""
+
+
+class HandlerBugError(PermanentError):
+    """The handler raised an exception that does not mean "output down", on every retry.
+
+    ``error`` is the last exception, ``attempts`` how often it was tried, ``traceback`` the tail of the
+    last traceback; the dead letter carries all three in its headers.
+    """
+
+    def __init__(self, error: BaseException, *, attempts: int, traceback: str) -> None:
+        super().__init__(f"handler raised {type(error).__name__}: {error} ({attempts} attempts); expected it to "
+                         "return, raise PermanentError for a bad event, or OutputError when an output is down")
+        self.error = error
+        self.attempts = attempts
+        self.traceback = traceback

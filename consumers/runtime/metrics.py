@@ -8,7 +8,7 @@ name                                            type       labels
 ==============================================  =========  =========================================
 lineagewire_consumer_consumed_total             counter    service, topic
 lineagewire_consumer_emitted_total              counter    service
-lineagewire_consumer_failed_total               counter    service, stage (output, dead_letter, commit)
+lineagewire_consumer_failed_total               counter    service, stage (output, tick, dead_letter, commit)
 lineagewire_consumer_dead_lettered_total        counter    service, topic, reason
 lineagewire_consumer_duplicates_skipped_total   counter    service
 lineagewire_consumer_lag                        gauge      service, topic, partition

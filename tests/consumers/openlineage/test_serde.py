@@ -43,9 +43,22 @@ def translated(events: list[dict[str, Any]], translator: Translator | None = Non
     return [o for e in events for o in tr.translate(codec.decode(codec.encode(e)))]
 
 
-def test_translator_installs_it() -> None:
-    Translator()
-    assert serde.installed()
+@pytest.fixture(autouse=True, scope="module")
+def _installed() -> Any:
+    # The service entry points install it; these tests check the installed rendering.
+    assert serde.install()
+    yield
+    serde.uninstall()
+
+
+def test_constructing_a_translator_changes_nothing_process_wide() -> None:
+    serde.uninstall()
+    try:
+        Translator().translate(codec.decode(codec.encode(app_run()[0])))
+        assert not serde.installed()
+        assert Serde.__dict__["to_json"].__func__ is not serde._serde_to_json
+    finally:
+        serde.install()
 
 
 def test_sample_events_render_exactly_as_openlineage_python_does() -> None:
@@ -250,3 +263,46 @@ def test_an_unverified_serialiser_is_left_in_place(monkeypatch) -> None:  # noqa
         monkeypatch.undo()
         assert serde.install() is True
     assert serde.installed()
+
+
+def test_a_frozen_facet_cannot_change_so_its_cached_text_is_never_stale() -> None:
+    facet = serde.freeze(Odd(text="first", mapping={"a": [Empty(nothing="x")]}))
+    ev = _event(("frozen", facet))
+    before = Serde.to_json(ev)
+    assert before == serde.reference_to_json(ev)
+    with pytest.raises(attr.exceptions.FrozenInstanceError, match="frozen"):
+        facet.text = "second"
+    with pytest.raises(AttributeError):
+        facet.items.append("more")  # its lists became tuples
+    with pytest.raises(TypeError, match="frozen"):
+        facet.mapping["b"] = 1
+    with pytest.raises(attr.exceptions.FrozenInstanceError):
+        facet.mapping["a"][0].nothing = "changed"  # nested attrs objects are read-only too
+    assert Serde.to_json(ev) == before == serde.reference_to_json(ev)
+
+
+def test_the_translators_shared_facets_are_read_only() -> None:
+    tr = Translator()
+    first, second = (translated(app_run(actions=1), tr) for _ in range(2))
+    shared = [(a, b) for a, b in zip(first, second, strict=True) if a.outputs and b.outputs]
+    assert shared, "no event with outputs in the sample"
+    a, b = shared[0]
+    facet = b.outputs[0].facets["schema"]
+    assert facet is a.outputs[0].facets["schema"]  # the cache shares it between events
+    with pytest.raises(attr.exceptions.FrozenInstanceError):
+        facet.fields[0].name = "renamed"
+    assert Serde.to_json(a) == serde.reference_to_json(a)
+
+
+def test_an_unverified_serialiser_is_announced_as_a_warning(monkeypatch, caplog) -> None:  # noqa: ANN001
+    serde.uninstall()
+    monkeypatch.setattr(serde, "_found", [])
+    monkeypatch.setattr(serde, "VERIFIED", frozenset({"another version"}))
+    try:
+        with caplog.at_level("INFO", logger=serde.__name__):
+            assert serde.install() is False
+        [record] = [r for r in caplog.records if r.name == serde.__name__]
+        assert record.levelname == "WARNING" and "keeping openlineage-python's own serialiser" in record.getMessage()
+    finally:
+        monkeypatch.undo()
+        assert serde.install() is True

@@ -77,8 +77,9 @@ def test_receiver_down_for_a_while_then_everything_arrives(settings, group_id, r
     publish(settings, events)
     want = expected_keys(events)
     receiver.down = True
+    # A bug budget of 1: a backend that is down (EmitError, an OutputError) is retried past it, forever.
     rt = ConsumerRuntime(settings, OpenLineageHandler(config=http_config(receiver.url)), group_id=group_id,
-                         retry=FAST)
+                         retry=RetryPolicy(initial=0.05, maximum=0.5, jitter=0.01, max_handler_retries=1))
     t = run_in_thread(rt)
     deadline = time.monotonic() + 60
     while receiver.rejected < 5:
@@ -91,6 +92,7 @@ def test_receiver_down_for_a_while_then_everything_arrives(settings, group_id, r
     t.join(30)
     assert {event_key(e) for e in got} == want
     assert rt.metrics.value("lineagewire_consumer_failed_total", stage="output") >= 5
+    assert rt.stats.dead_lettered == 0
     # Per run, OpenLineage events arrive in the order the job produced them.
     for job in {e["job"]["name"] for e in got if "." not in e["job"]["name"]}:
         types = [e["eventType"] for e in got if e["job"]["name"] == job]
@@ -188,7 +190,7 @@ def test_sigterm_finishes_commits_and_exits_cleanly(settings, tmp_path, receiver
     proc = _service(settings, settings.topics.jobs, group, receiver.url, tmp_path, via_env=True)
     try:
         receiver.wait_for(lambda evs: {event_key(e) for e in evs} >= want, timeout=90)
-        time.sleep(0.5)
+        # No pause before SIGTERM: the event in hand is finished and everything handled is committed.
         proc.send_signal(signal.SIGTERM)
     finally:
         err = _end(proc)
@@ -212,3 +214,25 @@ def test_codec_roundtrip_sample_is_what_the_service_sees() -> None:
     for e in app_run() + refresh_run():
         d = codec.decode(codec.encode(e))
         assert d["header"]["event_id"] == e["header"]["event_id"]
+
+
+def test_the_runtime_owns_retries_one_request_per_attempt(receiver: Receiver) -> None:
+    # openlineage-python's default is five urllib3 retries with backoff (~9.5 s) inside each attempt.
+    from lineagewire.consumers.openlineage.exceptions import EmitError
+    from lineagewire.consumers.runtime import Record
+
+    event = app_run(actions=0)[0]
+    handler = OpenLineageHandler(config={"transport": {"type": "http", "url": receiver.url, "timeout": 5}})
+    receiver.down = True
+    try:
+        with pytest.raises(EmitError):
+            handler.handle(Record("t", 0, 0, None, 0, event))
+        assert receiver.rejected == 1
+        # A retry section set by the user is kept (and composes: 1 + total requests per attempt).
+        kept = OpenLineageHandler(config={"transport": {"type": "http", "url": receiver.url,
+                                                        "retry": {"total": 1, "backoff_factor": 0}}})
+        with pytest.raises(EmitError):
+            kept.handle(Record("t", 0, 0, None, 0, event))
+        assert receiver.rejected == 3
+    finally:
+        handler.close()

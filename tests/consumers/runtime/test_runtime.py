@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 import urllib.request
 from collections import defaultdict
@@ -10,82 +9,13 @@ from typing import Any
 
 import pytest
 
-from lineagewire.consumers.runtime import (
-    DLQ_HEADERS,
-    ConsumerRuntime,
-    Handler,
-    OutputError,
-    PermanentError,
-    RetryPolicy,
-)
+from lineagewire.consumers.runtime import DLQ_HEADERS, ConsumerRuntime, OutputError, RetryPolicy
 from lineagewire.kafka.publisher import Publisher
 from tests.helpers import read_topic, status_event
 
+from .support import FAST, Recording, events_for, publish, start, wait
+
 pytestmark = pytest.mark.integration
-
-FAST = RetryPolicy(initial=0.05, maximum=0.3, jitter=0.01)
-
-
-class Recording(Handler):
-    """Keeps every handled event; ``fail_until`` (monotonic time) makes the output 'down' until then."""
-
-    name = "recording"
-
-    def __init__(self, fail_until: float = 0.0, poison: set[str] | None = None) -> None:
-        self.seen: list[dict[str, Any]] = []
-        self.fail_until = fail_until
-        self.poison = poison or set()
-        self.failures = 0
-        self.closed = False
-
-    def handle(self, record: Any) -> int:
-        if record.event["header"]["event_id"] in self.poison:
-            raise PermanentError(f"{record.where}: cannot handle this one")
-        if time.monotonic() < self.fail_until:
-            self.failures += 1
-            raise OutputError("backend down")
-        self.seen.append(record.event)
-        return 1
-
-    def close(self) -> None:
-        self.closed = True
-
-
-def publish(settings, events: list[dict]) -> None:  # noqa: ANN001
-    with Publisher(settings) as pub:
-        for e in events:
-            pub.publish(e)
-
-
-def events_for(jobs: int, per_job: int) -> list[dict]:
-    out = []
-    for s in range(per_job):
-        for j in range(jobs):
-            out.append(status_event(job=f"job-{j}", run_id=f"00000000-0000-0000-0000-00000000000{j}", seq=s))
-    return out
-
-
-def start(runtime: ConsumerRuntime) -> threading.Thread:
-    """Run in a thread; an exception in the loop fails the waiting test instead of vanishing."""
-    def run() -> None:
-        try:
-            runtime.run()
-        except BaseException as exc:
-            runtime.crashed = exc  # type: ignore[attr-defined]
-            raise
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    return t
-
-
-def wait(predicate: Any, timeout: float = 60.0, runtime: Any = None) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert getattr(runtime, "crashed", None) is None, f"runtime crashed: {runtime.crashed!r}"
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
-
 
 def assert_in_order_per_key(seen: list[dict]) -> None:
     by_job: dict[str, list[int]] = defaultdict(list)

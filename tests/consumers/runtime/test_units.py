@@ -83,3 +83,41 @@ def test_health_server_answers_503_when_unhealthy_and_404_elsewhere() -> None:
         missing.value.close()
     finally:
         server.stop()
+
+
+def test_retry_options_are_checked() -> None:
+    from click.testing import CliRunner
+
+    from lineagewire.cli import main_group
+    from lineagewire.consumers.runtime import RetryPolicy
+
+    r = CliRunner().invoke(main_group, ["consume", "openlineage", "--max-handler-retries", "-1"])
+    assert r.exit_code == 2 and "--max-handler-retries" in r.output
+    with pytest.raises(ValueError, match="max_handler_retries=-1; expected 0 or more"):
+        RetryPolicy(max_handler_retries=-1)
+    assert RetryPolicy().max_handler_retries == 5
+
+
+def test_outage_errors_and_handler_bugs_are_told_apart() -> None:
+    from confluent_kafka import KafkaException
+
+    from lineagewire.consumers.openlineage import EmitError
+    from lineagewire.consumers.runtime import is_outage
+
+    for exc in (EmitError("down"), ConnectionRefusedError(), TimeoutError(), KafkaException()):
+        assert is_outage(exc), exc
+    for exc in (KeyError("x"), TypeError("y"), ValueError("z")):
+        assert not is_outage(exc), exc
+    assert is_outage(ValueError("client"), (ValueError,))
+
+
+def test_client_library_connection_errors_are_outages() -> None:
+    import httpx
+    import sqlalchemy.exc
+
+    from lineagewire.consumers.runtime import is_outage
+
+    assert is_outage(sqlalchemy.exc.OperationalError("UPDATE x", {}, Exception("database is locked")))
+    assert is_outage(httpx.ConnectError("refused"))
+    assert not is_outage(sqlalchemy.exc.IntegrityError("INSERT x", {}, Exception("duplicate key")))
+    assert not is_outage(httpx.InvalidURL("bad"))
