@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import signal
-import threading
-
 import click
 
 from lineagewire.cli import settings_from
@@ -21,9 +18,13 @@ __all__ = ["refresh_runner"]
 @click.option("--format", "table_format", default="parquet", show_default=True,
               help="Format of tables the runner creates.")
 @click.option("--hive", is_flag=True, help="Enable Hive support (a Hive metastore for the tables).")
+@click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
+              help="Serve /metrics and /healthz on 127.0.0.1 at this port (0: any free port).")
+@click.option("--drain-timeout", type=click.FloatRange(min=0), default=None,
+              help="On SIGTERM, wait at most this many seconds for the running refresh (default: until it ends).")
 @click.pass_context
 def refresh_runner(ctx: click.Context, group_id: str, state_path: str, master: str | None, confs: tuple[str, ...],
-                   table_format: str, hive: bool) -> None:
+                   table_format: str, hive: bool, metrics_port: int | None, drain_timeout: float | None) -> None:
     """Consume refresh commands and refresh materialized tables with Spark (INSERT OVERWRITE)."""
     from lineagewire.exceptions import require
 
@@ -46,15 +47,13 @@ def refresh_runner(ctx: click.Context, group_id: str, state_path: str, master: s
         builder = builder.enableHiveSupport()
     spark = builder.getOrCreate()
     state = CompletedStore(state_path)
-    runner = RefreshRunner(spark, settings, group_id=group_id, state=state, table_format=table_format)
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, lambda *_: runner.stop())
+    runner = RefreshRunner(spark, settings, group_id=group_id, state=state, table_format=table_format,
+                           metrics_port=metrics_port, drain_timeout=drain_timeout)
     click.echo(f"refresh runner: {settings.topics.refresh_commands} -> Spark {spark.version}, group {group_id}",
                err=True)
     try:
-        runner.run()
-    except KeyboardInterrupt:
-        runner.stop()
+        # SIGTERM and Ctrl-C: the running refresh finishes, offsets are committed, then the runner stops.
+        runner.run(install_signal_handlers=True)
     finally:
         state.close()
         spark.stop()

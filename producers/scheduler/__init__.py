@@ -7,9 +7,9 @@ The service (``service``) and the ``lineagewire workflows`` CLI wrap it.
 """
 
 from .api import RefreshHandler, RefreshInfo, TableStatus, WorkflowInfo, WorkflowScheduler
-from .commands import CommandSink, KafkaCommandSink, ListSink, command_id_for, run_id_for
+from .commands import CommandSink, KafkaCommandSink, ListSink, Undelivered, command_id_for, run_id_for
 from .cron import CronSchedule
-from .embedded import EmbeddedWorkflowScheduler, SchedulerOptions
+from .embedded import EmbeddedWorkflowScheduler
 from .exceptions import (
     BadRequestError,
     CronError,
@@ -19,6 +19,7 @@ from .exceptions import (
     UnknownWorkflowError,
     WorkflowStateError,
 )
+from .options import SchedulerOptions
 from .tables import MaterializedTable, TableCatalog, format_partition, load_tables, parse_tables
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "TableCatalog",
     "TableDeclarationError",
     "TableStatus",
+    "Undelivered",
     "UnknownTableError",
     "UnknownWorkflowError",
     "WorkflowInfo",

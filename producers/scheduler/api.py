@@ -97,6 +97,8 @@ class RefreshInfo:
     duration_ms: int | None = None
     error: str | None = None
     next_retry_at: dt.datetime | None = None
+    #: the scheduler instance that claimed (and published) the current attempt
+    claimed_by: str | None = None
     static_partitions: dict[str, str] = field(default_factory=dict)
 
     @property

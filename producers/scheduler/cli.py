@@ -21,31 +21,35 @@ def scheduler() -> None:
 
 @scheduler.command("serve")
 @click.option("--tables", "tables_file", type=click.Path(dir_okay=False, exists=True), default=None,
-              help="YAML file of materialized tables (env LINEAGEWIRE_SCHEDULER_TABLES).")
+              help="YAML file of materialized tables (env LINEAGEWIRE_SCHEDULER__TABLES).")
 @click.option("--db-url", default=None, help="SQLAlchemy URL (default sqlite:///lineagewire-scheduler.db).")
 @click.option("--host", default=None, help="Bind address (default 127.0.0.1).")
 @click.option("--port", type=int, default=None, help="Port (default 8765).")
-@click.option("--token", default=None, help="Bearer token for changes (env LINEAGEWIRE_SCHEDULER_TOKEN).")
+@click.option("--token", default=None, help="Bearer token for changes (env LINEAGEWIRE_SCHEDULER__TOKEN).")
 @click.option("--misfire-grace", type=float, default=None, help="Seconds late before a fire counts as missed.")
 @click.option("--max-attempts", type=int, default=None, help="Attempts per refresh, retries included.")
 @click.option("--retry-backoff", type=float, default=None, help="Seconds before the first retry (doubles).")
 @click.option("--abandon-after", type=float, default=None, help="Seconds without status before ABANDONED.")
 @click.option("--lead", type=float, default=None, help="Claim fires this many seconds ahead (default 2).")
+@click.option("--metrics-port", type=int, default=None,
+              help="Serve the status tracker's /metrics and /healthz on 127.0.0.1:PORT (0 = any free port).")
 @click.pass_context
 def serve(ctx: click.Context, tables_file: str | None, db_url: str | None, host: str | None, port: int | None,
           token: str | None, misfire_grace: float | None, max_attempts: int | None, retry_backoff: float | None,
-          abandon_after: float | None, lead: float | None) -> None:
+          abandon_after: float | None, lead: float | None, metrics_port: int | None) -> None:
     """Serve the REST API (OpenAPI docs at /docs), fire workflows and track refresh status."""
-    from .service import SchedulerService, ServiceConfig
+    from .service import SchedulerService
     from .service import serve as run
+    from .settings import ServiceConfig
 
     overrides = {"tables": tables_file, "db_url": db_url, "host": host, "port": port, "token": token,
                  "misfire_grace": misfire_grace, "max_attempts": max_attempts, "retry_backoff": retry_backoff,
-                 "abandon_after": abandon_after, "lead": lead}
-    config = ServiceConfig(**{k: v for k, v in overrides.items() if v is not None})  # type: ignore[arg-type]
+                 "abandon_after": abandon_after, "lead": lead,
+                 "status_metrics_port": metrics_port}
+    config = ServiceConfig.load((ctx.find_root().obj or {}).get("config_file"), **overrides)
     service = SchedulerService(config, settings_from(ctx))
     click.echo(f"scheduler on http://{config.host}:{config.port} (docs at /docs), {len(service.catalog)} table(s), "
-               f"db {config.db_url}", err=True)
+               f"db {config.safe_db_url()}", err=True)
     run(service, host=config.host, port=config.port)
 
 
@@ -103,8 +107,8 @@ def _refresh_line(r: dict[str, Any]) -> str:
 @click.group()
 @click.option("--url", envvar="LINEAGEWIRE_SCHEDULER_URL", default="http://127.0.0.1:8765", show_default=True,
               help="Scheduler service URL (env LINEAGEWIRE_SCHEDULER_URL).")
-@click.option("--token", envvar="LINEAGEWIRE_SCHEDULER_TOKEN", default=None,
-              help="Bearer token for changes (env LINEAGEWIRE_SCHEDULER_TOKEN).")
+@click.option("--token", envvar=["LINEAGEWIRE_SCHEDULER__TOKEN", "LINEAGEWIRE_SCHEDULER_TOKEN"], default=None,
+              help="Bearer token for changes (env LINEAGEWIRE_SCHEDULER__TOKEN or LINEAGEWIRE_SCHEDULER_TOKEN).")
 @click.option("--json", "as_json", is_flag=True, help="Print the service's JSON answer.")
 @click.pass_context
 def workflows(ctx: click.Context, url: str, token: str | None, as_json: bool) -> None:

@@ -17,19 +17,24 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+from confluent_kafka import KafkaError, KafkaException, Message
+
 from lineagewire.config import Settings
-from lineagewire.kafka.publisher import Publisher
-from lineagewire.schemas import cancel_refresh, header, refresh_command
+from lineagewire.exceptions import PublishError
+from lineagewire.kafka.producer import new_producer
+from lineagewire.schemas import Codec, cancel_refresh, header, refresh_command
 from lineagewire.schemas.events import RunRef, ScheduleRef
 
 from .tables import MaterializedTable
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CommandSink", "KafkaCommandSink", "ListSink", "build_cancel", "build_command", "command_id_for",
-           "run_id_for", "workflow_run_ref"]
+__all__ = ["CommandSink", "KafkaCommandSink", "ListSink", "Undelivered", "build_cancel", "build_command",
+           "command_id_for", "run_id_for", "workflow_run_ref"]
 
 _NS = uuid.UUID("6f0b1f7e-5a1c-4c39-9d0e-0c6a1d2b7a11")
 
@@ -82,14 +87,39 @@ def build_cancel(*, namespace: str, table: str, workflow_id: str, workflow_name:
     return dict(cancel_refresh(hdr, command_id=command_id, workflow_id=workflow_id, table=table, reason=reason))
 
 
+@dataclass(frozen=True)
+class Undelivered:
+    """Why one event was not delivered; ``permanent`` when sending it again cannot help (too large, not
+    encodable), so the scheduler marks its refresh FAILED instead of republishing it forever."""
+
+    reason: str
+    permanent: bool = False
+
+
+#: librdkafka errors that no retry of the same message can fix
+_PERMANENT = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.INVALID_MSG, KafkaError.INVALID_RECORD,
+                        KafkaError._INVALID_ARG})
+
+
 class CommandSink:
     """Where the scheduler sends commands. Contract:
 
+    * ``deliver(events, timeout)`` sends the events and waits for their delivery; it returns, by position in
+      ``events``, those that were not delivered and why (``Undelivered``). One event that cannot be sent never
+      holds back the others. The default sends all with ``send`` and waits with ``flush``: all or nothing;
     * ``send(events)`` queues RefreshCommand / CancelRefresh events (dicts of the contract);
     * ``flush(timeout)`` returns once every queued event is durably delivered, or raises
       ``lineagewire.exceptions.PublishError``; the scheduler marks a fire published only then;
     * ``close()`` releases resources. Sending the same command twice must be harmless.
     """
+
+    def deliver(self, events: list[dict[str, Any]], timeout: float = 30.0) -> dict[int, Undelivered]:
+        try:
+            self.send(events)
+            self.flush(timeout)
+        except Exception as exc:  # noqa: BLE001 - reported per event; they stay PENDING and are sent again
+            return dict.fromkeys(range(len(events)), Undelivered(f"{type(exc).__name__}: {exc}"))
+        return {}
 
     def send(self, events: list[dict[str, Any]]) -> None:
         raise NotImplementedError
@@ -102,22 +132,66 @@ class CommandSink:
 
 
 class KafkaCommandSink(CommandSink):
-    """Publishes to ``settings.topics.refresh_commands`` keyed by table."""
+    """Publishes to ``settings.topics.refresh_commands`` keyed by table, with a delivery report per event.
 
-    def __init__(self, settings: Settings, publisher: Publisher | None = None) -> None:
+    ``producer_config`` overrides librdkafka producer properties (``lineagewire.kafka.producer``).
+    """
+
+    def __init__(self, settings: Settings, *, producer_config: dict[str, Any] | None = None) -> None:
         self.settings = settings
         self.topic = settings.topics.refresh_commands
-        self._publisher = publisher or Publisher(settings, producer_config={"linger.ms": 2})
+        self.codec = Codec(schema_registry_url=settings.schema_registry_url,
+                           registry_config=settings.registry_config())
+        self._producer = new_producer(settings, {"linger.ms": 2, **(producer_config or {})},
+                                      error_cb=lambda err: log.warning("kafka client error (%s): %s",
+                                                                       settings.bootstrap_servers, err.str()))
+
+    def deliver(self, events: list[dict[str, Any]], timeout: float = 30.0) -> dict[int, Undelivered]:
+        failed: dict[int, Undelivered] = {}
+        waiting: set[int] = set()
+
+        def report(i: int, event: dict[str, Any]) -> Callable[[Any, Message], None]:
+            def done(err: Any, msg: Message) -> None:
+                waiting.discard(i)
+                if err is not None:
+                    where = f"{msg.topic()}[{msg.partition()}]"
+                    failed[i] = Undelivered(f"{where}: command {event.get('command_id')}: {err.str()}",
+                                            permanent=err.code() in _PERMANENT)
+            return done
+
+        for i, event in enumerate(events):
+            try:
+                value = self.codec.encode(event, topic=self.topic)
+            except Exception as exc:  # noqa: BLE001 - this event only; the others go on
+                failed[i] = Undelivered(f"command {event.get('command_id')} cannot be encoded: {exc}", permanent=True)
+                continue
+            waiting.add(i)
+            while True:
+                try:
+                    self._producer.produce(self.topic, value=value, key=event["table"], on_delivery=report(i, event))
+                    break
+                except BufferError:
+                    self._producer.poll(0.1)  # local queue full: serve delivery reports to make room
+                except KafkaException as exc:
+                    waiting.discard(i)
+                    err = exc.args[0]
+                    failed[i] = Undelivered(f"{self.topic}: command {event.get('command_id')} of "
+                                            f"{len(value)} bytes: {err.str()}", permanent=err.code() in _PERMANENT)
+                    break
+            self._producer.poll(0)
+        self._producer.flush(timeout)
+        for i in list(waiting):
+            failed[i] = Undelivered(f"{self.topic}: command {events[i].get('command_id')} still undelivered after "
+                                    f"{timeout:.0f}s (is {self.settings.bootstrap_servers} reachable?)")
+        return failed
 
     def send(self, events: list[dict[str, Any]]) -> None:
-        for event in events:
-            self._publisher.publish(event, topic=self.topic, key=event["table"])
-
-    def flush(self, timeout: float = 30.0) -> None:
-        self._publisher.flush(timeout)
+        failed = self.deliver(events)
+        if failed:
+            raise PublishError("; ".join(u.reason for u in list(failed.values())[:5]))
 
     def close(self) -> None:
-        self._publisher.close()
+        self._producer.flush(10)
 
 
 class ListSink(CommandSink):

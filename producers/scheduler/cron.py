@@ -24,7 +24,7 @@ import datetime as dt
 import functools
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import CroniterError, croniter
+from croniter import CroniterBadDateError, CroniterError, croniter
 
 from .exceptions import CronError
 
@@ -34,15 +34,22 @@ UTC = dt.UTC
 # Larger than any UTC offset change a time zone has ever made in one step (DST moves 0.5 to 2 h).
 _SHIFT = dt.timedelta(hours=3)
 _MAX_STEPS = 10_000
+_MAX_ZONE = 64
+_PROBE = dt.datetime(2000, 1, 1)
 
 
 @functools.lru_cache(maxsize=512)
 def zone(name: str) -> ZoneInfo:
     """The ZoneInfo for an IANA name, or CronError naming it."""
+    expected = "expected an IANA time zone such as 'UTC' or 'Europe/Berlin'"
+    if not isinstance(name, str) or not name or len(name) > _MAX_ZONE:
+        shown = repr(name) if not isinstance(name, str) or len(name) <= _MAX_ZONE else f"of {len(name)} characters"
+        raise CronError(f"time_zone {shown} is not a time zone; {expected} (at most {_MAX_ZONE} characters)")
     try:
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
-        raise CronError(f"time_zone={name!r} is not an IANA time zone; expected e.g. 'UTC' or 'Europe/Berlin'") from exc
+    except (ZoneInfoNotFoundError, ValueError, OSError) as exc:
+        # OSError: a folder of the zone database ('Europe') or a name the file system refuses
+        raise CronError(f"time_zone={name!r} is not a time zone; {expected}") from exc
 
 
 class CronSchedule:
@@ -58,9 +65,15 @@ class CronSchedule:
                             "or 6 with seconds first (second minute hour day month weekday)")
         self.seconds = fields == 6
         try:
-            croniter(text, dt.datetime(2000, 1, 1), second_at_beginning=self.seconds)
+            probe = croniter(text, _PROBE, second_at_beginning=self.seconds)
         except (CroniterError, ValueError, KeyError) as exc:
             raise CronError(f"cron={expr!r} is not a valid cron expression: {exc}") from exc
+        try:
+            # A valid syntax can still name a day that never comes (30 February, 31 April).
+            probe.get_next(dt.datetime)
+        except CroniterBadDateError as exc:
+            raise CronError(f"cron={expr!r} never fires (no such day, e.g. 30 February or 31 April); expected a "
+                            "day that exists in some month") from exc
         self.expr = text
         self.tz_name = tz
         self.tz = zone(tz)
@@ -74,12 +87,19 @@ class CronSchedule:
         return _schedule(expr, tz)
 
     def next_after(self, t: dt.datetime) -> dt.datetime:
-        """The first fire time strictly after ``t`` (UTC)."""
-        return _next_after(self.expr, self.seconds, self.tz_name, _aware(t))
+        """The first fire time strictly after ``t`` (UTC); CronError if there is none a computer can represent."""
+        try:
+            return _next_after(self.expr, self.seconds, self.tz_name, _aware(t))
+        except (CroniterError, OverflowError) as exc:
+            raise CronError(f"cron={self.expr!r} in {self.tz_name} has no fire time after {t.isoformat()}; "
+                            "expected a time well inside years 1970 to 2199") from exc
 
     def prev_at_or_before(self, t: dt.datetime) -> dt.datetime | None:
         """The last fire time at or before ``t`` (UTC), or None if there is none."""
-        return _prev_at_or_before(self.expr, self.seconds, self.tz_name, _aware(t))
+        try:
+            return _prev_at_or_before(self.expr, self.seconds, self.tz_name, _aware(t))
+        except OverflowError:
+            return None
 
     def between(self, start: dt.datetime, end: dt.datetime, *, limit: int = 10_000) -> list[dt.datetime]:
         """Fire times ``t`` with ``start <= t <= end``, oldest first, at most ``limit``."""

@@ -1,64 +1,51 @@
 """The scheduler service: FastAPI over the embedded scheduler, plus the loop and the status tracker.
 
-Reads are open; every change needs ``Authorization: Bearer <token>``. The
-OpenAPI docs are at ``/docs``. Errors answer with the scheduler error's
-status (404 unknown workflow or table, 422 bad cron or request, 409 wrong
-state) and ``{"detail": "<message naming the field, value and expectation>"}``.
+Reads are open; every change needs ``Authorization: Bearer <token>``, checked
+before the request body is read (``_Guard``), and request bodies are capped at
+``limits.MAX_BODY`` bytes (413). The OpenAPI docs are at ``/docs``. Errors
+answer with the scheduler error's status (404 unknown workflow or table, 422
+bad cron, value or request, 409 wrong state) and ``{"detail": "<message
+naming the field, value and expectation>"}``; a malformed body or parameter
+also gets a one-string ``detail`` (422).
 
-Configuration (flags of ``lineagewire scheduler serve`` override these):
-``LINEAGEWIRE_SCHEDULER_DB_URL``, ``..._TABLES``, ``..._TOKEN``, ``..._HOST``,
-``..._PORT``, ``..._MISFIRE_GRACE``, ``..._MAX_ATTEMPTS``, ``..._RETRY_BACKOFF``,
-``..._ABANDON_AFTER``, ``..._LEAD``, ``..._STATUS_GROUP``.
+Configuration: ``ServiceConfig`` (``settings.py``: flags, then
+``LINEAGEWIRE_SCHEDULER__<FIELD>``, then the YAML config's ``scheduler:``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import secrets
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lineagewire.config import Settings
 from lineagewire.exceptions import require
 
 from .commands import CommandSink, KafkaCommandSink
-from .embedded import EmbeddedWorkflowScheduler, SchedulerOptions
+from .embedded import EmbeddedWorkflowScheduler
 from .exceptions import SchedulerError
+from .limits import MAX_BODY, MAX_CATCHUP_CAP, MAX_CRON, MAX_LIMIT, MAX_NAME, MAX_REASON, MAX_TABLE, MAX_ZONE
+from .settings import ServiceConfig
 from .tables import TableCatalog
 
+if TYPE_CHECKING:
+    from .status import StatusTracker
+
 fastapi = require("fastapi", "scheduler", "The scheduler service")
-from fastapi import Depends, FastAPI, HTTPException, Request  # noqa: E402
+from fastapi import Depends, FastAPI, HTTPException, Query, Request  # noqa: E402
+from fastapi.exceptions import RequestValidationError  # noqa: E402
 from fastapi.responses import JSONResponse  # noqa: E402
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer  # noqa: E402
-from pydantic import BaseModel, Field, SecretStr  # noqa: E402
-from pydantic_settings import BaseSettings, SettingsConfigDict  # noqa: E402
+from pydantic import BaseModel, Field  # noqa: E402
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SchedulerService", "ServiceConfig", "create_app"]
+__all__ = ["SchedulerService", "ServiceConfig", "create_app", "serve"]
 
-
-class ServiceConfig(BaseSettings):
-    """Settings of the scheduler service (env ``LINEAGEWIRE_SCHEDULER_<FIELD>``)."""
-
-    model_config = SettingsConfigDict(env_prefix="LINEAGEWIRE_SCHEDULER_", extra="ignore")
-
-    db_url: str = Field("sqlite:///lineagewire-scheduler.db", description="Any SQLAlchemy URL")
-    tables: str | None = Field(None, description="YAML file declaring the materialized tables")
-    token: SecretStr | None = Field(None, description="Bearer token required for changes")
-    host: str = "127.0.0.1"
-    port: int = 8765
-    misfire_grace: float = 60.0
-    max_attempts: int = 3
-    retry_backoff: float = 30.0
-    abandon_after: float = 600.0
-    lead: float = Field(2.0, description="Claim fires this many seconds ahead and hold them, so they go out on time")
-    status_group: str = "lineagewire-scheduler-status"
-
-    def options(self) -> SchedulerOptions:
-        return SchedulerOptions(misfire_grace=self.misfire_grace, max_attempts=self.max_attempts,
-                                retry_backoff=self.retry_backoff, abandon_after=self.abandon_after, lead=self.lead)
+_CHANGES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
 class SchedulerService:
@@ -76,14 +63,27 @@ class SchedulerService:
             sink = KafkaCommandSink(settings)
         self.scheduler = EmbeddedWorkflowScheduler(self.catalog, url=config.db_url, sink=sink,
                                                    options=config.options())
-        self.tracker = None
+        try:
+            # Now, not when the server starts: a wrong URL or an unreachable database is one clear error.
+            self.scheduler.open()
+        except Exception as exc:  # noqa: BLE001 - driver errors of every database; all mean "cannot open"
+            if self._own_sink:
+                sink.close()
+            raise SchedulerError(f"cannot open the scheduler database {config.safe_db_url()}: "
+                                 f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from exc
+        self.tracker: StatusTracker | None = None
         if track_status and settings is not None:
+            from lineagewire.consumers.runtime import RetryPolicy
+
             from .status import StatusTracker
 
-            self.tracker = StatusTracker(settings, self.scheduler, group_id=config.status_group)
+            self.tracker = StatusTracker(settings, self.scheduler, group_id=config.status_group,
+                                         metrics_port=config.status_metrics_port,
+                                         retry=RetryPolicy(initial=config.status_retry_initial,
+                                                           maximum=config.status_retry_max))
         if config.token is None:
             self.token = secrets.token_urlsafe(24)
-            log.warning("no LINEAGEWIRE_SCHEDULER_TOKEN set; changes need this generated token: %s", self.token)
+            log.warning("no LINEAGEWIRE_SCHEDULER__TOKEN set; changes need this generated token: %s", self.token)
         else:
             self.token = config.token.get_secret_value()
 
@@ -101,20 +101,21 @@ class SchedulerService:
 
 
 class CreateWorkflow(BaseModel):
-    """A periodic workflow (cron, or the table's cron/freshness) or, with ``once``, a one-time refresh."""
+    """A periodic workflow (cron, or the table's cron/freshness)."""
 
-    table: str = Field(..., description="Declared materialized table identifier")
-    cron: str | None = Field(None, description="5 fields, or 6 with seconds first; default: the table's")
-    name: str | None = None
-    time_zone: str | None = Field(None, description="IANA zone; default: the table's")
-    misfire_policy: str | None = Field(None, description="skip | fire_once | catch_up")
-    catchup_cap: int | None = None
+    table: str = Field(..., max_length=MAX_TABLE, description="Declared materialized table identifier")
+    cron: str | None = Field(None, max_length=MAX_CRON,
+                             description="5 fields, or 6 with seconds first; default: the table's")
+    name: str | None = Field(None, max_length=MAX_NAME)
+    time_zone: str | None = Field(None, max_length=MAX_ZONE, description="IANA zone; default: the table's")
+    misfire_policy: str | None = Field(None, max_length=20, description="skip | fire_once | catch_up")
+    catchup_cap: int | None = Field(None, ge=1, le=MAX_CATCHUP_CAP)
     start: dt.datetime | None = Field(None, description="First nominal time at or after this (default: now)")
 
 
 class OneTime(BaseModel):
-    nominal_time: dt.datetime | None = Field(None, description="Default: now")
-    name: str | None = None
+    nominal_time: dt.datetime | None = Field(default=None, description="Default: now")
+    name: str | None = Field(default=None, max_length=MAX_NAME)
 
 
 class Resume(BaseModel):
@@ -122,8 +123,8 @@ class Resume(BaseModel):
 
 
 class SetCron(BaseModel):
-    cron: str
-    time_zone: str | None = None
+    cron: str = Field(..., max_length=MAX_CRON)
+    time_zone: str | None = Field(None, max_length=MAX_ZONE)
 
 
 class Backfill(BaseModel):
@@ -132,7 +133,68 @@ class Backfill(BaseModel):
 
 
 class Cancel(BaseModel):
-    reason: str = ""
+    reason: str = Field("", max_length=MAX_REASON)
+
+
+class _Guard:
+    """ASGI middleware: the bearer token of a change is checked before its body is read, and bodies are capped.
+
+    Hand-written because neither Starlette nor FastAPI caps request bodies, and FastAPI parses the body before
+    it runs a route's dependencies (so a token dependency alone answers 422 to a malformed unauthenticated body).
+    """
+
+    def __init__(self, app: Any, *, token: str, max_body: int = MAX_BODY) -> None:
+        self.app = app
+        self.token = token.encode()
+        self.max_body = max_body
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v for k, v in scope.get("headers", ())}
+        if scope["method"] in _CHANGES:
+            scheme, _, given = headers.get("authorization", b"").partition(b" ")
+            if scheme.lower() != b"bearer" or not secrets.compare_digest(given.strip(), self.token):
+                await self._answer(send, 401, "a valid 'Authorization: Bearer <token>' header is required for "
+                                   "changes", [(b"www-authenticate", b"Bearer")])
+                return
+        length = headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.max_body):
+            await self._answer(send, 413, f"request body of {length.decode('latin-1')[:20]} bytes; expected at most "
+                               f"{self.max_body}")
+            return
+        seen = 0
+
+        async def capped() -> Any:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.max_body:  # a chunked body without Content-Length
+                raise HTTPException(413, f"request body over {self.max_body} bytes; expected at most "
+                                    f"{self.max_body}")
+            return message
+
+        await self.app(scope, capped, send)
+
+    @staticmethod
+    async def _answer(send: Any, status: int, detail: str, extra: list[tuple[bytes, bytes]] | None = None) -> None:
+        body = json.dumps({"detail": detail}).encode()
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"content-length", str(len(body)).encode()), *(extra or [])]})
+        await send({"type": "http.response.body", "body": body})
+
+
+def _validation_detail(exc: RequestValidationError) -> str:
+    """One line naming each bad field, what was wrong and (shortened) what was given."""
+    parts = []
+    for err in exc.errors()[:10]:
+        loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
+        got = err.get("input")
+        shown = "" if isinstance(got, dict | list) or got is None else f" (got {repr(got)[:60]})"
+        parts.append(f"{loc}: {err.get('msg')}{shown}")
+    return "; ".join(parts)
 
 
 def create_app(service: SchedulerService, *, manage_lifecycle: bool = True) -> Any:
@@ -153,7 +215,10 @@ def create_app(service: SchedulerService, *, manage_lifecycle: bool = True) -> A
     bearer = HTTPBearer(auto_error=False)
     sched = service.scheduler
 
+    app.add_middleware(_Guard, token=service.token)
+
     def auth(creds: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:  # noqa: B008
+        # _Guard already refused a missing or wrong token; this documents the scheme in OpenAPI.
         if creds is None or not secrets.compare_digest(creds.credentials, service.token):
             raise HTTPException(401, "a valid 'Authorization: Bearer <token>' header is required for changes",
                                 headers={"WWW-Authenticate": "Bearer"})
@@ -161,6 +226,10 @@ def create_app(service: SchedulerService, *, manage_lifecycle: bool = True) -> A
     @app.exception_handler(SchedulerError)
     async def _scheduler_error(_req: Request, exc: SchedulerError) -> JSONResponse:
         return JSONResponse({"detail": str(exc), "error": type(exc).__name__}, status_code=exc.http_status)
+
+    @app.exception_handler(RequestValidationError)
+    async def _bad_request(_req: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse({"detail": _validation_detail(exc), "error": "BadRequestError"}, status_code=422)
 
     @app.get("/health")
     def health() -> dict[str, Any]:
@@ -191,7 +260,7 @@ def create_app(service: SchedulerService, *, manage_lifecycle: bool = True) -> A
                                      start=body.start).as_dict()
 
     @app.get("/workflows/{workflow_id}")
-    def show(workflow_id: str, limit: int = 20) -> dict[str, Any]:
+    def show(workflow_id: str, limit: int = Query(20, ge=1, le=MAX_LIMIT)) -> dict[str, Any]:  # noqa: B008
         info = sched.get(workflow_id)
         return {**info.as_dict(), "refreshes": [r.as_dict() for r in sched.refreshes(workflow_id=workflow_id,
                                                                                       limit=limit)],
@@ -218,7 +287,8 @@ def create_app(service: SchedulerService, *, manage_lifecycle: bool = True) -> A
         return [r.as_dict() for r in sched.backfill(workflow_id, body.start, body.end)]
 
     @app.get("/refreshes")
-    def list_refreshes(table: str | None = None, workflow_id: str | None = None, limit: int = 50) -> list[Any]:
+    def list_refreshes(table: str | None = None, workflow_id: str | None = None,
+                       limit: int = Query(50, ge=1, le=MAX_LIMIT)) -> list[Any]:  # noqa: B008
         return [r.as_dict() for r in sched.refreshes(table=table, workflow_id=workflow_id, limit=limit)]
 
     @app.get("/refreshes/{command_id}")

@@ -90,7 +90,9 @@ refreshes = sa.Table(
 def make_engine(url: str) -> Engine:
     """An engine for ``url``; SQLite gets a busy timeout and WAL so two processes can share the file."""
     if url.startswith("sqlite"):
-        engine = sa.create_engine(url, connect_args={"timeout": 60})
+        # 60 s unless the URL says otherwise (``?timeout=0.5``): a busy database is waited for, then reported.
+        parsed = sa.make_url(url)
+        engine = sa.create_engine(url, connect_args={} if "timeout" in parsed.query else {"timeout": 60})
 
         @sa.event.listens_for(engine, "connect")
         def _pragmas(dbapi_conn: Any, _rec: Any) -> None:

@@ -41,6 +41,7 @@ import yaml
 
 from .cron import CronSchedule, zone
 from .exceptions import CronError, TableDeclarationError, UnknownTableError
+from .limits import MAX_CATCHUP_CAP, MAX_CRON, MAX_TABLE, MAX_ZONE
 
 __all__ = [
     "MaterializedTable",
@@ -53,6 +54,9 @@ __all__ = [
 ]
 
 MISFIRE_POLICIES = ("skip", "fire_once", "catch_up")
+#: longest text per field of a declaration (characters); docs/scheduler.md lists them
+_TEXT_LIMITS = {"identifier": MAX_TABLE, "query": 256 * 1024, "owner": 200, "description": 2000, "namespace": 200,
+                "format": 40, "cron": MAX_CRON, "time_zone": MAX_ZONE, "freshness": 40}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*){0,2}$")
 _COLUMN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _KNOWN_KEYS = {"identifier", "query", "partition_fields", "cron", "freshness", "time_zone", "owner", "misfire_policy",
@@ -222,6 +226,9 @@ def _table(raw: Any, where: str) -> MaterializedTable:
             cron = parse_freshness(str(freshness))
         except ValueError as exc:
             raise TableDeclarationError(f"{where}: freshness: {exc}") from exc
+    if cron is not None and not str(cron).strip():
+        raise TableDeclarationError(f"{where}: cron={cron!r} is empty; expected 5 fields, or 6 with seconds first, "
+                                    "or leave cron out")
     if cron is not None:
         try:
             CronSchedule(str(cron), str(tz))
@@ -232,8 +239,12 @@ def _table(raw: Any, where: str) -> MaterializedTable:
         raise TableDeclarationError(f"{where}: misfire_policy={policy!r}; expected one of "
                                     f"{', '.join(MISFIRE_POLICIES)}")
     cap = raw.get("catchup_cap", 10)
-    if not isinstance(cap, int) or isinstance(cap, bool) or cap < 1:
-        raise TableDeclarationError(f"{where}: catchup_cap={cap!r}; expected an integer >= 1")
+    if not isinstance(cap, int) or isinstance(cap, bool) or not 1 <= cap <= MAX_CATCHUP_CAP:
+        raise TableDeclarationError(f"{where}: catchup_cap={cap!r}; expected an integer from 1 to {MAX_CATCHUP_CAP}")
+    for key, limit in _TEXT_LIMITS.items():
+        if raw.get(key) is not None and len(str(raw[key])) > limit:
+            raise TableDeclarationError(f"{where}: {key} has {len(str(raw[key]))} characters; expected at most "
+                                        f"{limit}")
     maps: dict[str, dict[str, str]] = {}
     for key in ("dynamic_options", "execution_config"):
         value = raw.get(key) or {}
@@ -278,7 +289,12 @@ def load_tables(path: str | os.PathLike[str]) -> list[MaterializedTable]:
         raise TableDeclarationError(f"tables file {str(p)!r} cannot be read: {exc.strerror}") from exc
     except yaml.YAMLError as exc:
         raise TableDeclarationError(f"tables file {str(p)!r} is not valid YAML: {exc}") from exc
-    return parse_tables(doc, str(p))
+    tables = parse_tables(doc, str(p))
+    if not tables:
+        what = "is empty" if doc is None else "declares no tables"
+        raise TableDeclarationError(f"tables file {str(p)!r} {what}; expected a 'tables:' list with at least one "
+                                    "table (identifier and query)")
+    return tables
 
 
 class TableCatalog:
@@ -296,7 +312,8 @@ class TableCatalog:
             return self._tables[identifier]
         except KeyError:
             known = ", ".join(sorted(self._tables)) or "none declared"
-            raise UnknownTableError(f"table {identifier!r} is not declared; known tables: {known}") from None
+            shown = repr(identifier) if len(identifier) <= MAX_TABLE else f"of {len(identifier)} characters"
+            raise UnknownTableError(f"table {shown} is not declared; known tables: {known}") from None
 
     def add(self, table: MaterializedTable) -> None:
         self._tables[table.identifier] = table

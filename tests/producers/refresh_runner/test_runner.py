@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 import gc
+import json
 import pathlib
 import threading
-import time
+import urllib.request
 import uuid
 import warnings
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 
 from lineagewire.config import Settings
+from lineagewire.kafka.publisher import Publisher
 from lineagewire.producers.refresh_runner import CompletedStore, RefreshRunner
 from lineagewire.producers.scheduler import (
     EmbeddedWorkflowScheduler,
@@ -24,7 +26,7 @@ from lineagewire.producers.scheduler import (
     parse_tables,
 )
 from lineagewire.producers.scheduler.status import StatusTracker
-from lineagewire.schemas import kind_of
+from lineagewire.schemas import header, kind_of, refresh_command
 from tests import helpers
 from tests.helpers import read_topic
 from tests.producers.scheduler.topics import fresh_topics
@@ -132,11 +134,12 @@ def test_periodic_workflow_writes_partitions_and_reports_status(spark, lw: Setti
         assert any(e.get("new_status") == "FINISHED" for e in mine)
         assert all(e["header"]["schedule"]["nominal_time"] == done[0].nominal_time for e in mine)
 
-        # a duplicate of a completed command is skipped: no second run, table unchanged
+        # a duplicate of a completed command is skipped: no second run, table unchanged. Republished with a new
+        # event id (as after a scheduler crash), so the runtime's event-id dedup does not hide it from the runner.
         before = partitions(spark, table)
         dup = [e for e in read_topic(lw, lw.topics.refresh_commands, 1000, timeout=5)
                if e["command_id"] == done[0].command_id]
-        stack.sink.send(dup[:1])
+        stack.sink.send([{**dup[0], "header": {**dup[0]["header"], "event_id": str(uuid.uuid4())}}])
         stack.sink.flush()
         wait_for(lambda: (done[0].command_id, "SKIPPED") in stack.runner.outcomes, timeout=60)
         assert partitions(spark, table) == before
@@ -165,18 +168,69 @@ def test_cancel_interrupts_a_running_refresh(spark, lw: Settings, tmp_path: path
         w = stack.scheduler.create_one_time(table)
         running = wait_for(lambda: (rs := stack.refreshes(workflow_id=w.id)) and rs[0].status == "RUNNING"
                            and rs[0], timeout=120)
-        time.sleep(1.0)  # let the INSERT's Spark job start
+        # Spark itself says the INSERT's job runs (the refresh's only job: analysis and CREATE TABLE run none),
+        # so the cancel must interrupt it rather than find the refresh not started yet.
+        tracker = spark.sparkContext.statusTracker()
+        active = wait_for(tracker.getActiveJobsIds, timeout=120)
         stack.scheduler.cancel(running.command_id, "test cancel")
         outcome = wait_for(lambda: [what for cid, what in stack.runner.outcomes if cid == running.command_id],
                            timeout=180)
         assert outcome == ["CANCELED"]
+        assert wait_for(lambda: (info := tracker.getJobInfo(active[0])) and info.status != "RUNNING" and info,
+                        timeout=60).status == "FAILED", "the running Spark job was interrupted"
         # the INSERT was interrupted, not finished: none of the query's 400 rows are in the table
         assert rows(spark, f"SELECT count(*) FROM {table}")[0][0] == 0
         events = read_topic(lw, lw.topics.jobs, 10_000, timeout=8)
         statuses = [e.get("new_status") for e in events if e["header"]["run_id"] == running.run_id
                     and "new_status" in e]
-        assert statuses[-1] == "CANCELED"
+        assert statuses == ["RUNNING", "CANCELED"]
         assert stack.refreshes(workflow_id=w.id)[0].status == "CANCELED"
         assert not stack.state.completed(running.command_id)
     finally:
         stack.close()
+
+
+def _command(table: str, query: str, command_id: str | None = None) -> dict[str, Any]:
+    cid = command_id or uuid.uuid4().hex
+    hdr = header("RefreshCommand", job_namespace="refresh", job_name=f"refresh {table}", run_id=cid, sequence=0)
+    return dict(refresh_command(hdr, command_id=cid, workflow_id="w1", table=table,
+                                nominal_time=dt.datetime(2026, 1, 1, tzinfo=dt.UTC), query=query))
+
+
+def test_bad_messages_are_dead_lettered_and_the_runner_goes_on(spark, lw: Settings, tmp_path: pathlib.Path,
+                                                               db_name: str) -> None:
+    """Undecodable bytes, a wrong event kind and an invalid command go to the DLQ with their reasons; the valid
+    command behind them (same partition) is refreshed and committed; /healthz and /metrics answer meanwhile."""
+    table = f"{db_name}.after_bad"
+    cmds = lw.topics.refresh_commands
+    good = _command(table, "SELECT 1 AS x")
+    with Publisher(lw) as pub:
+        pub.produce_raw(cmds, b"not an event", key=table)
+        pub.publish(helpers.status_event(), topic=cmds, key=table)
+        pub.publish(_command("  ", "SELECT 1"), topic=cmds, key=table)
+        pub.publish(good, topic=cmds, key=table)
+        pub.flush(30)
+    state = CompletedStore(tmp_path / "runner.db")
+    runner = RefreshRunner(spark, lw, group_id=f"runner-{uuid.uuid4().hex[:8]}", state=state, install_emitter=False,
+                           metrics_port=0)
+    thread = threading.Thread(target=runner.run, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: (good["command_id"], "COMPLETED") in runner.outcomes, timeout=180)
+        host, port = wait_for(lambda: runner.metrics_address, timeout=30)
+        with urllib.request.urlopen(f"http://{host}:{port}/healthz", timeout=10) as resp:
+            assert resp.status == 200 and json.loads(resp.read())["dead_lettered"] == 3
+        with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=10) as resp:
+            assert b"refresh-runner" in resp.read()
+        # committed past the valid command once its refresh finished
+        wait_for(lambda: sum(runner.runtime.stats.committed.values()) >= 4, timeout=60)
+    finally:
+        runner.stop()
+        thread.join(120)
+        state.close()
+    dead = read_topic(lw, lw.topics.dlq(cmds, "refresh-runner"), 3, timeout=60, decode=False)
+    reasons = [dict(m.headers())["lineagewire.error.message"].decode() for m in dead]
+    assert len(dead) == 3 and dead[0].value() == b"not an event"
+    assert "JobStatusChangedEvent on the refresh-commands topic" in reasons[1]
+    assert "table is empty" in reasons[2]
+    assert rows(spark, f"SELECT x FROM {table}")[0][0] == 1

@@ -10,6 +10,7 @@ import pytest
 
 from lineagewire.producers.scheduler import EmbeddedWorkflowScheduler, ListSink, SchedulerOptions, TableCatalog
 from lineagewire.producers.scheduler.tables import parse_tables
+from tests.postgres import LocalPostgres, find_bin_dir
 
 TABLES = {"tables": [
     {"identifier": "mart.hourly", "query": "SELECT 1 AS x", "partition_fields": {"dt": "yyyy-MM-dd", "hr": "HH"},
@@ -50,6 +51,31 @@ def db_url(tmp_path: pathlib.Path) -> str:
     return f"sqlite:///{tmp_path / 'scheduler.db'}"
 
 
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[LocalPostgres]:
+    """A PostgreSQL server for the session (Debian's binaries), skipped with the reason when absent."""
+    bin_dir = find_bin_dir()
+    if bin_dir is None:
+        pytest.skip("PostgreSQL server binaries not found (/usr/lib/postgresql/*/bin); "
+                    "install them with: apt-get install -y postgresql")
+    server = LocalPostgres(bin_dir)
+    try:
+        server.start()
+    except RuntimeError as exc:
+        server.stop()
+        pytest.skip(f"PostgreSQL could not start here: {exc}")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def shared_db(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> str:
+    """A database URL several scheduler instances share: a SQLite file, or a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'shared.db'}"
+    return request.getfixturevalue("postgres").new_database()
+
+
 @pytest.fixture
 def make_scheduler(catalog: TableCatalog, clock: Clock, db_url: str) -> Iterator:
     made: list[EmbeddedWorkflowScheduler] = []
@@ -83,14 +109,16 @@ class ServerThread:
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     def __enter__(self) -> ServerThread:
-        import time
+        from tests.helpers import wait_for
 
         self.thread.start()
-        deadline = time.monotonic() + 60
-        while not self.server.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
+
+        def up() -> bool:
+            if not self.thread.is_alive():
                 raise RuntimeError("uvicorn did not start")
-            time.sleep(0.05)
+            return bool(self.server.started)
+
+        wait_for(up, timeout=60, every=0.05)
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -1,0 +1,335 @@
+"""The scheduling loop: one round claims what is due, publishes it, retries and republishes.
+
+``FiringLoop`` is the half of ``EmbeddedWorkflowScheduler`` that runs on the
+clock; the other half (``embedded.py``) is the workflow API. What fires is
+decided by the pure ``planner``, claims are written by ``claims``, refresh
+statuses move by the pure ``states`` machine.
+
+* a fire is claimed (``lw_refreshes`` row inserted) before anything is
+  published; an instance whose insert conflicts publishes nothing;
+* a claimed fire is published until the sink confirms delivery (PENDING rows
+  older than ``republish_after`` are sent again with the same command id);
+  one that can never be published (too large) is marked FAILED, and never
+  holds back the other commands of its batch;
+* the loop sleeps until the earliest ``next_fire`` (or ``poll_interval``,
+  to see changes made by other instances) and is woken by API changes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import sqlalchemy as sa
+
+from lineagewire.schemas import kind_of
+
+from . import planner
+from .claims import Claims, claim_row
+from .commands import CommandSink, build_command, command_id_for
+from .exceptions import CronError, SchedulerError, UnknownTableError
+from .options import SchedulerOptions
+from .states import Current, status_event, transition
+from .store import refreshes, workflows
+from .tables import MaterializedTable, TableCatalog
+
+log = logging.getLogger(__name__)
+
+__all__ = ["FiringLoop", "WorkflowRef"]
+
+#: (nominal time, claim row, (workflow, table), built command) of a fire claimed ahead of its time
+_Held = tuple[dt.datetime, dict[str, Any], tuple[Any, MaterializedTable], dict[str, Any]]
+
+
+class WorkflowRef:
+    """The few workflow fields needed to build a command."""
+
+    __slots__ = ("id", "name", "table_name", "time_zone")
+
+    def __init__(self, id: str, name: str, time_zone: str, table_name: str = "") -> None:  # noqa: A002
+        self.id, self.name, self.time_zone, self.table_name = id, name, time_zone, table_name
+
+
+class _Row:
+    """A refresh row with a changed attempt (after a retry was claimed)."""
+
+    def __init__(self, row: Any, *, attempt: int) -> None:
+        self._row = row
+        self.attempt = attempt
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._row, name)
+
+
+class FiringLoop:
+    """The loop half of the embedded scheduler; see the module docstring."""
+
+    catalog: TableCatalog
+    sink: CommandSink
+    options: SchedulerOptions
+    clock: Callable[[], dt.datetime]
+    engine: sa.Engine | None
+    claims: Claims
+    fired: int
+    _held: list[_Held]
+    _wake: threading.Event
+    _stop: threading.Event
+    _thread: threading.Thread | None
+    _publish_lock: threading.Lock
+
+    @property
+    def _db(self) -> sa.Engine:
+        if self.engine is None:
+            raise SchedulerError("scheduler is not open; call open() first")
+        return self.engine
+
+    def open(self) -> None:  # the API half opens the database
+        raise NotImplementedError
+
+    def start(self) -> None:
+        """Run the scheduling loop in a background thread."""
+        self.open()
+        if self._thread is not None:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="lineagewire-scheduler", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop the loop (the current round finishes first)."""
+        if self._thread is None:
+            return
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(timeout)
+        self._thread = None
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            wait = self.options.poll_interval
+            try:
+                self.tick()
+                now = self.clock()
+                nxt = self._earliest_next_fire()
+                if nxt is not None:
+                    wait = min(wait, (nxt - now).total_seconds() - self.options.lead)
+                if self._held:
+                    wait = min(wait, (self._held[0][0] - now).total_seconds())
+            except Exception:  # noqa: BLE001 - the loop must survive a bad round (db busy, broker down)
+                log.exception("scheduler round failed; retrying in %.1fs", self.options.poll_interval)
+            self._wake.wait(max(0.0, wait))
+            self._wake.clear()
+
+    def _earliest_next_fire(self) -> dt.datetime | None:
+        with self._db.connect() as c:
+            return c.execute(sa.select(sa.func.min(workflows.c.next_fire))
+                             .where(workflows.c.status == "ACTIVE")).scalar()
+
+    # -- one round -------------------------------------------------------------------------------------------------
+
+    def tick(self, now: dt.datetime | None = None) -> int:
+        """Fire what is due at ``now``, retry failed refreshes, republish unconfirmed ones, mark abandoned ones.
+
+        Returns how many commands this round published.
+        """
+        now = now or self.clock()
+        n = self._send_held(now)
+        n += self._fire_due(now)
+        n += self._retry_failed(now)
+        n += self._republish_stale(now)
+        self.claims.abandon(now, self.options.abandon_after, self.options.run_timeout)
+        return n
+
+    def _fire_due(self, now: dt.datetime) -> int:
+        published = 0
+        horizon = now + dt.timedelta(seconds=self.options.lead)
+        for _ in range(10_000):  # bounded: each pass advances next_fire of what it read
+            with self._db.connect() as c:
+                rows = c.execute(
+                    sa.select(workflows).where(workflows.c.status == "ACTIVE", workflows.c.next_fire <= horizon)
+                    .order_by(workflows.c.next_fire).limit(self.options.batch_size)
+                ).all()
+            if not rows:
+                break
+            claims: list[dict[str, Any]] = []
+            updates: list[dict[str, Any]] = []
+            context: dict[str, tuple[Any, MaterializedTable]] = {}
+            for w in rows:
+                try:
+                    table = self.catalog.get(w.table_name)
+                    p = planner.plan(planner.Schedule(w.kind, w.cron, w.time_zone, w.misfire_policy, w.catchup_cap,
+                                                      w.next_fire), now, misfire_grace=self.options.misfire_grace,
+                                     horizon=horizon, limit=self.options.batch_size)
+                except (UnknownTableError, CronError) as exc:
+                    log.error("workflow %s (%s) cannot fire and is paused: %s", w.id, w.name, exc)
+                    updates.append({"b_id": w.id, "b_old": w.next_fire, "b_next": w.next_fire,
+                                    "b_last": w.last_fire, "b_status": "PAUSED", "b_now": now})
+                    continue
+                if p.missed_from is not None:
+                    log.info("workflow %s: nominal times from %s to %s missed the %.0fs grace; policy %s fires %d",
+                             w.id, p.missed_from.isoformat(), p.cutoff.isoformat() if p.cutoff else "?",
+                             self.options.misfire_grace, w.misfire_policy,
+                             sum(trigger == "MISFIRE" for _, trigger in p.fires))
+                for t, trigger in p.fires:
+                    cid = command_id_for(w.id, t)
+                    claims.append(claim_row(cid, workflow_id=w.id, table=table, time_zone=w.time_zone,
+                                            nominal_time=t, trigger=trigger, now=now, instance=self.options.instance))
+                    context[cid] = (w, table)
+                updates.append({"b_id": w.id, "b_old": w.next_fire, "b_next": p.next_fire,
+                                "b_last": planner.last_fire(w.last_fire, p.fires), "b_status": p.status, "b_now": now})
+            with self._db.begin() as c:
+                claimed = self.claims.insert(c, claims)
+                self.claims.advance(c, updates)
+            mine = [r for r in claims if r["command_id"] in claimed]
+            if len(mine) < len(claims):
+                log.debug("%d fire(s) were already claimed by another instance", len(claims) - len(mine))
+            due = [r for r in mine if r["nominal_time"] <= now]
+            for r in mine:
+                if r["nominal_time"] > now:
+                    # built now (header event time = claim time) so that sending is all that is left
+                    ctx = context[r["command_id"]]
+                    self._held.append((r["nominal_time"], r, ctx, self._build(r, ctx)))
+            self._held.sort(key=lambda h: h[0])
+            published += self._publish(due, {r["command_id"]: context[r["command_id"]] for r in due}, now)
+            if len(rows) < self.options.batch_size:
+                break
+        return published
+
+    def _send_held(self, now: dt.datetime) -> int:
+        """Publish held claims whose nominal time has come, unless their workflow changed since the claim."""
+        if not self._held or self._held[0][0] > now:
+            return 0
+        due = [h for h in self._held if h[0] <= now]
+        self._held = [h for h in self._held if h[0] > now]
+        ids = sorted({h[2][0].id for h in due})
+        state: dict[str, Any] = {}
+        with self._db.connect() as c:
+            for i in range(0, len(ids), 500):
+                for found in c.execute(sa.select(workflows.c.id, workflows.c.status, workflows.c.cron,
+                                                 workflows.c.time_zone)
+                                       .where(workflows.c.id.in_(ids[i:i + 500]))):
+                    state[found.id] = found
+        keep: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        drop: list[str] = []
+        for _t, row, ctx, event in due:
+            w, before = state.get(ctx[0].id), ctx[0]
+            # suspended, deleted or given another cron since the claim: the held fire no longer stands
+            stands = (w is not None and w.status in ("ACTIVE", "COMPLETED") and w.cron == before.cron
+                      and w.time_zone == before.time_zone)
+            if stands:
+                keep.append((row, event))
+            else:
+                drop.append(row["command_id"])
+        if drop:
+            log.info("%d held fire(s) dropped: their workflow changed after they were claimed", len(drop))
+            self.claims.drop_pending(drop)
+        delivered: list[dict[str, Any]] = []
+        for i in range(0, len(keep), self.options.batch_size):  # a confirmation per chunk: early ones go out early
+            chunk = keep[i:i + self.options.batch_size]
+            delivered.extend(self._deliver([r for r, _ in chunk], [e for _, e in chunk], now))
+        return self._mark_queued(delivered)
+
+    @staticmethod
+    def _build(row: dict[str, Any], context: tuple[Any, MaterializedTable]) -> dict[str, Any]:
+        w, table = context
+        return build_command(table, workflow_id=w.id, workflow_name=w.name, nominal_time=row["nominal_time"],
+                             attempt=row["attempt"], time_zone=w.time_zone)
+
+    def _deliver(self, rows: list[dict[str, Any]], events: list[dict[str, Any]],
+                 now: dt.datetime) -> list[dict[str, Any]]:
+        """Send the commands of ``rows``; return the rows the sink confirmed. A command that can never be
+        published fails its refresh; the others that failed stay PENDING and are sent again."""
+        if not rows:
+            return []
+        with self._publish_lock:
+            failed = self.sink.deliver(events)
+        if failed:
+            transient = [u for u in failed.values() if not u.permanent]
+            if transient:
+                log.error("publishing %d of %d refresh command(s) failed; they stay PENDING and are sent again in "
+                          "%.0fs: %s", len(transient), len(events), self.options.republish_after, transient[0].reason)
+            for i, u in failed.items():
+                if u.permanent:
+                    r = rows[i]
+                    log.error("refresh %s can never be published and FAILED: %s", r["command_id"], u.reason)
+                    self.claims.finish(r["command_id"], r["attempt"], "FAILED", now,
+                                       error=f"command cannot be published: {u.reason}"[:4000])
+        return [r for i, r in enumerate(rows) if i not in failed]
+
+    def _publish(self, rows: list[dict[str, Any]], context: dict[str, tuple[Any, MaterializedTable]],
+                 now: dt.datetime) -> int:
+        """Send commands for claimed rows; mark them QUEUED once the sink confirmed delivery."""
+        if not rows:
+            return 0
+        events = [self._build(r, context[r["command_id"]]) for r in rows]
+        return self._mark_queued(self._deliver(rows, events, now))
+
+    def _mark_queued(self, rows: list[dict[str, Any]]) -> int:
+        if not rows:
+            return 0
+        self.claims.mark_queued(rows, self.clock())
+        self.fired += len(rows)
+        return len(rows)
+
+    def _republish(self, rows: Iterable[Any], now: dt.datetime) -> int:
+        batch: list[dict[str, Any]] = []
+        context: dict[str, tuple[Any, MaterializedTable]] = {}
+        for r in rows:
+            try:
+                table = self.catalog.get(r.table_name)
+            except UnknownTableError as exc:
+                self.claims.finish(r.command_id, r.attempt, "FAILED", now, error=str(exc))
+                continue
+            batch.append({"command_id": r.command_id, "nominal_time": r.nominal_time, "attempt": r.attempt})
+            context[r.command_id] = (WorkflowRef(r.workflow_id, r.wf_name, r.wf_tz), table)
+        return self._publish(batch, context, now)
+
+    def _retry_failed(self, now: dt.datetime) -> int:
+        rows = self.claims.with_workflows(sa.and_(refreshes.c.status == "FAILED", refreshes.c.next_retry_at <= now),
+                                          self.options.batch_size)
+        todo = []
+        for r in rows:
+            if self.claims.take_retry(r, now, self.options.instance):
+                log.info("refresh %s of %s: attempt %d after %s", r.command_id, r.table_name, r.attempt + 1, r.error)
+                todo.append(_Row(r, attempt=r.attempt + 1))
+        return self._republish(todo, now)
+
+    def _republish_stale(self, now: dt.datetime) -> int:
+        before = now - dt.timedelta(seconds=self.options.republish_after)
+        rows = self.claims.with_workflows(sa.and_(refreshes.c.status == "PENDING", refreshes.c.claimed_at <= before),
+                                          self.options.batch_size)
+        todo = [r for r in rows if self.claims.take_over(r, now, self.options.instance)]
+        if todo:
+            log.warning("republishing %d refresh command(s) never confirmed as delivered", len(todo))
+        return self._republish(todo, now)
+
+    # -- status from job events ------------------------------------------------------------------------------------
+
+    def apply_status(self, event: dict[str, Any], now: dt.datetime | None = None) -> str | None:
+        """Update a refresh from a job event of its run; returns the refresh status after it, or None if not ours.
+
+        Matches on ``header.schedule.command_id`` and the attempt, so a late event of an older attempt
+        changes nothing; the transition itself is ``states.transition``.
+        """
+        sched = event.get("header", {}).get("schedule")
+        if not sched:
+            return None
+        kind = kind_of(event)
+        if kind not in ("JobStatusChangedEvent", "JobCreatedEvent"):
+            return None
+        now = now or self.clock()
+        with self._db.begin() as c:
+            row = c.execute(sa.select(refreshes).where(refreshes.c.command_id == sched["command_id"])).first()
+            if row is None or row.attempt != sched.get("attempt", 1):
+                return None
+            values = transition(Current(row.status, row.attempt, row.started_at), status_event(kind, event),
+                                now=now, max_attempts=self.options.max_attempts, backoff=self.options.backoff)
+            if values is None:
+                return str(row.status)
+            c.execute(refreshes.update().where(refreshes.c.command_id == row.command_id,
+                                               refreshes.c.attempt == row.attempt).values(**values))
+        self._wake.set()
+        return str(values["status"])

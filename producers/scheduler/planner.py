@@ -1,0 +1,113 @@
+"""Which nominal times fire: the pure planning rules (no database, no clock, no I/O).
+
+Given a workflow's schedule and where it stands (``next_fire``), and the time
+``now``, ``plan`` answers which nominal times fire with which trigger, the new
+``next_fire`` and the new status. The loop (``embedded.py``) claims what the
+plan says; these rules are unit-tested on their own.
+
+Misfires: a nominal time more than ``misfire_grace`` seconds before ``now``
+follows the workflow's policy: ``skip`` fires none of them, ``fire_once``
+fires only the latest, ``catch_up`` the latest ``catchup_cap`` of them,
+oldest first (trigger ``MISFIRE``). Nominal times within the grace fire
+normally (``SCHEDULED``). A one-time workflow fires its one nominal time
+(``MANUAL``), however late, and is ``COMPLETED``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from .cron import CronSchedule
+from .exceptions import BadRequestError
+
+__all__ = ["Plan", "Schedule", "backfill_times", "first_fire", "plan", "resume_next_fire"]
+
+_US = dt.timedelta(microseconds=1)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """The fields of a workflow that planning needs."""
+
+    kind: str  # PERIODIC | ONE_TIME
+    cron: str | None
+    time_zone: str
+    misfire_policy: str
+    catchup_cap: int
+    next_fire: dt.datetime
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one round does with a due workflow."""
+
+    fires: list[tuple[dt.datetime, str]]  # (nominal time, trigger), oldest first
+    next_fire: dt.datetime | None
+    status: str
+    #: nominal times between next_fire and the misfire cutoff that the policy considered (for the log)
+    missed_from: dt.datetime | None = None
+    cutoff: dt.datetime | None = None
+
+
+def plan(w: Schedule, now: dt.datetime, *, misfire_grace: float, horizon: dt.datetime | None = None,
+         limit: int = 1000) -> Plan:
+    """The fires of ``w`` up to ``horizon`` (default ``now``; later to claim ahead), at most ``limit`` on time."""
+    horizon = horizon or now
+    nf = w.next_fire
+    if w.kind == "ONE_TIME":
+        return Plan([(nf, "MANUAL")], None, "COMPLETED")
+    cs = CronSchedule.of(w.cron or "", w.time_zone)
+    cutoff = now - dt.timedelta(seconds=misfire_grace)
+    limit = max(limit, 1)
+    if nf >= cutoff:
+        on_time = [(t, "SCHEDULED") for t in cs.between(nf, horizon, limit=limit)]
+        fires, missed_from = on_time, None
+    else:
+        on_time = [(t, "SCHEDULED") for t in cs.between(cutoff + _US, horizon, limit=limit)]
+        if w.misfire_policy == "skip":
+            missed: list[dt.datetime] = []
+        elif w.misfire_policy == "fire_once":
+            last = cs.prev_at_or_before(cutoff)
+            missed = [last] if last is not None and last >= nf else []
+        else:
+            missed = cs.last_n(cutoff, w.catchup_cap, not_before=nf)
+        fires = [(t, "MISFIRE") for t in missed] + on_time
+        missed_from = nf
+    if len(on_time) >= limit:
+        # cut off by the limit: continue after the last planned time at the next round, skip nothing
+        return Plan(fires, cs.next_after(on_time[-1][0]), "ACTIVE", missed_from, cutoff)
+    last_time = fires[-1][0] if fires else horizon
+    return Plan(fires, cs.next_after(max(horizon, last_time)), "ACTIVE", missed_from, cutoff)
+
+
+def last_fire(previous: dt.datetime | None, fires: list[tuple[dt.datetime, str]]) -> dt.datetime | None:
+    """The workflow's last fire after ``fires``: the latest nominal time, never moving backwards."""
+    last = max((t for t, _ in fires), default=None)
+    if previous is not None and (last is None or previous > last):
+        return previous
+    return last
+
+
+def first_fire(schedule: CronSchedule, now: dt.datetime, start: dt.datetime | None = None) -> dt.datetime:
+    """The first nominal time of a new periodic workflow: at or after ``start``, else after ``now``."""
+    return schedule.next_after((start - _US) if start is not None else now)
+
+
+def resume_next_fire(schedule: CronSchedule, now: dt.datetime, next_fire: dt.datetime | None,
+                     catch_up: bool) -> dt.datetime | None:
+    """``next_fire`` after a resume: the paused past is skipped unless ``catch_up`` (then the misfire policy
+    decides at the next round)."""
+    return next_fire if catch_up else schedule.next_after(now)
+
+
+def backfill_times(schedule: CronSchedule, start: dt.datetime, end: dt.datetime, *,
+                   max_backfill: int) -> list[dt.datetime]:
+    """Every nominal time in [start, end]; BadRequestError for an empty-by-construction or too long range."""
+    if end < start:
+        raise BadRequestError(f"backfill end {end.isoformat()} is before start {start.isoformat()}")
+    times = schedule.between(start, end, limit=max_backfill + 1)
+    if len(times) > max_backfill:
+        raise BadRequestError(f"backfill {start.isoformat()}..{end.isoformat()} has more than {max_backfill} "
+                              "nominal times; expected a shorter range")
+    return times

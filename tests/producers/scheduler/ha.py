@@ -1,0 +1,138 @@
+"""Real `lineagewire scheduler serve` processes, and the high-availability scenario the test and the bench run.
+
+HA scenario: two instances on one database fire a 1-second cron for a few
+workflows; midway one instance is killed with SIGKILL and restarted. Every
+nominal time from the first to the last must be fired exactly once: on the
+topic no (workflow, nominal time) twice and none missing, and both instances
+must have claimed fires (``claimed_by``), so a dead instance cannot pass.
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime as dt
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from typing import Any
+
+import httpx
+
+from lineagewire.config import Settings
+from lineagewire.kafka.local import free_port
+from tests.helpers import read_topic, wait_for
+
+__all__ = ["TOKEN", "Proc", "all_refreshes", "run_ha"]
+
+TOKEN = "integration-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+class Proc:
+    """`lineagewire scheduler serve` in a subprocess, on its own port."""
+
+    def __init__(self, settings: Settings, tables: pathlib.Path, db: str, log: pathlib.Path, *,
+                 misfire_grace: float = 1, status_group: str | None = None) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = {**os.environ, "LINEAGEWIRE_TOPICS__JOBS": settings.topics.jobs,
+               "LINEAGEWIRE_TOPICS__REFRESH_COMMANDS": settings.topics.refresh_commands,
+               "LINEAGEWIRE_SCHEDULER__STATUS_GROUP": status_group or f"status-{uuid.uuid4().hex[:8]}"}
+        self._log = log.open("ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "lineagewire", "--bootstrap-servers", settings.bootstrap_servers, "scheduler",
+             "serve", "--tables", str(tables), "--db-url", db, "--port", str(self.port), "--token", TOKEN,
+             "--misfire-grace", str(misfire_grace)], env=env, stdout=self._log, stderr=subprocess.STDOUT)
+        wait_for(self._up, timeout=90)
+        self.instance: str = httpx.get(f"{self.url}/health", timeout=10).json()["instance"]
+
+    def _up(self) -> bool:
+        if self.proc.poll() is not None:
+            raise AssertionError(f"scheduler exited with {self.proc.returncode}")
+        try:
+            return httpx.get(f"{self.url}/health", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(base_url=self.url, headers=AUTH, timeout=30)
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(30)
+        self._log.close()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(30)
+        if not self._log.closed:
+            self._log.close()
+
+
+def all_refreshes(http: httpx.Client, workflow_ids: list[str]) -> dict[str, list[dict[str, Any]]]:
+    return {w: http.get("/refreshes", params={"workflow_id": w, "limit": 1000}).json() for w in workflow_ids}
+
+
+def _t(text: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def run_ha(settings: Settings, tables: pathlib.Path, db: str, workdir: pathlib.Path, *, seconds: float,
+           workflows: int = 5, procs: list[Proc] | None = None) -> dict[str, Any]:
+    """Run the scenario for ``seconds``; return the figures (see the module docstring)."""
+    started: list[Proc] = procs if procs is not None else []
+    try:
+        a = Proc(settings, tables, db, workdir / "a.log", misfire_grace=60)
+        started.append(a)
+        b = Proc(settings, tables, db, workdir / "b.log", misfire_grace=60)
+        started.append(b)
+        with b.client() as http:
+            ids = [http.post("/workflows", json={"table": "mart.hourly", "cron": "* * * * * *",
+                                                 "misfire_policy": "catch_up", "catchup_cap": 1000}).json()["id"]
+                   for _ in range(workflows)]
+        t0 = time.monotonic()
+        wait_for(lambda: time.monotonic() - t0 >= seconds / 2, timeout=seconds + 60, every=0.5)
+        a.kill()
+        killed_at = dt.datetime.now(dt.UTC)
+        a2 = Proc(settings, tables, db, workdir / "a2.log", misfire_grace=60)
+        started.append(a2)
+        restarted_at = dt.datetime.now(dt.UTC)
+        wait_for(lambda: time.monotonic() - t0 >= seconds, timeout=seconds + 60, every=0.5)
+        with b.client() as http:
+            for w in ids:
+                assert http.post(f"/workflows/{w}/suspend").status_code == 200
+            # The killed instance's unsent claims are republished by the others (republish_after, 15 s).
+            rows = wait_for(lambda: (r := all_refreshes(http, ids)) and all(
+                x["status"] != "PENDING" for rs in r.values() for x in rs) and r, timeout=90, every=1)
+    finally:
+        if procs is None:
+            for p in started:
+                p.stop()
+    db_fires = [(w, _t(x["nominal_time"])) for w, rs in rows.items() for x in rs]
+    published = read_topic(settings, settings.topics.refresh_commands, len(db_fires) + 1000, timeout=15)
+    on_topic = collections.Counter((e["workflow_id"], e["nominal_time"]) for e in published if e["workflow_id"] in ids)
+    missed = 0
+    for w in ids:
+        times = sorted(t for wid, t in db_fires if wid == w)
+        expected = {times[0] + dt.timedelta(seconds=i) for i in range(int((times[-1] - times[0]).total_seconds()) + 1)}
+        missed += len(expected - {t for wid, t in on_topic if wid == w})
+    claimers = collections.Counter(x["claimed_by"] for rs in rows.values() for x in rs)
+    return {
+        "seconds": seconds, "workflows": workflows, "database": db.split(":", 1)[0],
+        "nominal_times": len(db_fires), "published": sum(on_topic.values()),
+        "duplicates": sum(n - 1 for n in on_topic.values() if n > 1), "missed": missed,
+        "not_on_topic": len(set(db_fires) - set(on_topic)),
+        "misfire_fires": sum(x["trigger"] == "MISFIRE" for rs in rows.values() for x in rs),
+        "claims_per_instance": {"a": claimers.get(a.instance, 0), "b": claimers.get(b.instance, 0),
+                                "a_restarted": claimers.get(a2.instance, 0)},
+        "killed_at": killed_at.isoformat(), "restarted_after_s": (restarted_at - killed_at).total_seconds(),
+    }
