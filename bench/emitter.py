@@ -10,8 +10,12 @@
     warm-up; the median of the per-round wall-time ratios (target <= 1.05) and a
     bootstrap 90 % interval for it, since one round on 2 shared cores varies by
     +-10 %. Variants: ``emitter`` (the default settings: the JVM SparkListener),
-    ``py4j_spark_listener`` (the fallback without a JDK compiler) and
-    ``without_spark_listener``, to show each one's share.
+    ``py4j_spark_listener`` (the fallback without a JDK compiler),
+    ``without_spark_listener``, to show each one's share, and
+    ``openlineage_spark``: openlineage-spark's own listener (the published
+    ``io.openlineage:openlineage-spark_2.13`` jar through ``spark.jars.packages``,
+    file transport into a temporary folder) on the same workload, for comparison
+    (target: the emitter's median ratio at most openlineage-spark's).
 (b) extraction: ``extract_action_lineage`` on the QueryExecutions of real
     actions over a 300-column plan, p50 / p99 (target p99 <= 100 ms).
 (c) events published per second through the kafka listener (encode, outbox
@@ -39,15 +43,30 @@ from bench._common import percentile, save
 from lineagewire.config import Settings
 from lineagewire.kafka.topics import TopicSpec, create_topics, delete_topics
 
+#: openlineage-spark's newest release on Maven Central (checked 2026-11-23), for Scala 2.13 (Spark 4).
+OPENLINEAGE_SPARK = "io.openlineage:openlineage-spark_2.13:1.53.0"
+OPENLINEAGE_LISTENER = "io.openlineage.spark.agent.OpenLineageSparkListener"
+#: Maven Central only, as the tests resolve Spark packages.
+IVY_SETTINGS = pathlib.Path(__file__).resolve().parents[1] / "tests" / "producers" / "ivysettings.xml"
 
-def _session() -> Any:
+
+def _session(openlineage_events: str | None = None) -> Any:
+    """The one SparkSession of the run; with openlineage-spark's jar on its class path when asked."""
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (SparkSession.builder.master("local[2]").appName("bench-emitter")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "2").config("spark.default.parallelism", "2")
-             .getOrCreate())
+    builder = (SparkSession.builder.master("local[2]").appName("bench-emitter")
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", "2").config("spark.default.parallelism", "2"))
+    if openlineage_events:
+        # The jar only: its listener is added for the openlineage_spark runs and removed after each,
+        # so the base runs in between have none (spark.extraListeners would put it under every run).
+        builder = (builder.config("spark.jars.packages", OPENLINEAGE_SPARK)
+                   .config("spark.jars.ivySettings", str(IVY_SETTINGS))
+                   .config("spark.openlineage.transport.type", "file")
+                   .config("spark.openlineage.transport.location", openlineage_events)
+                   .config("spark.openlineage.namespace", "bench"))
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
@@ -74,6 +93,7 @@ VARIANTS: dict[str, dict[str, str]] = {
     # /bin/false as javac, with an empty cache: the compile fails and the Python listener takes over.
     "py4j_spark_listener": {"javac": "/bin/false"},
     "without_spark_listener": {"spark_listener": "false"},
+    "openlineage_spark": {},  # not ours: see with_openlineage
 }
 
 
@@ -89,7 +109,24 @@ def overhead(spark: Any, settings: Settings, actions: int, rounds: int, outbox: 
              variants: list[str]) -> dict[str, Any]:
     from lineagewire.producers.spark import install
 
+    def with_openlineage() -> float:
+        # As spark.extraListeners would create it: with the SparkConf, whose spark.openlineage.* it reads.
+        sc = spark.sparkContext._jsc.sc()
+        listener = spark.sparkContext._jvm.io.openlineage.spark.agent.OpenLineageSparkListener(sc.conf())
+        sc.addSparkListener(listener)
+        try:
+            took = _workload(spark, actions)
+            t = time.perf_counter()
+            sc.listenerBus().waitUntilEmpty(30_000)  # its events written, as close() flushes ours
+            flush_s.append(time.perf_counter() - t)
+        finally:
+            sc.removeSparkListener(listener)
+        kinds.setdefault("openlineage_spark", OPENLINEAGE_LISTENER)
+        return took
+
     def with_emitter(name: str) -> float:
+        if name == "openlineage_spark":
+            return with_openlineage()
         config = {"outbox_dir": outbox, "streaming_listener": "false", **VARIANTS[name]}
         with _empty_jvm_cache(name == "py4j_spark_listener"):
             emitter = install(spark, settings=settings, listeners=["kafka"], config=config)
@@ -110,6 +147,8 @@ def overhead(spark: Any, settings: Settings, actions: int, rounds: int, outbox: 
     for _ in range(2):
         _workload(spark, actions)
         with_emitter("emitter")
+        if "openlineage_spark" in variants:
+            with_openlineage()
     ratios: dict[str, list[float]] = {k: [] for k in variants}
     load_before = os.getloadavg()[0]
     for r in range(rounds):
@@ -239,6 +278,14 @@ def publish_rate(settings: Settings, n: int, tmp: str) -> dict[str, Any]:
             "events_per_s": round((n - left) / took), "on_event_per_s": round(n / handed)}
 
 
+def _openlineage_summary(events: str | None) -> dict[str, Any] | None:
+    """Which jar ran, and proof that its listener did its work: the events it wrote."""
+    if events is None:
+        return None
+    lines = pathlib.Path(events).read_text().splitlines() if os.path.exists(events) else []
+    return {"package": OPENLINEAGE_SPARK, "transport": "file", "events_written": len(lines)}
+
+
 def _quietly(fn: Any, *args: Any) -> None:
     with contextlib.suppress(Exception):  # cleanup of a throw-away topic
         fn(*args)
@@ -278,10 +325,12 @@ def main() -> None:
         stack.callback(lambda: _quietly(delete_topics, settings, [topic]))
         settings = settings.model_copy(update={"topics": settings.topics.model_copy(update={"jobs": topic})})
 
-        spark = _session()
+        ol_events = f"{tmp}/openlineage-events.jsonl" if "openlineage_spark" in variants else None
+        spark = _session(ol_events)
         stack.callback(spark.stop)
         results = {
             "overhead": overhead(spark, settings, args.actions, args.rounds, f"{tmp}/outbox", variants),
+            "openlineage_spark": _openlineage_summary(ol_events),
             "extraction": extraction(spark, args.columns, args.calls, tmp),
             "publish": publish_rate(settings, args.events, tmp),
         }

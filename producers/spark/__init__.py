@@ -12,6 +12,7 @@ Zero-code: ``lineagewire instrument -- python job.py [args]``. Settings:
 Listener plugins: ``listeners/base.py``. User guide: docs/emitter.md.
 """
 
+from .callbacks import SparkCallbacks
 from .config import EmitterConfig
 from .emitter import Emitter, install, job_run
 from .exceptions import EmitterConfigError, EmitterError, OutboxError, UnknownListenerError
@@ -28,6 +29,7 @@ __all__ = [
     "ListenerContext",
     "OutboxError",
     "Run",
+    "SparkCallbacks",
     "UnknownListenerError",
     "install",
     "job_run",

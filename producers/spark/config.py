@@ -1,13 +1,16 @@
 """The emitter's settings and the one place that knows where they come from.
 
-Every key exists in two spellings: a Spark conf key ``spark.lineagewire.<key>``
-(usable with ``spark-submit --conf`` or ``SparkSession.builder.config``) and an
-environment variable ``LINEAGEWIRE_<KEY>`` (upper case). Precedence, highest first:
+``EmitterConfig`` is a pydantic-settings model with the project's one
+precedence rule (that of ``lineagewire.config.Settings``: explicit values, then
+the environment, then the YAML file), where the explicit values of a Spark job
+are its code and its Spark conf. Highest first:
 
 1. arguments of ``install()`` / ``job_run()`` (``listeners=``, ``job_name=``, ``config={...}``);
-2. Spark conf ``spark.lineagewire.<key>``;
-3. environment ``LINEAGEWIRE_<KEY>``;
-4. the defaults below.
+2. Spark conf ``spark.lineagewire.<key>`` (usable with ``spark-submit --conf``);
+3. environment ``LINEAGEWIRE_<KEY>`` (upper case; read by pydantic-settings);
+4. the ``emitter:`` section of the YAML config file (``$LINEAGEWIRE_CONFIG``,
+   else ``./lineagewire.yaml``; the file ``Settings`` reads);
+5. the defaults below.
 
 Kafka itself (bootstrap servers, security, schema registry, topic names) comes
 from ``lineagewire.config.Settings``; the keys ``bootstrap_servers`` and
@@ -16,13 +19,25 @@ from ``lineagewire.config.Settings``; the keys ``bootstrap_servers`` and
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, Field, ValidationError, field_validator
+import yaml
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    InitSettingsSource,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+from lineagewire.config import CONFIG_ENV, DEFAULT_CONFIG_FILE
+from lineagewire.redact import Redactor
 
 from .exceptions import EmitterConfigError
 
@@ -30,14 +45,18 @@ __all__ = ["CONF_PREFIX", "ENV_PREFIX", "EmitterConfig", "conf_snapshot", "resol
 
 CONF_PREFIX = "spark.lineagewire."
 ENV_PREFIX = "LINEAGEWIRE_"
+#: the section of the YAML config file with the emitter's settings
+FILE_SECTION = "emitter"
 
 
-class EmitterConfig(BaseModel):
+class EmitterConfig(BaseSettings):
     """Typed emitter settings (see the module docstring for where each comes from)."""
 
-    model_config = {"extra": "forbid"}
+    # Lists come as text from conf keys and variables ("kafka,log"): NoDecode hands it to the validators
+    # below as it is, instead of pydantic-settings' JSON decoding.
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", validate_default=True)
 
-    listeners: list[str] = Field(default_factory=lambda: ["kafka"],
+    listeners: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["kafka"],
                                  description="listener names or dotted paths; empty starts none")
     namespace: str = Field("spark", description="job namespace of every run")
     job_name: str | None = Field(None, description="job name of the application run (default: spark.app.name)")
@@ -64,13 +83,48 @@ class EmitterConfig(BaseModel):
                              "many seconds (0: every progress)")
     file_path: str = Field("lineagewire-events.jsonl", description="JSON-lines file of the 'file' listener")
     log_level: str = Field("INFO", description="level of the 'log' listener")
+    redact_patterns: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="extra regexes whose matches (or their group named 'secret') are replaced "
+        "by *** in every event; a JSON list, or one pattern per line")
+    redact_keys: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="extra key names whose values are secrets, in maps and in name=value text "
+        "(comma-separated)")
 
-    @field_validator("listeners", mode="before")
+    @field_validator("listeners", "redact_keys", mode="before")
     @classmethod
     def _split(cls, v: Any) -> Any:
         if isinstance(v, str):
             return [p.strip() for p in re.split(r"[,\s]+", v) if p.strip()]
         return v
+
+    @field_validator("redact_patterns", mode="before")
+    @classmethod
+    def _patterns(cls, v: Any) -> Any:
+        # Regexes contain commas and spaces: a JSON list, or one per line, never split on commas.
+        if isinstance(v, str):
+            if v.lstrip().startswith("["):
+                try:
+                    return json.loads(v)
+                except ValueError as exc:
+                    raise ValueError(f"{v!r} is not a JSON list of regexes ({exc}); expected e.g. "
+                                     '["ghp_[A-Za-z0-9]+"] or one regex per line') from None
+            return [line for line in v.splitlines() if line.strip()]
+        return v
+
+    @field_validator("redact_patterns")
+    @classmethod
+    def _compiles(cls, v: list[str]) -> list[str]:
+        for pattern in v:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"{pattern!r} is not a valid regular expression ({exc}); expected a Python regex, "
+                                 "optionally with a group named 'secret'") from None
+        return v
+
+    def redactor(self) -> Redactor:
+        """The redactor of every event: the built-in patterns plus ``redact_patterns`` and ``redact_keys``."""
+        return Redactor(self.redact_patterns, self.redact_keys)
 
     @field_validator("javac")
     @classmethod
@@ -86,6 +140,17 @@ class EmitterConfig(BaseModel):
             raise ValueError(f"log_level={v!r}; expected DEBUG, INFO, WARNING or ERROR")
         return v.upper()
 
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, InitSettingsSource(settings_cls, init_kwargs=_file_section()))
+
     def outbox_path(self, job_name: str) -> pathlib.Path:
         """The outbox folder for the application ``job_name``."""
         if self.outbox_dir:
@@ -96,29 +161,55 @@ class EmitterConfig(BaseModel):
         return home() / "outbox" / safe
 
 
-def _from_env(environ: Mapping[str, str]) -> dict[str, str]:
-    out = {}
-    for name in EmitterConfig.model_fields:
-        value = environ.get(ENV_PREFIX + name.upper())
-        if value is not None:
-            out[name] = value
-    return out
+def _config_file() -> pathlib.Path | None:
+    # The file lineagewire.config.Settings reads (a Spark driver gets no --config flag: the variable or ./).
+    named = os.environ.get(CONFIG_ENV)
+    if named:
+        path = pathlib.Path(named)
+        if not path.is_file():
+            raise EmitterConfigError(f"{CONFIG_ENV}={named!r}: no such file; expected a YAML config file")
+        return path
+    path = pathlib.Path(DEFAULT_CONFIG_FILE)
+    return path if path.is_file() else None
+
+
+def _file_section() -> dict[str, Any]:
+    """The ``emitter:`` mapping of the config file ({} without a file or section); bad content names the file."""
+    path = _config_file()
+    if path is None:
+        return {}
+    try:
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        why = str(exc).splitlines()[0] if str(exc) else repr(exc)
+        raise EmitterConfigError(f"config file {str(path)!r} cannot be read as YAML: {why}; "
+                                 "expected a YAML mapping") from None
+    section = loaded.get(FILE_SECTION) if isinstance(loaded, dict) else None
+    if section is None:
+        return {}
+    if not isinstance(section, dict):
+        raise EmitterConfigError(f"config file {str(path)!r}: '{FILE_SECTION}' holds a YAML "
+                                 f"{type(section).__name__}; expected a mapping of emitter settings")
+    unknown = sorted(str(k) for k in section if k not in EmitterConfig.model_fields)
+    if unknown:
+        raise EmitterConfigError(f"config file {str(path)!r}, section '{FILE_SECTION}': unknown emitter setting(s) "
+                                 f"{', '.join(unknown)}; expected some of {', '.join(EmitterConfig.model_fields)}")
+    return section
 
 
 def _strip(config: Mapping[str, Any]) -> dict[str, Any]:
     return {(k[len(CONF_PREFIX):] if k.startswith(CONF_PREFIX) else k): v for k, v in config.items()}
 
 
-def resolve_config(*, spark_conf: Mapping[str, str] | None = None, environ: Mapping[str, str] | None = None,
-                   config: Mapping[str, Any] | None = None, **arguments: Any) -> EmitterConfig:
-    """Merge the sources in precedence order; raise EmitterConfigError naming key, value and expectation.
+def resolve_config(*, spark_conf: Mapping[str, str] | None = None, config: Mapping[str, Any] | None = None,
+                   **arguments: Any) -> EmitterConfig:
+    """The emitter's settings from every source in precedence order (module docstring).
 
     ``spark_conf`` holds the session's ``spark.lineagewire.*`` entries; ``arguments``
-    are install()'s keyword arguments (None means "not given").
+    are install()'s keyword arguments (None means "not given"). Raises
+    EmitterConfigError naming the key, the value and what was expected.
     """
-    env = os.environ if environ is None else environ
     merged: dict[str, Any] = {}
-    merged.update(_from_env(env))
     # Keys with a dot after the prefix (spark.lineagewire.<listener>.<key>) belong to plugins, not to us.
     merged.update({k: v for k, v in _strip(spark_conf or {}).items() if "." not in k})
     merged.update(_strip(config or {}))
@@ -145,10 +236,14 @@ CONF_WHITELIST: tuple[str, ...] = (
     "spark.executor.cores", "spark.executor.instances", "spark.dynamicAllocation.", "spark.jars.packages",
     "spark.sql.warehouse.dir", "spark.sql.sources.partitionOverwriteMode", "spark.lineagewire.",
 )
-_SECRET = re.compile(r"pass|secret|token|credential|auth|key", re.IGNORECASE)
 
 
-def conf_snapshot(conf: Mapping[str, str]) -> dict[str, str]:
-    """The whitelisted, secret-free subset of a Spark conf for the JobSpec snapshot."""
-    return {k: str(v) for k, v in sorted(conf.items())
-            if k.startswith(CONF_WHITELIST) and not _SECRET.search(k)}
+def conf_snapshot(conf: Mapping[str, str], redactor: Redactor | None = None) -> dict[str, str]:
+    """The whitelisted, secret-free subset of a Spark conf for the JobSpec snapshot.
+
+    Keys that name a secret are left out; the values kept are redacted too (a JAAS
+    config or a URL with ``user:password@`` hides under an innocent key name).
+    """
+    r = redactor or Redactor()
+    return {k: r.text(str(v)) for k, v in sorted(conf.items())
+            if k.startswith(CONF_WHITELIST) and not r.is_secret_key(k)}

@@ -1,14 +1,28 @@
 """The emitter: one per SparkSession; turns Spark's callbacks into contract events for the listeners.
 
+Where the parts live:
+
+* ``hooks.py`` registers Spark's listeners and calls the ``SparkCallbacks``
+  protocol (``callbacks.py``), which ``Emitter`` implements;
+* ``actions.py``: Spark actions to ``ActionLineageEvent`` on the actions worker;
+* ``streaming.py``: streaming queries as runs of their own;
+* ``process_hooks.py``: excepthook, atexit and ``SparkContext.stop``;
+* this module: the runs, the listeners, redaction, flush and close, and the
+  public entry points ``install`` and ``job_run``.
+
 Threads, and why:
 
-* Spark's listener bus calls the hooks (``hooks.py``); they hand the
-  ``QueryExecution`` to the **actions** worker (a bounded queue) and return.
+* Spark's listener bus calls the hooks; they hand the ``QueryExecution`` to the
+  **actions** worker (a bounded queue) and return.
 * The actions worker extracts lineage within ``time_budget_ms`` and builds the
   ``ActionLineageEvent`` (split when oversized).
 * Each listener has its own bounded worker (``listeners.executor``): a slow or
   failing listener drops only its own events, with a counted warning.
 * The job's thread only ever builds small status events and enqueues them.
+
+Every event is redacted (``lineagewire.redact``, plus the ``redact_patterns``
+and ``redact_keys`` settings) before any listener sees it: secrets in conf
+values, SQL text, URLs or error messages never leave the driver.
 
 Run model: installing the emitter starts the **application run** (a
 ``JobCreatedEvent`` with the spec snapshot, then CREATED → RUNNING); it ends at
@@ -21,22 +35,21 @@ one gets its ``ActionLineageEvent`` in that run.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import functools
 import logging
-import sys
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 from lineagewire.config import Settings, load_settings
-from lineagewire.schemas import Codec, action_lineage, dataset, job_spec
+from lineagewire.schemas import job_spec
 from lineagewire.schemas.events import ErrorInfo, RunRef, ScheduleRef
 
-from ._py4j import release_thread_connection
+from . import process_hooks
+from .actions import ActionLineage
+from .callbacks import SparkCallbacks
 from .config import CONF_PREFIX, EmitterConfig, conf_snapshot, resolve_config
 from .exceptions import EmitterError
 from .hooks import SparkHooks
@@ -44,7 +57,7 @@ from .listeners.base import JobStatusListener, ListenerContext
 from .listeners.executor import BoundedExecutor
 from .listeners.registry import load_factory
 from .runs import Run, error_info, is_cancellation
-from .split import split_action_lineage
+from .streaming import StreamingRuns
 
 log = logging.getLogger(__name__)
 
@@ -52,26 +65,13 @@ __all__ = ["Emitter", "install", "job_run"]
 
 RUN_ID_PROPERTY = "spark.lineagewire.run_id"
 
-_INSTALL_LOCK = threading.RLock()
-_ACTIVE: list[Emitter] = []
-_process_hooks_installed = False
-_uncaught: BaseException | None = None
 
-
-def _extractor() -> Any:
-    """``extract_action_lineage`` if the lineage package is there, else None."""
-    try:
-        from lineagewire.producers.spark.lineage import extract_action_lineage
-    except ImportError:
-        return None
-    return extract_action_lineage
-
-
-class Emitter:
+class Emitter(SparkCallbacks):
     """Publishes one SparkSession's runs, statuses and action lineage to the configured listeners.
 
     Made by ``install()``; ``close(timeout)`` ends the application run, removes
-    every hook from the session and flushes within the timeout.
+    every hook from the session and flushes within the timeout. It implements
+    ``SparkCallbacks``, the protocol the Spark hooks call.
     """
 
     def __init__(self, spark: Any, config: EmitterConfig, settings: Settings,
@@ -81,18 +81,18 @@ class Emitter:
         self.settings = settings
         self.closed = False  # no more callbacks taken (hooks removed)
         self._closing = False
-        self._sc = spark.sparkContext
+        self.spark_context = spark.sparkContext
         self._lock = threading.RLock()
         self._stack: list[Run] = []
-        self._streams: dict[str, tuple[Run, float]] = {}
-        self._codec = Codec()
+        # Secrets never leave the driver: every event is redacted before any listener sees it.
+        self._redactor = config.redactor()
         self.events = 0
-        self.actions = 0
-        self.actions_skipped = 0
         self._spec = self._spec_snapshot()
         self.app_run = Run(config.namespace, config.job_name or self._spec["application_name"], config.run_id)
         self._listeners = self._start_listeners(properties or {})
-        self._actions = BoundedExecutor("actions", config.action_queue_size, on_exit=release_thread_connection)
+        self._actions = ActionLineage(config, self._redactor, self._send_parts)
+        self._streams = StreamingRuns(config.namespace, self.app_run, self._spec, heartbeat=config.heartbeat,
+                                      lock=self._lock, start=self._emit_start, end=self._end, actions=self._actions)
         self._emit_start(self.app_run, self._spec)
         try:
             self._hooks = SparkHooks(self, spark, spark_listener=config.spark_listener,
@@ -104,12 +104,12 @@ class Emitter:
     # -- setup -----------------------------------------------------------------------------------
 
     def _spec_snapshot(self) -> dict[str, Any]:
-        sc = self._sc
+        sc = self.spark_context
         conf = dict(sc.getConf().getAll())
         return dict(job_spec(
             sc.appName, self.spark.version, application_id=sc.applicationId, master=sc.master,
             deploy_mode=conf.get("spark.submit.deployMode"), parallelism=sc.defaultParallelism,
-            conf=conf_snapshot(conf), job_type="BATCH"))
+            conf=conf_snapshot(conf, self._redactor), job_type="BATCH"))
 
     def _start_listeners(self, properties: dict[str, str]) -> list[tuple[str, JobStatusListener, BoundedExecutor]]:
         # Resolve every name before creating any, so an unknown name fails before anything runs.
@@ -138,12 +138,22 @@ class Emitter:
 
     # -- dispatch --------------------------------------------------------------------------------
 
-    def _dispatch(self, event: dict[str, Any] | None) -> None:
+    def _dispatch(self, event: dict[str, Any] | None, *, redacted: bool = False) -> None:
         if event is None:
             return
+        if not redacted:
+            event = self._redactor.mapping(event)
         self.events += 1
         for _name, listener, executor in self._listeners:
             executor.submit(listener.on_event, event)
+
+    def _send_parts(self, run: Run, parts: list[dict[str, Any]]) -> None:
+        with self._lock:
+            run.actions += 1
+            for part in parts:
+                # Numbered under the lock so that every listener sees a run's events in sequence order.
+                part["header"] = run.header("ActionLineageEvent", parent=run.ref)
+                self._dispatch(part, redacted=True)
 
     def _emit_start(self, run: Run, spec: dict[str, Any]) -> None:
         with self._lock:
@@ -209,127 +219,50 @@ class Emitter:
         # The JVM thread-local property reaches every Spark job of this thread, so the run id shows in the
         # Spark UI and event logs next to the jobs it ran.
         try:
-            previous = self._sc.getLocalProperty(RUN_ID_PROPERTY)
-            self._sc.setLocalProperty(RUN_ID_PROPERTY, value)  # type: ignore[arg-type]
+            previous = self.spark_context.getLocalProperty(RUN_ID_PROPERTY)
+            self.spark_context.setLocalProperty(RUN_ID_PROPERTY, value)  # type: ignore[arg-type]
             return previous
         except Exception:  # noqa: BLE001 - a stopped context: attribution falls back to the open run
             return None
 
-    # -- Spark callbacks (listener-bus threads: hand off and return) -----------------------------
+    # -- SparkCallbacks (listener-bus threads: hand off and return) -----------------------------
 
-    def _on_action(self, func_name: str, qe: Any, duration_ns: int | None, exception: Any) -> None:
-        if self.closed:
-            return
-        run = self.current_run()
-        if not self._actions.submit(self._process_action, run, func_name, qe, duration_ns, exception):
-            self.actions_skipped += 1
-            self._publish_action(run, func_name, None, duration_ns, _java_error(exception) if exception else None,
-                                 "action queue full: lineage not extracted")
+    def on_action(self, func_name: str, qe: Any, duration_ns: int | None, exception: Any) -> None:
+        """A Spark action ended: its lineage is extracted on the actions worker, in the run open now."""
+        if not self.closed:
+            self._actions.submit(self.current_run(), func_name, qe, duration_ns, exception)
 
-    def _on_application_end(self) -> None:
-        # The context stopped from the JVM side: the runs end now; listeners flush at close() or exit.
+    def on_application_end(self) -> None:
+        """The context stopped from the JVM side: the runs end now; listeners flush at close() or exit."""
+        status, error = process_hooks.exit_status()
         with self._lock:
             for run in reversed(self._stack):
                 self._end(run, "FINISHED")
-            self._end(self.app_run, _exit_status()[0], _exit_status()[1])
+            self._end(self.app_run, status, error)
 
-    # -- the actions worker ----------------------------------------------------------------------
+    def on_stream_started(self, event: Any) -> None:
+        """A streaming query started: a run of its own."""
+        if not self.closed:
+            self._streams.started(event)
 
-    def _process_action(self, run: Run, func_name: str, qe: Any, duration_ns: int | None, exception: Any) -> None:
-        self.actions += 1
-        budget_s = self.config.time_budget_ms / 1000
-        error = _java_error(exception) if exception is not None else None
-        extract = _extractor()
-        if extract is None:
-            self._publish_action(run, func_name, None, duration_ns, error, "lineage extractor unavailable")
-            return
-        started = time.perf_counter()
-        try:
-            result = extract(qe, func_name, budget_s=budget_s)
-        except Exception as exc:  # noqa: BLE001 - the contract says it never raises; the job must not care
-            log.warning("lineage extraction of %s failed: %r", func_name, exc)
-            self._publish_action(run, func_name, None, duration_ns, error, f"lineage extraction failed: {exc!r}")
-            return
-        elapsed = time.perf_counter() - started
-        reason = None
-        if elapsed > budget_s and getattr(result, "complete", False):
-            reason = f"lineage extraction took {elapsed * 1000:.0f} ms, over the {budget_s * 1000:.0f} ms budget"
-        self._publish_action(run, func_name, result, duration_ns, error, reason)
+    def on_stream_progress(self, event: Any) -> None:
+        """A micro-batch ended: an ActionLineageEvent at most every ``heartbeat`` seconds."""
+        if not self.closed:
+            self._streams.progress(event)
 
-    def _publish_action(self, run: Run, func_name: str, result: Any, duration_ns: int | None,
-                        error: ErrorInfo | None, reason: str | None, *, status: str | None = None,
-                        action_id: str | None = None) -> None:
-        complete = bool(result is not None and result.complete and reason is None)
-        reasons = [r for r in (getattr(result, "incomplete_reason", None), reason) if r]
-        event = dict(action_lineage(
-            run.draft_header("ActionLineageEvent", parent=run.ref),  # each part gets its numbered header below
-            action_id or str(uuid.uuid4()), func_name,
-            action_status=status or ("FAILED" if error else "SUCCEEDED"),  # type: ignore[arg-type]
-            inputs=list(result.inputs) if result is not None else [],
-            outputs=list(result.outputs) if result is not None else [],
-            column_lineage=list(result.column_lineage) if result is not None else [],
-            plan_node=getattr(result, "plan_node", None), sql=getattr(result, "sql", None),
-            duration_ms=int(duration_ns / 1e6) if duration_ns is not None else None,
-            lineage_complete=complete, incomplete_reason="; ".join(reasons) or None, error=error))
-        try:
-            parts = split_action_lineage(event, self._size, self.config.max_event_bytes)
-        except Exception as exc:  # noqa: BLE001 - an unencodable event: say so rather than lose the action
-            log.warning("action %s: lineage event cannot be encoded (%s); sent without lineage", func_name, exc)
-            parts = [{**event, "inputs": [], "outputs": [], "column_lineage": [], "lineage_complete": False,
-                      "incomplete_reason": f"lineage not encodable: {exc}"}]
-        with self._lock:
-            run.actions += 1
-            for part in parts:
-                # Numbered under the lock so that every listener sees a run's events in sequence order.
-                part["header"] = run.header("ActionLineageEvent", parent=run.ref)
-                self._dispatch(part)
+    def on_stream_terminated(self, event: Any) -> None:
+        """A streaming query stopped: its run ends."""
+        self._streams.terminated(event)
 
-    def _size(self, event: dict[str, Any]) -> int:
-        return len(self._codec.encode(event))
+    @property
+    def actions(self) -> int:
+        """Spark actions taken by the actions worker."""
+        return self._actions.processed
 
-    # -- streaming (PySpark's StreamingQueryListener) --------------------------------------------
-
-    def _on_stream_started(self, event: Any) -> None:
-        if self.closed:
-            return
-        name = event.name or f"{self.app_run.job_name}.stream.{event.id}"
-        run = Run(self.config.namespace, name, str(event.runId), parent=self.app_run.ref)
-        with self._lock:
-            self._streams[str(event.id)] = (run, float("-inf"))  # the first progress always goes
-            self._emit_start(run, {**self._spec, "job_type": "STREAMING"})
-
-    def _on_stream_progress(self, event: Any) -> None:
-        if self.closed:
-            return
-        progress = event.progress
-        key = str(progress.id)
-        with self._lock:
-            entry = self._streams.get(key)
-            now = time.monotonic()
-            if entry is None or now - entry[1] < self.config.heartbeat:
-                return
-            self._streams[key] = (entry[0], now)
-        self._actions.submit(self._process_progress, entry[0], progress)
-
-    def _process_progress(self, run: Run, progress: Any) -> None:
-        inputs = [_described(s.description, "CONTINUOUS_UNBOUNDED") for s in progress.sources]
-        outputs = [_described(progress.sink.description, "CONTINUOUS_UNBOUNDED")]
-        result = _Described(inputs, outputs)
-        self._publish_action(run, "microBatch", result, int(progress.batchDuration) * 1_000_000, None,
-                             "streaming progress: datasets named from source and sink descriptions",
-                             status="RUNNING", action_id=f"{progress.runId}:{progress.batchId}")
-
-    def _on_stream_terminated(self, event: Any) -> None:
-        with self._lock:
-            entry = self._streams.pop(str(event.id), None)
-            if entry is None:
-                return
-            error: ErrorInfo | None = None
-            if event.exception:
-                error = {"error_class": event.errorClassOnException or "StreamingQueryException",
-                         "message": str(event.exception).splitlines()[0][:2000],
-                         "stack_trace": str(event.exception)[-32_000:]}
-            self._end(entry[0], "FAILED" if error else "FINISHED", error)
+    @property
+    def actions_skipped(self) -> int:
+        """Spark actions sent without lineage because the actions queue was full."""
+        return self._actions.skipped
 
     # -- flush and close -------------------------------------------------------------------------
 
@@ -346,6 +279,7 @@ class Emitter:
     def stats(self) -> dict[str, Any]:
         """Counters: events made, actions seen and skipped, Spark jobs, per listener handled / failed / dropped.
 
+        ``stream_progress``: streaming progress callbacks received and sent as events (the rest throttled);
         ``spark_jobs`` (started, succeeded, failed) comes from the SparkListener, None without one;
         ``spark_listener`` says which one runs: "jvm", "py4j" (the fallback) or None.
         """
@@ -353,6 +287,7 @@ class Emitter:
         return {"events": self.events, "actions": self.actions, "actions_skipped": self.actions_skipped,
                 "spark_jobs": hooks.job_counts() if hooks is not None else None,
                 "spark_listener": hooks.spark_listener_kind if hooks is not None else None,
+                "stream_progress": {"seen": self._streams.progress_seen, "sent": self._streams.progress_sent},
                 "listeners": {name: {"handled": ex.done, "failed": ex.failed, "dropped": ex.dropped}
                               for name, _l, ex in self._listeners}}
 
@@ -377,7 +312,7 @@ class Emitter:
         self.closed = True
         self._actions.shutdown(max(0.0, deadline - time.monotonic()))
         if status is None:
-            status, exit_error = _exit_status()
+            status, exit_error = process_hooks.exit_status()
             error = error or exit_error
         with self._lock:
             for run in reversed(self._stack):
@@ -385,9 +320,7 @@ class Emitter:
                           error or {"error_class": "lineagewire.RunNotEnded",
                                     "message": "the emitter closed while this run was open", "stack_trace": None})
             self._stack.clear()
-            for run, _t in self._streams.values():
-                self._end(run, "CANCELED")
-            self._streams.clear()
+            self._streams.cancel_all()
             self._end(self.app_run, status, error)
         for _name, listener, executor in self._listeners:
             closer = functools.partial(_close_listener, listener, deadline)
@@ -397,9 +330,8 @@ class Emitter:
             if not executor.shutdown(max(0.0, deadline - time.monotonic())):
                 log.warning("listener %r did not finish within the flush timeout (%.1fs); %d event(s) dropped",
                             name, self.config.flush_timeout, executor.pending() + executor.dropped)
-        with _INSTALL_LOCK:
-            if self in _ACTIVE:
-                _ACTIVE.remove(self)
+        with process_hooks.INSTALL_LOCK:
+            process_hooks.unregister(self)
             if getattr(self.spark, "_lineagewire_emitter", None) is self:
                 self.spark._lineagewire_emitter = None
 
@@ -417,91 +349,6 @@ def _close_listener(listener: JobStatusListener, deadline: float) -> None:
     listener.close(max(0.0, deadline - time.monotonic()))
 
 
-class _Described:
-    """A lineage result made from streaming descriptions (the extractor's ``ActionLineage`` shape)."""
-
-    def __init__(self, inputs: list[Any], outputs: list[Any]) -> None:
-        self.inputs, self.outputs, self.column_lineage = inputs, outputs, []
-        self.plan_node, self.sql, self.complete, self.incomplete_reason = None, None, False, None
-
-
-def _described(description: str, boundedness: str) -> Any:
-    """A dataset named from a streaming source or sink description such as ``FileStreamSource[file:/x]``."""
-    kind, _, rest = description.partition("[")
-    inner = rest.rsplit("]", 1)[0] if rest else ""
-    if kind.startswith("FileStream") or kind == "FileSink":
-        path = inner.removeprefix("file:")
-        return dataset("file", path, boundedness=boundedness)  # type: ignore[arg-type]
-    if kind.startswith("Kafka") and "[" in inner:
-        return dataset("kafka", inner.split("[", 1)[1].rstrip("]"), boundedness=boundedness)  # type: ignore[arg-type]
-    return dataset("spark", description[:200], boundedness=boundedness)  # type: ignore[arg-type]
-
-
-def _java_error(exc: Any) -> ErrorInfo:
-    """Class, message and stack of a Java throwable (py4j object)."""
-    try:
-        cls = exc.getClass().getName()
-        message = exc.getMessage() or cls
-        try:
-            stack = exc.toString() + "\n" + "\n".join(f"\tat {e.toString()}" for e in list(exc.getStackTrace())[:50])
-        except Exception:  # noqa: BLE001
-            stack = None
-        return {"error_class": cls, "message": str(message)[:8000], "stack_trace": stack}
-    except Exception as err:  # noqa: BLE001 - the JVM may be going away
-        return {"error_class": "unknown", "message": f"error not readable: {err!r}", "stack_trace": None}
-
-
-def _exit_status() -> tuple[str, ErrorInfo | None]:
-    if _uncaught is None:
-        return "FINISHED", None
-    return ("CANCELED" if is_cancellation(_uncaught) else "FAILED"), error_info(_uncaught)
-
-
-# -- process-wide hooks: stop(), uncaught exceptions, interpreter exit ------------------------------
-
-def _install_process_hooks() -> None:
-    global _process_hooks_installed
-    if _process_hooks_installed:
-        return
-    _process_hooks_installed = True
-    previous_hook = sys.excepthook
-
-    def excepthook(exc_type: Any, exc: BaseException, tb: Any) -> None:
-        global _uncaught
-        _uncaught = exc
-        previous_hook(exc_type, exc, tb)
-
-    sys.excepthook = excepthook
-    # Registered after PySpark's own atexit (which kills the JVM), so it runs before it: the JVM is still there.
-    atexit.register(_close_all)
-
-    from pyspark import SparkContext
-
-    original_stop = SparkContext.stop
-    if getattr(original_stop, "_lineagewire", False):
-        return
-
-    @functools.wraps(original_stop)
-    def stop(self: Any, *args: Any, **kwargs: Any) -> Any:
-        for emitter in [e for e in list(_ACTIVE) if e._sc is self]:
-            try:
-                emitter.close()
-            except Exception:  # noqa: BLE001 - never stand in the way of stop()
-                log.exception("closing the lineagewire emitter at SparkContext.stop() failed")
-        return original_stop(self, *args, **kwargs)
-
-    stop._lineagewire = True  # type: ignore[attr-defined]
-    SparkContext.stop = stop  # type: ignore[method-assign]
-
-
-def _close_all() -> None:
-    for emitter in list(_ACTIVE):
-        try:
-            emitter.close()
-        except Exception:  # noqa: BLE001 - exiting anyway
-            log.exception("closing the lineagewire emitter at exit failed")
-
-
 # -- the public entry points ---------------------------------------------------------------------
 
 def install(spark: Any, *, settings: Settings | None = None, listeners: list[str] | None = None,
@@ -514,7 +361,7 @@ def install(spark: Any, *, settings: Settings | None = None, listeners: list[str
     ``listeners=[]`` starts none. Raises ``UnknownListenerError`` (listing the
     available names) or ``EmitterConfigError`` before anything starts.
     """
-    with _INSTALL_LOCK:
+    with process_hooks.INSTALL_LOCK:
         existing = getattr(spark, "_lineagewire_emitter", None)
         if existing is not None and not existing._closing:
             return existing
@@ -524,8 +371,7 @@ def install(spark: Any, *, settings: Settings | None = None, listeners: list[str
         settings = _kafka_settings(settings, cfg, conf, config or {})
         emitter = Emitter(spark, cfg, settings, conf)
         spark._lineagewire_emitter = emitter
-        _ACTIVE.append(emitter)
-        _install_process_hooks()
+        process_hooks.register(emitter)
         return emitter
 
 

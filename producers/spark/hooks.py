@@ -1,7 +1,8 @@
 """The callbacks Spark calls: QueryExecutionListener, SparkListener, StreamingQueryListener.
 
 Each handler returns at once: it only hands references (the ``QueryExecution``,
-the event) to the emitter, which does the work on its own threads. Spark calls
+the event) to a ``SparkCallbacks`` (``callbacks.py``; the ``Emitter`` is one),
+which does the work on its own threads. The hooks know nothing else of it. Spark calls
 them on its listener-bus threads, never on the job's thread; a slow handler
 would still back up the bus (which then drops events), hence the hand-off.
 
@@ -22,14 +23,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import jvm_classes
 from ._py4j import release_thread_connection
+from .callbacks import SparkCallbacks
 from .exceptions import JvmClassesError
-
-if TYPE_CHECKING:
-    from .emitter import Emitter
 
 log = logging.getLogger(__name__)
 
@@ -39,14 +38,14 @@ __all__ = ["SparkHooks"]
 class _QueryExecutionListener:
     """org.apache.spark.sql.util.QueryExecutionListener: one call per action, success or failure."""
 
-    def __init__(self, emitter: Emitter) -> None:
-        self._emitter = emitter
+    def __init__(self, callbacks: SparkCallbacks) -> None:
+        self._callbacks = callbacks
 
     def onSuccess(self, funcName: str, qe: Any, durationNs: int) -> None:  # noqa: N802,N803 - Java names
-        self._emitter._on_action(funcName, qe, durationNs, None)
+        self._callbacks.on_action(funcName, qe, durationNs, None)
 
     def onFailure(self, funcName: str, qe: Any, exception: Any) -> None:  # noqa: N802,N803
-        self._emitter._on_action(funcName, qe, None, exception)
+        self._callbacks.on_action(funcName, qe, None, exception)
 
     def equals(self, other: Any) -> bool:
         return other is self
@@ -69,8 +68,8 @@ class _SparkListener:
     so each exists whatever the version.
     """
 
-    def __init__(self, emitter: Emitter) -> None:
-        self._emitter = emitter
+    def __init__(self, callbacks: SparkCallbacks) -> None:
+        self._callbacks = callbacks
         self.started = self.succeeded = self.failed = 0
 
     def onJobStart(self, jobStart: Any) -> None:  # noqa: N802,N803
@@ -83,7 +82,7 @@ class _SparkListener:
             self.failed += 1
 
     def onApplicationEnd(self, applicationEnd: Any) -> None:  # noqa: N802,N803
-        self._emitter._on_application_end()
+        self._callbacks.on_application_end()
 
     def equals(self, other: Any) -> bool:
         return other is self
@@ -110,33 +109,33 @@ def _ignore(*_args: Any) -> None:
 class _ApplicationEnd:
     """java.lang.Runnable the Java listener runs once, when the application ends."""
 
-    def __init__(self, emitter: Emitter) -> None:
-        self._emitter = emitter
+    def __init__(self, callbacks: SparkCallbacks) -> None:
+        self._callbacks = callbacks
 
     def run(self) -> None:
-        self._emitter._on_application_end()
+        self._callbacks.on_application_end()
 
     class Java:
         implements = ["java.lang.Runnable"]
 
 
-def _streaming_listener(emitter: Emitter) -> Any:
+def _streaming_listener(callbacks: SparkCallbacks) -> Any:
     from pyspark.sql.streaming.listener import StreamingQueryListener
 
     class _StreamingListener(StreamingQueryListener):
-        """PySpark's StreamingQueryListener: started, progress (throttled by the emitter), terminated."""
+        """PySpark's StreamingQueryListener: started, progress (throttled by the callbacks), terminated."""
 
         def onQueryStarted(self, event: Any) -> None:  # noqa: N802
-            emitter._on_stream_started(event)
+            callbacks.on_stream_started(event)
 
         def onQueryProgress(self, event: Any) -> None:  # noqa: N802
-            emitter._on_stream_progress(event)
+            callbacks.on_stream_progress(event)
 
         def onQueryIdle(self, event: Any) -> None:  # noqa: N802
             return None
 
         def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
-            emitter._on_stream_terminated(event)
+            callbacks.on_stream_terminated(event)
 
     return _StreamingListener()
 
@@ -144,12 +143,12 @@ def _streaming_listener(emitter: Emitter) -> Any:
 class SparkHooks:
     """Registers the callbacks on a SparkSession and removes every one of them again."""
 
-    def __init__(self, emitter: Emitter, spark: Any, *, spark_listener: bool, streaming_listener: bool,
+    def __init__(self, callbacks: SparkCallbacks, spark: Any, *, spark_listener: bool, streaming_listener: bool,
                  javac: str | None = None) -> None:
         from pyspark.java_gateway import ensure_callback_server_started
 
         self.spark = spark
-        self._emitter = emitter
+        self._callbacks = callbacks
         sc = spark.sparkContext
         self._gateway = sc._gateway
         ensure_callback_server_started(self._gateway)
@@ -164,7 +163,7 @@ class SparkHooks:
         self.spark_listener_kind: str | None = None
         #: set once the SparkListener is registered (or will not be)
         self.spark_listener_ready = threading.Event()
-        self._py = _QueryExecutionListener(emitter)
+        self._py = _QueryExecutionListener(callbacks)
         self._qel = self._java_proxy(self._py)
         spark._jsparkSession.listenerManager().register(self._qel)
         if spark_listener:
@@ -172,7 +171,7 @@ class SparkHooks:
         else:
             self.spark_listener_ready.set()
         if streaming_listener:
-            self._stream = _streaming_listener(emitter)
+            self._stream = _streaming_listener(callbacks)
             spark.streams.addListener(self._stream)
 
     def _java_proxy(self, obj: Any) -> Any:
@@ -217,7 +216,7 @@ class SparkHooks:
             with self._lock:
                 if not self._removed:
                     listener = jvm_classes.new_instance(self.spark, directory, jvm_classes.JOB_EVENTS_LISTENER)
-                    self._app_end = _ApplicationEnd(self._emitter)
+                    self._app_end = _ApplicationEnd(self._callbacks)
                     listener.setOnApplicationEnd(self._app_end)
                     self.spark.sparkContext._jsc.sc().addSparkListener(listener)
                     self._sl = listener
@@ -237,7 +236,7 @@ class SparkHooks:
         try:
             with self._lock:
                 if not self._removed:
-                    py = _SparkListener(self._emitter)
+                    py = _SparkListener(self._callbacks)
                     proxy = self._java_proxy(py)
                     self.spark.sparkContext._jsc.sc().addSparkListener(proxy)
                     self._sl_py, self._sl, self.spark_listener_kind = py, proxy, "py4j"

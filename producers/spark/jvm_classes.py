@@ -4,6 +4,10 @@ Why Java at all: a SparkListener written in Python is a py4j proxy, and Spark ca
 it for every task, stage and block event; filtering those in the JVM is what keeps
 the emitter's cost on short actions low (see ``java/JobEventsListener.java``).
 
+The same compile gives ``java/PlanJson.java``, which writes a plan's JSON straight from
+the tree (what ``TreeNode.toJSON()`` returns, several times faster on wide plans): the
+lineage extraction uses it once compiled (``lineage/jvm.py: plan_json``).
+
 Why compile here rather than ship a jar: the class must match the driver's Spark,
 and the package stays free of binaries. The compiler is, in order:
 
@@ -35,12 +39,14 @@ from typing import Any
 
 from .exceptions import JvmClassesError
 
-__all__ = ["JOB_EVENTS_LISTENER", "JvmInfo", "cached", "compile_classes", "find_javac", "new_instance"]
+__all__ = ["JOB_EVENTS_LISTENER", "PLAN_JSON", "JvmInfo", "cached", "compile_classes", "find_javac", "new_instance"]
 
 #: The Java sources in ``java/``, compiled together.
-SOURCES = ("JobEventsListener.java",)
+SOURCES = ("JobEventsListener.java", "PlanJson.java")
 #: The listener that counts jobs and reports application end (``java/JobEventsListener.java``).
 JOB_EVENTS_LISTENER = "lineagewire.spark.JobEventsListener"
+#: The plan JSON writer (``java/PlanJson.java``).
+PLAN_JSON = "lineagewire.spark.PlanJson"
 
 _JAVA_RELEASE = "17"  # Spark 4 needs Java 17 or newer; classes built for 17 load on any of them
 _STALE_TMP_S = 600  # a temporary folder this old belongs to a compile that died
@@ -57,8 +63,10 @@ class JvmInfo:
 
     @classmethod
     def of(cls, spark: Any) -> JvmInfo:
-        system = spark.sparkContext._gateway.jvm.java.lang.System
-        return cls(spark_version=str(spark.version),
+        """The driver JVM's facts, from a SparkSession or a SparkContext."""
+        sc = getattr(spark, "sparkContext", spark)
+        system = sc._gateway.jvm.java.lang.System
+        return cls(spark_version=str(sc.version),
                    java_version=str(system.getProperty("java.specification.version")),
                    java_home=str(system.getProperty("java.home") or ""),
                    class_path=str(system.getProperty("java.class.path") or ""))
@@ -87,10 +95,10 @@ def _class_file(directory: pathlib.Path, name: str) -> pathlib.Path:
     return directory.joinpath(*name.split(".")).with_suffix(".class")
 
 
-def cached(info: JvmInfo) -> pathlib.Path | None:
-    """The compiled classes' folder if an earlier run compiled them, else None."""
+def cached(info: JvmInfo, class_name: str = JOB_EVENTS_LISTENER) -> pathlib.Path | None:
+    """The compiled classes' folder if an earlier run compiled them (``class_name`` among them), else None."""
     directory = cache_dir(info)
-    return directory if _class_file(directory, JOB_EVENTS_LISTENER).is_file() else None
+    return directory if _class_file(directory, class_name).is_file() else None
 
 
 def find_javac(info: JvmInfo, configured: str | None = None) -> str | None:
@@ -184,8 +192,9 @@ def new_instance(spark: Any, directory: pathlib.Path, class_name: str) -> Any:
 
     The class is loaded once per JVM, by a class loader whose parent is the one
     that loaded Spark, so it sees the same ``SparkListener`` the listener bus knows.
+    ``spark`` is a SparkSession or a SparkContext.
     """
-    sc = spark.sparkContext
+    sc = getattr(spark, "sparkContext", spark)
     gateway = sc._gateway
     jvm = gateway.jvm
     key = (id(gateway), str(directory), class_name)

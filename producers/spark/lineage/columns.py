@@ -38,6 +38,8 @@ _RANK = {"IDENTITY": 0, "TRANSFORMATION": 1, "AGGREGATION": 2}
 #: Functions whose output does not reveal their input.
 _MASKING = {"Sha1", "Sha2", "Md5", "Crc32", "Murmur3Hash", "XxHash64", "HiveHash", "Mask"}
 _ATTRIBUTES = {"AttributeReference", "OuterReference"}
+#: Plan nodes that evaluate extracted Python UDFs (``udf``: BatchEvalPython, ``pandas_udf``: ArrowEvalPython).
+_PYTHON_EVAL = {"BatchEvalPython", "ArrowEvalPython"}
 
 
 def _combine(outer: Trans, inner: Trans) -> Trans:
@@ -122,6 +124,7 @@ class ColumnGraph:
         self._resolved: dict[int, dict[FieldKey, set[Trans]]] = {}
         self._subplans: dict[int, PlanNode] = {}
         self._check = check or (lambda what: None)
+        self._next_synthetic = 0
 
     # -- outputs of plan nodes -------------------------------------------------------------
 
@@ -156,6 +159,8 @@ class ColumnGraph:
             return self.output(node.children[0])
         if s == "Generate" and node.children:
             return self.output(node.children[0]) + self._named(node, "generatorOutput")
+        if s in _PYTHON_EVAL and node.children:
+            return self.output(node.children[0]) + self._named(node, "resultAttrs")
         if s == "HiveTableRelation":
             return self._named(node, "dataCols") + self._named(node, "partitionCols")
         if isinstance(node.fields.get("output"), list):
@@ -222,6 +227,17 @@ class ColumnGraph:
                         self._edge(out.expr_id, source, ("DIRECT", "TRANSFORMATION", False))
             elif s == "Expand":
                 self._expand_edges(node)
+            elif s in _PYTHON_EVAL:
+                self._python_udf_edges(node)
+
+    def _python_udf_edges(self, node: PlanNode) -> None:
+        # The optimizer moves Python UDFs out of projections and filters into an eval node whose i-th
+        # result attribute is the i-th UDF's value: it derives from the UDF's arguments. Nothing is known
+        # about the function's body, so the arguments are a TRANSFORMATION even for a UDF that returns
+        # its argument unchanged; a filter or join on the result makes them INDIRECT through these edges.
+        for udf, result in zip(node.expressions("udfs"), self._named(node, "resultAttrs"), strict=False):
+            for source, _ in _direct_inputs(udf, self._subplan_output):
+                self._edge(result.expr_id, source, ("DIRECT", "TRANSFORMATION", False))
 
     def _expand_edges(self, node: PlanNode) -> None:
         outputs = self._named(node, "output")
@@ -235,6 +251,41 @@ class ColumnGraph:
                 if isinstance(flat, list) and flat:
                     for source, trans in _direct_inputs(parse_expression(flat), self._subplan_output):
                         self._edge(out.expr_id, source, trans)
+
+    def _synthetic(self) -> int:
+        """A new attribute id for a column a command computes without an exprId (Delta's UPDATE, MERGE)."""
+        self._next_synthetic -= 1
+        return self._next_synthetic
+
+    def add_update(self, node: PlanNode, target: PlanNode) -> list[tuple[str, int]]:
+        """Columns of an UPDATE: column i of ``target`` gets ``updateExpressions[i]``; the WHERE is a FILTER."""
+        cols = []
+        for attr, expr in zip(self.output(target), node.expressions("updateExpressions"), strict=False):
+            out = self._synthetic()
+            for source, trans in _direct_inputs(expr, self._subplan_output):
+                self._edge(out, source, trans)
+            cols.append((attr.name, out))
+        self.indirect += [(i, "FILTER") for i in self._ids(node.expressions("condition"))]
+        return cols
+
+    def add_merge(self, node: PlanNode) -> list[tuple[str, int]]:
+        """Columns of a MERGE: each SET / INSERT column from its expressions (in every clause that sets it);
+        the ON condition is INDIRECT/JOIN, clause conditions INDIRECT/FILTER."""
+        by_name: dict[str, int] = {}
+        for field in ("matchedClauses", "notMatchedClauses", "notMatchedBySourceClauses"):
+            for clause in node.expressions(field):
+                for child in clause.children:
+                    if child.simple != "DeltaMergeAction":  # the clause's own condition
+                        self.indirect += [(i, "FILTER") for i in self._ids([child])]
+                        continue
+                    parts = child.fields.get("targetColNameParts")
+                    name = ".".join(parts) if isinstance(parts, list) else str(parts).strip("[]")
+                    out = by_name.setdefault(name, self._synthetic())
+                    for value in child.children:
+                        for source, trans in _direct_inputs(value, self._subplan_output):
+                            self._edge(out, source, trans)
+        self.indirect += [(i, "JOIN") for i in self._ids(node.expressions("condition"))]
+        return list(by_name.items())
 
     def add_source(self, attrs: list[Attribute], namespace: str, name: str) -> None:
         """Attributes of a leaf relation are the columns of dataset (namespace, name)."""

@@ -1,21 +1,28 @@
-"""Targeted py4j look-ups for what ``toJSON()`` leaves null (paths, relations, maps, modes).
+"""The JVM side of an extraction: the plan's JSON, and targeted py4j look-ups for what it leaves null.
 
-Every call goes through ``JvmPlan``, which checks the time budget first and
-reaches a node by its path from the root, caching the way there.
+``plan_json`` fetches the JSON in one call. Every look-up (paths, relations, maps,
+modes) goes through ``JvmPlan``, which checks the time budget first and reaches a
+node by its path from the root, caching the way there.
 """
 
 from __future__ import annotations
 
+import logging
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from .. import jvm_classes
 from .exceptions import BudgetExceededError
 from .plan import Step
 
-__all__ = ["Deadline", "JvmPlan", "option", "quick_acks", "scala_map", "short_format"]
+__all__ = ["Deadline", "JvmPlan", "option", "plan_json", "plan_writer", "quick_acks", "scala_map", "short_format",
+           "sql_text"]
+
+log = logging.getLogger(__name__)
 
 
 class Deadline:
@@ -118,6 +125,78 @@ def quick_acks(jobj: Any) -> Iterator[None]:
             conn.socket = sock
         if reads is not None and reads._sock is wrapper:
             reads._sock = sock
+
+
+#: How long a driver without the compiled writer goes on with toJSON() before looking at the cache again
+#: (the emitter compiles the classes in the background once per machine and Spark version: 2-3 s).
+_RETRY_S = 10.0
+#: Per py4j gateway: (the PlanJson instance or None, when that was decided).
+_WRITERS: dict[int, tuple[Any, float]] = {}
+_WRITERS_LOCK = threading.Lock()
+
+
+def plan_writer() -> Any:
+    """The driver JVM's ``lineagewire.spark.PlanJson`` (``java/PlanJson.java``), or None while it is not compiled.
+
+    It is compiled with the emitter's SparkListener (``jvm_classes``); this only loads it
+    from the cache, never compiles, so an extraction does not wait for javac.
+    """
+    from pyspark import SparkContext
+
+    sc = SparkContext._active_spark_context
+    if sc is None:
+        return None
+    key = id(sc._gateway)
+    now = time.monotonic()
+    found = _WRITERS.get(key)
+    if found is not None and (found[0] is not None or now - found[1] < _RETRY_S):
+        return found[0]
+    with _WRITERS_LOCK:
+        writer = None
+        try:
+            directory = jvm_classes.cached(jvm_classes.JvmInfo.of(sc), jvm_classes.PLAN_JSON)
+            if directory is not None:
+                writer = jvm_classes.new_instance(sc, directory, jvm_classes.PLAN_JSON)
+        except Exception:  # noqa: BLE001 - toJSON() does the same work, only slower
+            log.warning("the JVM plan JSON writer could not be loaded; using Spark's toJSON()", exc_info=True)
+        _WRITERS[key] = (writer, now)
+        return writer
+
+
+def plan_json(jplan: Any) -> str:
+    """The JSON of the py4j plan ``jplan``: the string ``jplan.toJSON()`` returns.
+
+    Written by ``PlanJson`` in the JVM when it is compiled (on 300-column plans several times
+    faster than Spark's own, which builds a json4s tree and has Jackson render it), else by
+    ``toJSON()``. ``PlanJson`` itself answers with ``toJSON()`` for a plan it cannot write.
+    """
+    writer = plan_writer()
+    if writer is None:
+        return str(jplan.toJSON())
+    return str(writer.write(jplan))
+
+
+def _some(text: str) -> str | None:
+    # Option.toString in one call ("Some(...)" / "None") rather than isDefined + get.
+    return text[5:-1] if text.startswith("Some(") and text.endswith(")") else None
+
+
+def sql_text(qe: Any) -> str | None:
+    """The SQL statement the action's plan came from, or None (DataFrame API).
+
+    Spark 4.0 keeps it on the origin of the plan the listener gets. Spark 4.3 runs a command
+    made from a statement (CTAS, ``saveAsTable``) as a plan without it, and keeps it on the
+    command's ``query``.
+    """
+    plan = qe.logical()
+    text = _some(str(plan.origin().sqlText().toString()))
+    if text is None:
+        try:
+            query = plan.query()
+        except Exception:  # noqa: BLE001 - py4j's answer for a plan without a query: no SQL text
+            return None
+        text = _some(str(query.origin().sqlText().toString())) if query is not None else None
+    return text
 
 
 #: Plan fields that hold an Option[LogicalPlan] rather than a plan.

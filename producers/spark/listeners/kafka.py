@@ -22,10 +22,10 @@ import time
 from typing import Any
 
 from confluent_kafka import KafkaError as _CKError
-from confluent_kafka import KafkaException, Message, Producer
+from confluent_kafka import KafkaException, Message
 
 from lineagewire.config import Settings
-from lineagewire.kafka.publisher import DEFAULT_PRODUCER_CONFIG
+from lineagewire.kafka.producer import new_producer
 from lineagewire.schemas import Codec, job_key
 
 from ..outbox import Outbox, OutboxEntry
@@ -49,12 +49,8 @@ class KafkaListener(JobStatusListener):
         self.outbox = outbox
         self.codec = codec or Codec(schema_registry_url=settings.schema_registry_url,
                                     registry_config=settings.registry_config())
-        self._conf = {**settings.as_librdkafka_dict(), **DEFAULT_PRODUCER_CONFIG,
-                      "message.timeout.ms": max(1000, int(delivery_timeout * 1000)),
-                      "logger": logging.getLogger("lineagewire.kafka.librdkafka"),
-                      **(producer_config or {})}
-        self._conf["error_cb"] = self._client_error
-        self._producer = Producer(self._conf)
+        self._overrides = {"message.timeout.ms": max(1000, int(delivery_timeout * 1000)), **(producer_config or {})}
+        self._producer = new_producer(settings, self._overrides, error_cb=self._client_error)
         self._lock = threading.Lock()
         self._inflight: set[str] = set()
         self._backlog = len(outbox) > 0
@@ -143,7 +139,7 @@ class KafkaListener(JobStatusListener):
 
     def _renew_producer(self) -> None:
         old = self._producer
-        self._producer = Producer(self._conf)
+        self._producer = new_producer(self.settings, self._overrides, error_cb=self._client_error)
         with self._lock:
             self._fatal = False
             self._inflight.clear()  # whatever the old producer held is still in the outbox

@@ -83,10 +83,12 @@ def test_an_unwritable_cache_folder_is_named(tmp_path, monkeypatch) -> None:  # 
         jvm_classes.compile_classes(info, jvm_classes.find_javac(info) or "javac")
 
 
-def test_javac_setting_must_be_an_executable(tmp_path) -> None:  # noqa: ANN001
+def test_javac_setting_must_be_an_executable(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    monkeypatch.delenv("LINEAGEWIRE_JAVAC", raising=False)
     with pytest.raises(EmitterConfigError, match=r"spark\.lineagewire\.javac=.*expected the path of a JDK's javac"):
-        resolve_config(environ={}, config={"javac": str(tmp_path / "no-such-javac")})
-    assert resolve_config(environ={"LINEAGEWIRE_JAVAC": "/bin/sh"}).javac == "/bin/sh"
+        resolve_config(config={"javac": str(tmp_path / "no-such-javac")})
+    monkeypatch.setenv("LINEAGEWIRE_JAVAC", "/bin/sh")
+    assert resolve_config().javac == "/bin/sh"
 
 
 def _ground_truth(spark) -> dict[str, int]:  # noqa: ANN001

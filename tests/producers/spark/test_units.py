@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pathlib
 import threading
 
 import pytest
@@ -15,23 +16,63 @@ from lineagewire.producers.spark.split import split_action_lineage
 from lineagewire.schemas import Codec, action_lineage, header
 
 
-def test_config_precedence_arguments_then_conf_then_env() -> None:
-    env = {"LINEAGEWIRE_LISTENERS": "log", "LINEAGEWIRE_NAMESPACE": "env-ns", "LINEAGEWIRE_FLUSH_TIMEOUT": "7"}
+@pytest.fixture
+def env(monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path) -> pytest.MonkeyPatch:
+    """No LINEAGEWIRE_* variable and no ./lineagewire.yaml but those a test sets."""
+    import os
+
+    for name in list(os.environ):
+        if name.startswith("LINEAGEWIRE_") and name != "LINEAGEWIRE_HOME":
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    return monkeypatch
+
+
+def test_config_precedence_arguments_then_conf_then_env_then_file(env: pytest.MonkeyPatch,
+                                                                   tmp_path: pathlib.Path) -> None:
+    (tmp_path / "lineagewire.yaml").write_text(
+        "bootstrap_servers: file-host:9092\n"  # the Kafka settings' part of the same file
+        "emitter:\n  namespace: file-ns\n  queue_size: 17\n  flush_timeout: 1\n  listeners: [file]\n")
+    env.setenv("LINEAGEWIRE_LISTENERS", "log")
+    env.setenv("LINEAGEWIRE_NAMESPACE", "env-ns")
+    env.setenv("LINEAGEWIRE_FLUSH_TIMEOUT", "7")
+    env.setenv("LINEAGEWIRE_TOPICS__JOBS", "someone-else's")  # a Settings variable: not the emitter's
     conf = {"spark.lineagewire.namespace": "conf-ns", "spark.lineagewire.heartbeat": "3",
             "spark.lineagewire.myplugin.url": "http://x"}  # a plugin's own key: not ours to check
-    cfg = resolve_config(spark_conf=conf, environ=env, config={"heartbeat": "4"}, job_name="arg-job")
+    cfg = resolve_config(spark_conf=conf, config={"heartbeat": "4"}, job_name="arg-job")
     assert cfg.listeners == ["log"] and cfg.namespace == "conf-ns" and cfg.flush_timeout == 7
-    assert cfg.heartbeat == 4 and cfg.job_name == "arg-job"
-    assert resolve_config(environ={}, listeners=[]).listeners == []
-    assert resolve_config(environ={"LINEAGEWIRE_LISTENERS": ""}).listeners == []
-    assert resolve_config(environ={}).listeners == ["kafka"]
+    assert cfg.heartbeat == 4 and cfg.job_name == "arg-job" and cfg.queue_size == 17
+    assert resolve_config(listeners=[]).listeners == []
+    env.setenv("LINEAGEWIRE_LISTENERS", "")
+    assert resolve_config().listeners == []
+    env.delenv("LINEAGEWIRE_LISTENERS")
+    env.delenv("LINEAGEWIRE_NAMESPACE")
+    assert resolve_config().listeners == ["file"] and resolve_config().namespace == "file-ns"
+    (tmp_path / "lineagewire.yaml").unlink()
+    assert resolve_config().listeners == ["kafka"] and resolve_config().namespace == "spark"
 
 
-def test_config_errors_name_key_and_value() -> None:
+def test_config_errors_name_key_and_value(env: pytest.MonkeyPatch, tmp_path: pathlib.Path) -> None:
     with pytest.raises(EmitterConfigError, match=r"spark\.lineagewire\.flush_timeout='soon'"):
-        resolve_config(environ={}, config={"flush_timeout": "soon"})
+        resolve_config(config={"flush_timeout": "soon"})
     with pytest.raises(EmitterConfigError, match=r"spark\.lineagewire\.flush_timout"):
-        resolve_config(environ={}, spark_conf={"spark.lineagewire.flush_timout": "1"})
+        resolve_config(spark_conf={"spark.lineagewire.flush_timout": "1"})
+    env.setenv("LINEAGEWIRE_QUEUE_SIZE", "0")
+    with pytest.raises(EmitterConfigError, match=r"spark\.lineagewire\.queue_size='0'.*greater than or equal to 1"):
+        resolve_config()
+    env.delenv("LINEAGEWIRE_QUEUE_SIZE")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("emitter:\n  flush_timout: 1\n")
+    env.setenv("LINEAGEWIRE_CONFIG", str(bad))
+    with pytest.raises(EmitterConfigError, match=r"bad\.yaml', section 'emitter': unknown emitter setting\(s\) "
+                                                 r"flush_timout; expected some of listeners"):
+        resolve_config()
+    bad.write_text("emitter: [1, 2\n")
+    with pytest.raises(EmitterConfigError, match=r"bad\.yaml' cannot be read as YAML"):
+        resolve_config()
+    env.setenv("LINEAGEWIRE_CONFIG", str(tmp_path / "missing.yaml"))
+    with pytest.raises(EmitterConfigError, match=r"LINEAGEWIRE_CONFIG='.*missing\.yaml': no such file"):
+        resolve_config()
 
 
 def test_conf_snapshot_keeps_the_whitelist_and_no_secrets() -> None:
@@ -40,6 +81,25 @@ def test_conf_snapshot_keeps_the_whitelist_and_no_secrets() -> None:
             "spark.executor.memory": "2g"}
     assert conf_snapshot(conf) == {"spark.app.name": "a", "spark.executor.memory": "2g", "spark.master": "local[2]",
                                    "spark.lineagewire.namespace": "n"}
+
+
+def test_conf_snapshot_redacts_secrets_in_values_under_innocent_keys() -> None:
+    conf = {"spark.lineagewire.kafka.sasl.jaas.config": 'PlainLoginModule required username="u" password="pw1";',
+            "spark.lineagewire.catalog.url": "https://bob:pw2@catalog.example/api"}
+    assert conf_snapshot(conf) == {
+        "spark.lineagewire.catalog.url": "https://bob:***@catalog.example/api",
+        "spark.lineagewire.kafka.sasl.jaas.config": 'PlainLoginModule required username="u" password="***";'}
+
+
+def test_redaction_settings_parse_and_errors_name_the_key(env: pytest.MonkeyPatch) -> None:
+    env.setenv("LINEAGEWIRE_REDACT_PATTERNS", r'["ghp_[A-Za-z0-9]{4,}", "pin (?P<secret>\\d+)"]')
+    cfg = resolve_config(spark_conf={"spark.lineagewire.redact_keys": "signature, sig"})
+    assert cfg.redact_patterns == ["ghp_[A-Za-z0-9]{4,}", r"pin (?P<secret>\d+)"]
+    assert cfg.redact_keys == ["signature", "sig"]
+    assert cfg.redactor().text("ghp_abcd pin 12 x?signature=1") == "*** pin *** x?signature=***"
+    assert resolve_config(config={"redact_patterns": "a,b{1,2}\nc"}).redact_patterns == ["a,b{1,2}", "c"]
+    with pytest.raises(EmitterConfigError, match=r"spark\.lineagewire\.redact_patterns.*'ghp_\[' is not a valid"):
+        resolve_config(config={"redact_patterns": "ghp_["})
 
 
 def test_registry_builtins_entry_points_dotted_paths_and_unknown_names() -> None:

@@ -8,10 +8,16 @@ from typing import Any
 import pytest
 
 from lineagewire.config import Settings
+from tests.producers.packages import require_package
 
 from .conftest import Capture, collect, inputs_of, reads
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
+
+
+@pytest.fixture(autouse=True)
+def _kafka_connector(spark: Any) -> None:
+    require_package("spark-sql-kafka-0-10_2.13")  # the newest Spark may have no build of it yet
 
 
 def test_kafka_sink_and_source(spark: Any, capture: Capture, kafka_settings: Settings,

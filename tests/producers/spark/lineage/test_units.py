@@ -7,7 +7,7 @@ import json
 import pytest
 
 from lineagewire.producers.spark.lineage import PlanFormatError, extract_from_plan
-from lineagewire.producers.spark.lineage.extract import _kafka_topics
+from lineagewire.producers.spark.lineage.connectors.kafka import kafka_topics as _kafka_topics
 from lineagewire.producers.spark.lineage.naming import file_dataset_id, jdbc_dataset_id, kafka_namespace
 from lineagewire.producers.spark.lineage.plan import parse_plan_json
 from lineagewire.producers.spark.lineage.schema import fields_of_catalog_string, fields_of_struct_json
@@ -120,7 +120,7 @@ def test_deadline_lets_dataset_naming_run_into_the_grace_period() -> None:
 
 
 def test_jdbc_query_tables() -> None:
-    from lineagewire.producers.spark.lineage.extract import _query_tables
+    from lineagewire.producers.spark.lineage.connectors.jdbc import query_tables as _query_tables
 
     wrapped = '(SELECT a.id FROM APP.ITEMS a JOIN app."Other T" o ON a.id = o.id ' \
               'WHERE x IN (SELECT y FROM s.t)) SPARK_GEN_SUBQ_3'

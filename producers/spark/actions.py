@@ -1,0 +1,147 @@
+"""Spark actions to ``ActionLineageEvent``: extraction within the time budget, on the actions worker.
+
+The hooks hand each action's ``QueryExecution`` over (``submit``) and return;
+the worker (one thread, a bounded queue of ``action_queue_size``) extracts the
+lineage within ``time_budget_ms``, builds the event, redacts it and splits it
+when it is over ``max_event_bytes``; ``send`` numbers and dispatches the parts.
+An action that finds the queue full still gets its event, without lineage
+and saying why, so no action goes unreported.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from lineagewire.redact import Redactor
+from lineagewire.schemas import Codec, action_lineage
+from lineagewire.schemas.events import ErrorInfo
+
+from ._py4j import release_thread_connection
+from .config import EmitterConfig
+from .listeners.executor import BoundedExecutor
+from .runs import Run
+from .split import split_action_lineage
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ActionLineage", "java_error"]
+
+#: ``send(run, parts)``: number the parts in ``run`` and hand them to the listeners
+Send = Callable[[Run, list[dict[str, Any]]], None]
+
+
+def _extractor() -> Any:
+    """``extract_action_lineage`` if the lineage package is there, else None."""
+    try:
+        from lineagewire.producers.spark.lineage import extract_action_lineage
+    except ImportError:
+        return None
+    return extract_action_lineage
+
+
+class ActionLineage:
+    """The actions worker and the building of action events; see the module docstring."""
+
+    def __init__(self, config: EmitterConfig, redactor: Redactor, send: Send) -> None:
+        self.config = config
+        self._redactor = redactor
+        self._send = send
+        self._codec = Codec()
+        self._executor = BoundedExecutor("actions", config.action_queue_size, on_exit=release_thread_connection)
+        #: actions taken from the queue, and those sent without lineage because it was full
+        self.processed = 0
+        self.skipped = 0
+
+    # -- the hooks' side (listener-bus threads) --------------------------------------------------
+
+    def submit(self, run: Run, func_name: str, qe: Any, duration_ns: int | None, exception: Any) -> None:
+        """Queue one action for extraction; when the queue is full, send it at once without lineage."""
+        if not self._executor.submit(self._process, run, func_name, qe, duration_ns, exception):
+            self.skipped += 1
+            self.publish(run, func_name, None, duration_ns, java_error(exception) if exception else None,
+                         "action queue full: lineage not extracted")
+
+    def run_later(self, fn: Callable[..., Any], *args: Any) -> bool:
+        """Run other per-action work (streaming progress) on the same worker, in order; False when full."""
+        return self._executor.submit(fn, *args)
+
+    # -- the worker ------------------------------------------------------------------------------
+
+    def _process(self, run: Run, func_name: str, qe: Any, duration_ns: int | None, exception: Any) -> None:
+        self.processed += 1
+        budget_s = self.config.time_budget_ms / 1000
+        error = java_error(exception) if exception is not None else None
+        extract = _extractor()
+        if extract is None:
+            self.publish(run, func_name, None, duration_ns, error, "lineage extractor unavailable")
+            return
+        started = time.perf_counter()
+        try:
+            result = extract(qe, func_name, budget_s=budget_s)
+        except Exception as exc:  # noqa: BLE001 - the contract says it never raises; the job must not care
+            why = self._redactor.text(repr(exc))
+            log.warning("lineage extraction of %s failed: %s", func_name, why)
+            self.publish(run, func_name, None, duration_ns, error, f"lineage extraction failed: {why}")
+            return
+        elapsed = time.perf_counter() - started
+        reason = None
+        if elapsed > budget_s and getattr(result, "complete", False):
+            reason = f"lineage extraction took {elapsed * 1000:.0f} ms, over the {budget_s * 1000:.0f} ms budget"
+        self.publish(run, func_name, result, duration_ns, error, reason)
+
+    def publish(self, run: Run, func_name: str, result: Any, duration_ns: int | None, error: ErrorInfo | None,
+                reason: str | None, *, status: str | None = None, action_id: str | None = None) -> None:
+        """Build the action's event from an extraction ``result`` (or None), redact, split and send it."""
+        complete = bool(result is not None and result.complete and reason is None)
+        reasons = [r for r in (getattr(result, "incomplete_reason", None), reason) if r]
+        event = dict(action_lineage(
+            run.draft_header("ActionLineageEvent", parent=run.ref),  # each part gets its numbered header on send
+            action_id or str(uuid.uuid4()), func_name,
+            action_status=status or ("FAILED" if error else "SUCCEEDED"),  # type: ignore[arg-type]
+            inputs=list(result.inputs) if result is not None else [],
+            outputs=list(result.outputs) if result is not None else [],
+            column_lineage=list(result.column_lineage) if result is not None else [],
+            plan_node=getattr(result, "plan_node", None), sql=getattr(result, "sql", None),
+            duration_ms=int(duration_ns / 1e6) if duration_ns is not None else None,
+            lineage_complete=complete, incomplete_reason="; ".join(reasons) or None, error=error))
+        # Redacted before splitting, so the parts are sized as they are sent.
+        event = self._redactor.mapping(event)
+        try:
+            parts = split_action_lineage(event, self._size, self.config.max_event_bytes)
+        except Exception as exc:  # noqa: BLE001 - an unencodable event: say so rather than lose the action
+            why = self._redactor.text(str(exc))
+            log.warning("action %s: lineage event cannot be encoded (%s); sent without lineage", func_name, why)
+            parts = [{**event, "inputs": [], "outputs": [], "column_lineage": [], "lineage_complete": False,
+                      "incomplete_reason": f"lineage not encodable: {why}"}]
+        self._send(run, parts)
+
+    def _size(self, event: dict[str, Any]) -> int:
+        return len(self._codec.encode(event))
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def drain(self, timeout: float) -> bool:
+        """Wait until the queued actions are processed; False on timeout."""
+        return self._executor.drain(timeout)
+
+    def shutdown(self, timeout: float) -> bool:
+        """Process what is queued within ``timeout``, then stop the worker."""
+        return self._executor.shutdown(timeout)
+
+
+def java_error(exc: Any) -> ErrorInfo:
+    """Class, message and stack of a Java throwable (py4j object)."""
+    try:
+        cls = exc.getClass().getName()
+        message = exc.getMessage() or cls
+        try:
+            stack = exc.toString() + "\n" + "\n".join(f"\tat {e.toString()}" for e in list(exc.getStackTrace())[:50])
+        except Exception:  # noqa: BLE001
+            stack = None
+        return {"error_class": cls, "message": str(message)[:8000], "stack_trace": stack}
+    except Exception as err:  # noqa: BLE001 - the JVM may be going away
+        return {"error_class": "unknown", "message": f"error not readable: {err!r}", "stack_trace": None}

@@ -1,0 +1,48 @@
+"""The public callback protocol between Spark's listeners (``hooks.py``) and whatever turns them into events.
+
+``SparkHooks`` registers the listeners on a SparkSession and calls these
+methods; ``Emitter`` implements them. The hooks know nothing else of the
+emitter, so either side can change (or be replaced in a test) alone.
+
+Rules for an implementation:
+
+* Every method is called on one of Spark's listener-bus threads (or the
+  py4j callback server's), never on the job's thread. It must return at once:
+  hand the references on to a worker and return, or the bus backs up and
+  Spark drops events.
+* A method must not raise: an exception would reach Spark's bus (and its
+  log) without helping anyone.
+* The arguments are py4j objects (``QueryExecution``, Java throwables) or
+  PySpark's streaming event objects. They stay valid while the SparkContext
+  lives; read what you need on the worker, within its time budget.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = ["SparkCallbacks"]
+
+
+@runtime_checkable
+class SparkCallbacks(Protocol):
+    """What ``SparkHooks`` calls; see the module docstring for the threading rules."""
+
+    def on_action(self, func_name: str, qe: Any, duration_ns: int | None, exception: Any) -> None:
+        """One Spark action (SQL execution) ended: ``exception`` is None on success, a Java throwable on failure.
+
+        ``func_name`` is Spark's name of the action (``count``, ``save``, ``command``...), ``qe`` the
+        ``org.apache.spark.sql.execution.QueryExecution``, ``duration_ns`` None when it failed.
+        """
+
+    def on_application_end(self) -> None:
+        """The SparkContext stopped (from the JVM side too): end what is open."""
+
+    def on_stream_started(self, event: Any) -> None:
+        """A streaming query started (PySpark's ``QueryStartedEvent``: ``id``, ``runId``, ``name``)."""
+
+    def on_stream_progress(self, event: Any) -> None:
+        """A micro-batch of a streaming query ended (``QueryProgressEvent``: ``progress``)."""
+
+    def on_stream_terminated(self, event: Any) -> None:
+        """A streaming query stopped (``QueryTerminatedEvent``: ``id``, ``exception``, ``errorClassOnException``)."""

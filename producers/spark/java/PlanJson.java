@@ -1,0 +1,447 @@
+/*
+ * A plan's JSON, as TreeNode.toJSON() writes it, written straight from the tree.
+ *
+ * Spark's toJSON() builds the whole document as json4s values first (and for every
+ * node of every expression looks up its constructor's parameter names through Scala
+ * reflection), then has Jackson render it: on a 300-column plan that is 60-130 ms,
+ * most of an action's lineage extraction. This class walks the same tree with the same
+ * rules (TreeNode.jsonValue, jsonFields, parseToJson and shouldConvertToJson of Spark
+ * 4.0 to 4.3, which are identical), caches the parameter names per class, and appends
+ * to one StringBuilder, escaping strings as Jackson does. Nodes that override
+ * jsonFields (Literal) are asked for their fields and only those are rendered here.
+ *
+ * The output is the same string toJSON() returns (tests/producers/spark/test_plan_json.py
+ * compares them on real plans for each tested Spark). On anything unexpected it returns
+ * toJSON() itself, and counts it (fallbacks()).
+ *
+ * Shipped as source and compiled with JobEventsListener (producers/spark/jvm_classes.py).
+ */
+package lineagewire.spark;
+
+import java.util.IdentityHashMap;
+import java.util.UUID;
+import java.util.concurrent.atomic.AtomicLong;
+
+import org.apache.spark.sql.catalyst.AliasIdentifier;
+import org.apache.spark.sql.catalyst.CatalystIdentifier;
+import org.apache.spark.sql.catalyst.ScalaReflection$;
+import org.apache.spark.sql.catalyst.catalog.BucketSpec;
+import org.apache.spark.sql.catalyst.catalog.CatalogStorageFormat;
+import org.apache.spark.sql.catalyst.catalog.CatalogTable;
+import org.apache.spark.sql.catalyst.catalog.CatalogTableType;
+import org.apache.spark.sql.catalyst.catalog.FunctionResource;
+import org.apache.spark.sql.catalyst.expressions.ExprId;
+import org.apache.spark.sql.catalyst.plans.JoinType;
+import org.apache.spark.sql.catalyst.plans.physical.BroadcastMode;
+import org.apache.spark.sql.catalyst.plans.physical.Partitioning;
+import org.apache.spark.sql.catalyst.trees.TreeNode;
+import org.apache.spark.sql.internal.SQLConf;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.Metadata;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.storage.StorageLevel;
+
+import scala.Option;
+import scala.Product;
+import scala.Tuple2;
+import scala.collection.Iterator;
+import scala.collection.immutable.Seq;
+
+public final class PlanJson {
+    private static final char[] HEX = "0123456789ABCDEF".toCharArray();
+
+    /** Constructor parameter names per class: Spark looks them up by Scala reflection for every node, every time. */
+    private static final ClassValue<String[]> NAMES = new ClassValue<String[]>() {
+        @Override
+        protected String[] computeValue(Class<?> type) {
+            Seq<String> names = ScalaReflection$.MODULE$.getConstructorParameterNames(type);
+            String[] out = new String[names.length()];
+            Iterator<String> it = names.iterator();
+            for (int i = 0; it.hasNext(); i++) {
+                out[i] = it.next();
+            }
+            return out;
+        }
+    };
+
+    /** Whether a node class writes its own fields (overrides TreeNode.jsonFields, as Literal does). */
+    private static final ClassValue<Boolean> OWN_FIELDS = new ClassValue<Boolean>() {
+        @Override
+        protected Boolean computeValue(Class<?> type) {
+            try {
+                return type.getMethod("jsonFields").getDeclaringClass() != TreeNode.class;
+            } catch (NoSuchMethodException e) {
+                return Boolean.FALSE;
+            }
+        }
+    };
+
+    private final AtomicLong written = new AtomicLong();
+    private final AtomicLong fallbacks = new AtomicLong();
+    private volatile String lastFallback;
+
+    /** The plan's JSON, equal to {@code root.toJSON()}. */
+    public String write(TreeNode<?> root) {
+        try {
+            String json = new Writer().tree(root).toString();
+            written.incrementAndGet();
+            return json;
+        } catch (RuntimeException | ReflectiveOperationException | LinkageError e) {
+            fallbacks.incrementAndGet();
+            lastFallback = e.toString();
+            return root.toJSON();
+        }
+    }
+
+    /** Plans written by this class. */
+    public long written() {
+        return written.get();
+    }
+
+    /** Plans this class could not write, for which toJSON() answered instead. */
+    public long fallbacks() {
+        return fallbacks.get();
+    }
+
+    /** Why the last fallback happened, or null. */
+    public String lastFallback() {
+        return lastFallback;
+    }
+
+    /** One document: the output and what it has rendered already. */
+    private static final class Writer {
+        private final StringBuilder out = new StringBuilder(1 << 16);
+        private final IdentityHashMap<DataType, String> types = new IdentityHashMap<>();
+        private String emptyMetadata;
+
+        /** TreeNode.jsonValue: the nodes of the tree, pre-order, in one array. */
+        StringBuilder tree(TreeNode<?> root) throws ReflectiveOperationException {
+            out.append('[');
+            node(root, true);
+            out.append(']');
+            return out;
+        }
+
+        private void node(TreeNode<?> tn, boolean first) throws ReflectiveOperationException {
+            if (!first) {
+                out.append(',');
+            }
+            Seq<?> children = tn.children();
+            out.append("{\"class\":");
+            string(tn.getClass().getName());
+            out.append(",\"num-children\":").append(children.length());
+            if (OWN_FIELDS.get(tn.getClass())) {
+                jfields(tn.jsonFields());
+            } else {
+                fields(tn, children);
+            }
+            out.append('}');
+            Iterator<?> it = children.iterator();
+            while (it.hasNext()) {
+                node((TreeNode<?>) it.next(), false);
+            }
+        }
+
+        /** TreeNode.jsonFields: children as their index, everything else through parseToJson. */
+        private void fields(TreeNode<?> tn, Seq<?> children) throws ReflectiveOperationException {
+            String[] names = NAMES.get(tn.getClass());
+            Object[] values = elements(tn, tn.otherCopyArgs());
+            if (names.length != values.length) {
+                throw new IllegalStateException(tn.getClass().getName() + ": " + names.length + " constructor "
+                        + "parameters, " + values.length + " values");
+            }
+            scala.collection.immutable.Set<TreeNode<?>> isChild = tn.containsChild();
+            for (int i = 0; i < names.length; i++) {
+                Object value = values[i];
+                int mark = out.length();
+                out.append(',');
+                string(names[i]);
+                out.append(':');
+                if (value instanceof TreeNode && isChild.contains((TreeNode<?>) value)) {
+                    out.append(children.indexOf(value));
+                } else if (value instanceof Seq && allChildren((Seq<?>) value, isChild)) {
+                    out.append('[');
+                    Iterator<?> it = ((Seq<?>) value).iterator();
+                    for (boolean first = true; it.hasNext(); first = false) {
+                        if (!first) {
+                            out.append(',');
+                        }
+                        out.append(children.indexOf(it.next()));
+                    }
+                    out.append(']');
+                } else if (!value(value)) {
+                    out.setLength(mark);  // json4s leaves out a field whose value is JNothing (None)
+                }
+            }
+        }
+
+        @SuppressWarnings("unchecked")
+        private static boolean allChildren(Seq<?> seq, scala.collection.immutable.Set<TreeNode<?>> isChild) {
+            Iterator<?> it = seq.iterator();
+            while (it.hasNext()) {
+                Object v = it.next();
+                if (!(v instanceof TreeNode) || !isChild.contains((TreeNode<?>) v)) {
+                    return false;
+                }
+            }
+            return true;
+        }
+
+        private static Object[] elements(Product p, Seq<?> extra) {
+            int arity = p.productArity();
+            int more = extra == null ? 0 : extra.length();
+            Object[] values = new Object[arity + more];
+            for (int i = 0; i < arity; i++) {
+                values[i] = p.productElement(i);
+            }
+            if (more > 0) {
+                Iterator<?> it = extra.iterator();
+                for (int i = arity; it.hasNext(); i++) {
+                    values[i] = it.next();
+                }
+            }
+            return values;
+        }
+
+        /** TreeNode.parseToJson; false when the value is JNothing (an empty Option), which writes nothing. */
+        private boolean value(Object obj) throws ReflectiveOperationException {
+            if (obj == null) {
+                out.append("null");
+            } else if (obj instanceof Boolean) {
+                out.append(((Boolean) obj).booleanValue());
+            } else if (obj instanceof Byte || obj instanceof Short || obj instanceof Integer || obj instanceof Long) {
+                out.append(((Number) obj).longValue());
+            } else if (obj instanceof Float) {
+                number(((Float) obj).doubleValue());
+            } else if (obj instanceof Double) {
+                number((Double) obj);
+            } else if (obj instanceof scala.math.BigInt) {
+                out.append(((scala.math.BigInt) obj).bigInteger().toString());
+            } else if (obj instanceof String) {
+                string((String) obj);
+            } else if (obj instanceof UUID) {
+                string(obj.toString());
+            } else if (obj instanceof DataType) {
+                out.append(types.computeIfAbsent((DataType) obj, DataType::json));
+            } else if (obj instanceof Metadata) {
+                // Spark writes Metadata.empty for every Metadata (SPARK-17356: a model's metadata can be huge).
+                if (emptyMetadata == null) {
+                    emptyMetadata = Metadata.empty().json();
+                }
+                out.append(emptyMetadata);
+            } else if (obj instanceof Class) {
+                string(((Class<?>) obj).getName());
+            } else if (obj instanceof StorageLevel) {
+                StorageLevel s = (StorageLevel) obj;
+                out.append("{\"useDisk\":").append(s.useDisk()).append(",\"useMemory\":").append(s.useMemory())
+                        .append(",\"useOffHeap\":").append(s.useOffHeap()).append(",\"deserialized\":")
+                        .append(s.deserialized()).append(",\"replication\":").append(s.replication()).append('}');
+            } else if (obj instanceof TreeNode) {
+                tree((TreeNode<?>) obj);
+            } else if (obj instanceof Option) {
+                Option<?> o = (Option<?>) obj;
+                return o.isDefined() && value(o.get());
+            } else if (obj instanceof Seq) {
+                seq((Seq<?>) obj);
+            } else if (obj instanceof scala.collection.Map) {
+                out.append("null");
+            } else if (obj.getClass().getName().endsWith("$")) {
+                out.append("{\"object\":");
+                string(obj.getClass().getName());
+                out.append('}');
+            } else if (obj instanceof Product && shouldConvert((Product) obj)) {
+                product((Product) obj);
+            } else {
+                out.append("null");
+            }
+            return true;
+        }
+
+        private void seq(Seq<?> t) throws ReflectiveOperationException {
+            if (all(t, Partitioning.class) || all(t, DataType.class) || all(t, Product.class)) {
+                out.append('[');
+                boolean first = true;
+                Iterator<?> it = t.iterator();
+                while (it.hasNext()) {
+                    int mark = out.length();
+                    if (!first) {
+                        out.append(',');
+                    }
+                    if (value(it.next())) {
+                        first = false;
+                    } else {
+                        out.setLength(mark);  // json4s skips JNothing in arrays too
+                    }
+                }
+                out.append(']');
+            } else if (t.length() > 0 && t.head() instanceof String) {
+                string(org.apache.spark.sql.catalyst.util.package$.MODULE$.truncatedString(
+                        t, "[", ", ", "]", SQLConf.get().maxToStringFields()));
+            } else {
+                out.append("null");
+            }
+        }
+
+        private static boolean all(Seq<?> t, Class<?> type) {
+            Iterator<?> it = t.iterator();
+            while (it.hasNext()) {
+                if (!type.isInstance(it.next())) {
+                    return false;
+                }
+            }
+            return true;
+        }
+
+        private static boolean shouldConvert(Product p) {
+            if (p instanceof ExprId || p instanceof StructField || p instanceof CatalystIdentifier
+                    || p instanceof AliasIdentifier || p instanceof JoinType || p instanceof BucketSpec
+                    || p instanceof CatalogTable || p instanceof Partitioning || p instanceof FunctionResource
+                    || p instanceof BroadcastMode || p instanceof CatalogTableType
+                    || p instanceof CatalogStorageFormat) {
+                return true;
+            }
+            Iterator<Object> it = p.productIterator();
+            while (it.hasNext()) {
+                if (it.next() instanceof TreeNode) {
+                    return true;
+                }
+            }
+            return false;
+        }
+
+        /** A product Spark writes field by field; on an error Spark writes null, and so does this. */
+        private void product(Product p) throws ReflectiveOperationException {
+            int mark = out.length();
+            try {
+                String[] names = NAMES.get(p.getClass());
+                Object[] values;
+                if (p.productArity() == names.length) {
+                    values = elements(p, null);
+                } else {
+                    values = new Object[names.length];
+                    for (int i = 0; i < names.length; i++) {
+                        java.lang.reflect.Field field = p.getClass().getDeclaredField(names[i]);
+                        field.setAccessible(true);
+                        values[i] = field.get(p);
+                    }
+                }
+                out.append("{\"product-class\":");
+                string(p.getClass().getName());
+                for (int i = 0; i < names.length; i++) {
+                    int fieldMark = out.length();
+                    out.append(',');
+                    string(names[i]);
+                    out.append(':');
+                    if (!value(values[i])) {
+                        out.setLength(fieldMark);
+                    }
+                }
+                out.append('}');
+            } catch (RuntimeException | ReflectiveOperationException e) {
+                out.setLength(mark);
+                out.append("null");
+            }
+        }
+
+        /** Fields a node wrote itself, as json4s values. */
+        private void jfields(scala.collection.immutable.List<Tuple2<String, org.json4s.JValue>> fields) {
+            Iterator<Tuple2<String, org.json4s.JValue>> it = fields.iterator();
+            while (it.hasNext()) {
+                Tuple2<String, org.json4s.JValue> field = it.next();
+                if (field._2() == org.json4s.JNothing$.MODULE$) {
+                    continue;
+                }
+                out.append(',');
+                string(field._1());
+                out.append(':');
+                jvalue(field._2());
+            }
+        }
+
+        /** A json4s value as json4s-jackson's JValueSerializer writes it. */
+        private void jvalue(org.json4s.JValue v) {
+            if (v == null || v == org.json4s.JNull$.MODULE$) {
+                out.append("null");
+            } else if (v instanceof org.json4s.JString) {
+                string(((org.json4s.JString) v).s());
+            } else if (v instanceof org.json4s.JInt) {
+                out.append(((org.json4s.JInt) v).num().bigInteger().toString());
+            } else if (v instanceof org.json4s.JLong) {
+                out.append(((org.json4s.JLong) v).num());
+            } else if (v instanceof org.json4s.JDouble) {
+                number(((org.json4s.JDouble) v).num());
+            } else if (v instanceof org.json4s.JDecimal) {
+                out.append(((org.json4s.JDecimal) v).num().bigDecimal().toString());
+            } else if (v instanceof org.json4s.JBool) {
+                out.append(((org.json4s.JBool) v).value());
+            } else if (v instanceof org.json4s.JObject) {
+                out.append('{');
+                int mark = out.length();
+                jfields(((org.json4s.JObject) v).obj());
+                if (out.length() > mark) {
+                    out.deleteCharAt(mark);  // the comma before the first field
+                }
+                out.append('}');
+            } else if (v instanceof org.json4s.JArray) {
+                jarray(((org.json4s.JArray) v).arr().iterator());
+            } else if (v instanceof org.json4s.JSet) {
+                jarray(((org.json4s.JSet) v).set().iterator());
+            } else {
+                throw new IllegalArgumentException("unknown JSON value " + v.getClass().getName());
+            }
+        }
+
+        private void jarray(Iterator<org.json4s.JValue> it) {
+            out.append('[');
+            boolean first = true;
+            while (it.hasNext()) {
+                org.json4s.JValue v = it.next();
+                if (v == org.json4s.JNothing$.MODULE$) {
+                    continue;
+                }
+                if (!first) {
+                    out.append(',');
+                }
+                jvalue(v);
+                first = false;
+            }
+            out.append(']');
+        }
+
+        /** Jackson's writeNumber(double): Double.toString, and non-finite numbers as strings. */
+        private void number(double d) {
+            if (Double.isNaN(d) || Double.isInfinite(d)) {
+                string(Double.toString(d));
+            } else {
+                out.append(Double.toString(d));
+            }
+        }
+
+        /** A string as Jackson escapes it by default: quote, backslash and control characters only. */
+        private void string(String s) {
+            out.append('"');
+            int n = s.length();
+            int start = 0;
+            for (int i = 0; i < n; i++) {
+                char c = s.charAt(i);
+                if (c >= 0x20 && c != '"' && c != '\\') {
+                    continue;
+                }
+                out.append(s, start, i);
+                start = i + 1;
+                switch (c) {
+                    case '"': out.append("\\\""); break;
+                    case '\\': out.append("\\\\"); break;
+                    case '\b': out.append("\\b"); break;
+                    case '\t': out.append("\\t"); break;
+                    case '\n': out.append("\\n"); break;
+                    case '\f': out.append("\\f"); break;
+                    case '\r': out.append("\\r"); break;
+                    default: out.append("\\u00").append(HEX[c >> 4]).append(HEX[c & 0xF]);
+                }
+            }
+            out.append(s, start, n);
+            out.append('"');
+        }
+    }
+}

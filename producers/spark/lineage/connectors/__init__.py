@@ -1,0 +1,59 @@
+"""The connector registry: which handler names the datasets of which plan node.
+
+``OUTPUTS`` maps a write command's simple class name to a handler that adds
+the output datasets (``ctx.add_output``); ``INPUTS`` maps a leaf relation's
+simple class name to a handler that returns its input datasets. One module
+per connector family; V1 relations and providers are dispatched further by
+their JVM class in ``v1.RELATIONS`` / ``v1.DATA_SOURCES``. A leaf listed in
+``NO_DATASET`` reads nothing that is a dataset.
+
+To support a new node, write the handler in the family's module and add it here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from lineagewire.schemas.events import Dataset
+
+from ..context import Extraction
+from ..plan import PlanNode
+from . import catalog, delta, files, rdd, v1, v2
+
+__all__ = ["INPUTS", "NO_DATASET", "OUTPUTS", "InputHandler", "OutputHandler"]
+
+InputHandler = Callable[[Extraction, PlanNode], list[Dataset]]
+OutputHandler = Callable[[Extraction, PlanNode], None]
+
+OUTPUTS: dict[str, OutputHandler] = {
+    "InsertIntoHadoopFsRelationCommand": files.insert_into_hadoop_fs,
+    "InsertIntoDataSourceDirCommand": files.insert_into_dir,
+    "CreateDataSourceTableAsSelectCommand": catalog.create_data_source_table_as_select,
+    "CreateHiveTableAsSelectCommand": catalog.create_hive_table_as_select,
+    "CreateTableCommand": catalog.create_table,
+    "CreateDataSourceTableCommand": catalog.create_table,
+    "InsertIntoHiveTable": catalog.insert_into_hive_table,
+    "InsertIntoDataSourceCommand": v1.insert_into_data_source,
+    "SaveIntoDataSourceCommand": v1.save_into_data_source,
+    "AppendData": v2.append_data,
+    "OverwriteByExpression": v2.overwrite_by_expression,
+    "OverwritePartitionsDynamic": v2.overwrite_partitions_dynamic,
+    "MergeIntoCommand": delta.merge,
+    "UpdateCommand": delta.update,
+    "DeleteCommand": delta.delete,
+}
+
+INPUTS: dict[str, InputHandler] = {
+    "LogicalRelation": v1.logical_relation,
+    "HiveTableRelation": catalog.hive_table_relation,
+    "DataSourceV2Relation": v2.v2_relation,
+    "DataSourceV2ScanRelation": v2.v2_scan_relation,
+    "LogicalRDD": rdd.rdd_relation,
+    "ExternalRDD": rdd.rdd_relation,
+}
+
+#: Leaves that read no dataset.
+NO_DATASET = frozenset({
+    "LocalRelation", "OneRowRelation", "Range", "UnresolvedRelation",
+    "ResolvedIdentifier", "ResolvedNamespace", "ResolvedTable", "StreamingExecutionRelation", "InMemoryRelation",
+})

@@ -1,0 +1,60 @@
+"""Kafka (spark-sql-kafka): ``KafkaRelation`` batch reads and ``KafkaSourceProvider`` writes."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from lineagewire.schemas.events import Dataset, SchemaField, Symlink, dataset
+
+from ..context import Extraction
+from ..jvm import scala_map
+from ..naming import kafka_namespace
+from ..plan import PlanNode
+
+__all__ = ["kafka_relation", "kafka_save", "kafka_topics"]
+
+
+def _private_field(obj: Any, name: str) -> Any:
+    """A private field of a JVM object (KafkaRelation keeps its options in constructor fields)."""
+    f = obj.getClass().getDeclaredField(name)
+    f.setAccessible(True)
+    return f.get(obj)
+
+
+def kafka_topics(strategy: str) -> list[tuple[str, dict[str, str]]]:
+    """Topics of a Kafka ConsumerStrategy's toString: Subscribe[a, b], Assign[a-0, a-1], SubscribePattern[p]."""
+    m = re.match(r"^(\w+)\[(.*)\]$", strategy.strip(), re.S)
+    if not m:
+        return [(strategy, {"strategy": strategy})]
+    kind, body = m.group(1), m.group(2)
+    items = [i.strip() for i in body.split(",") if i.strip()]
+    if kind == "SubscribePattern":
+        return [(body, {"pattern": "true"})]
+    if kind == "Assign":
+        items = [re.sub(r"-\d+$", "", i) for i in items]
+    seen: list[str] = []
+    for i in items:
+        if i not in seen:
+            seen.append(i)
+    return [(t, {}) for t in seen]
+
+
+def kafka_relation(ctx: Extraction, node: PlanNode, relation: Any, catalog_table: dict[str, Any] | None,
+                   fields: list[SchemaField], symlinks: list[Symlink]) -> list[Dataset]:
+    params = scala_map(_private_field(relation, "specifiedKafkaParams"))
+    servers = params.get("bootstrap.servers", "")
+    strategy = str(_private_field(relation, "strategy").toString())
+    return [dataset(kafka_namespace(servers), topic, format="kafka", fields=fields,
+                    boundedness=ctx.boundedness(node), properties=props)
+            for topic, props in kafka_topics(strategy)]
+
+
+def kafka_save(ctx: Extraction, node: PlanNode, query: PlanNode | None, opts: dict[str, str],
+               fields: list[SchemaField], mode: str | None) -> None:
+    ns = kafka_namespace(opts.get("kafka.bootstrap.servers", ""))
+    topic = opts.get("topic")
+    if not topic:
+        ctx.mark_incomplete("Kafka sink without a 'topic' option: topics come from each row")
+        return
+    ctx.add_output(dataset(ns, topic, format="kafka", fields=fields, operation=mode), query, None)
