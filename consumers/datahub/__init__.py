@@ -1,0 +1,1 @@
+"""``lineagewire consume datahub``: lineage.jobs as DataHub metadata change proposals (issue 11)."""

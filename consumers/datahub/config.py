@@ -1,0 +1,191 @@
+"""Configuration of the DataHub service: the model options and the sinks.
+
+Precedence, highest first: command-line flags (``--file``, ``--gms-url``...), then
+the YAML file given with ``--config`` (the keys below), then the defaults. The
+Kafka connection of the MCP sink defaults to lineagewire's own ``Settings``.
+
+.. code-block:: yaml
+
+    env: PROD                     # DataHub fabric of every dataset and the DataJobs
+    cluster: prod                 # third part of the DataFlow URN (spark,<app>,<cluster>)
+    platform_instance: null       # for every dataset, unless platform_instances names its platform
+    platform_instances: {postgres: main-db}
+    platform_aliases: {lakefs: s3}   # namespace scheme -> DataHub platform
+    table_platform: hive          # platform of catalog tables (TABLE symlinks); null: keep the path
+    strip_partitions: true        # /data/orders/date=2026-11-01 -> /data/orders
+    path_specs:                   # per platform, DataHub agent style: the name ends at {table}
+      s3: ["bucket/warehouse/*/{table}"]
+    include_indirect: true        # keep INDIRECT column lineage (join keys, filters, group keys)
+    dataset_lineage: true         # also write upstreamLineage on output datasets
+    sinks:
+      file: out.json
+      rest: {gms_url: "http://127.0.0.1:8080", token: "..."}
+      kafka: {bootstrap: "127.0.0.1:9092", schema_registry_url: "http://127.0.0.1:8081"}
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
+
+from lineagewire.exceptions import ConfigError
+
+__all__ = ["DataHubConfig", "FileSinkConfig", "KafkaSinkConfig", "RestSinkConfig", "SinksConfig", "load_config"]
+
+_PLATFORM = re.compile(r"[a-z0-9][a-z0-9_-]*")
+_FABRICS = {"DEV", "TEST", "QA", "UAT", "EI", "PRE", "STG", "NON_PROD", "PROD", "CORP", "RVW", "PRD", "TST", "SIT",
+            "SBX", "SANDBOX"}
+
+
+class FileSinkConfig(BaseModel):
+    """A JSON array of proposals, the file ``datahub ingest`` (source type ``file``) reads."""
+
+    model_config = {"extra": "forbid"}
+
+    path: pathlib.Path
+    fsync_interval: float = Field(1.0, gt=0, description="Seconds between fsyncs; offsets are committed only up "
+                                  "to what was fsynced")
+
+
+class RestSinkConfig(BaseModel):
+    """DataHub GMS through acryl-datahub's ``DatahubRestEmitter``."""
+
+    model_config = {"extra": "forbid"}
+
+    gms_url: str
+    token: SecretStr | None = None
+    timeout_sec: float = Field(10.0, gt=0)
+
+    @field_validator("gms_url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if not v.startswith(("http://", "https://")):
+            raise ValueError(f"gms_url={v!r}; expected an http:// or https:// URL of DataHub GMS "
+                             "(e.g. http://127.0.0.1:8080)")
+        return v.rstrip("/")
+
+
+class KafkaSinkConfig(BaseModel):
+    """DataHub's MCP topic through acryl-datahub's ``DatahubKafkaEmitter`` (needs a schema registry)."""
+
+    model_config = {"extra": "forbid"}
+
+    bootstrap: str | None = Field(None, description="Kafka bootstrap servers; default: lineagewire's own")
+    schema_registry_url: str
+    topic: str = "MetadataChangeProposal_v1"
+    producer_config: dict[str, Any] = Field(default_factory=dict)
+    schema_registry_config: dict[str, Any] = Field(default_factory=dict)
+    flush_timeout: float = Field(30.0, gt=0)
+
+
+class SinksConfig(BaseModel):
+    model_config = {"extra": "forbid"}
+
+    file: FileSinkConfig | None = None
+    rest: RestSinkConfig | None = None
+    kafka: KafkaSinkConfig | None = None
+
+    @field_validator("file", mode="before")
+    @classmethod
+    def _file(cls, v: Any) -> Any:
+        return {"path": v} if isinstance(v, str | pathlib.Path) else v
+
+    def selected(self) -> list[str]:
+        return [name for name in ("file", "rest", "kafka") if getattr(self, name) is not None]
+
+
+class DataHubConfig(BaseModel):
+    """How events become DataHub entities (see the module docstring for the YAML form)."""
+
+    model_config = {"extra": "forbid"}
+
+    env: str = "PROD"
+    cluster: str = "prod"
+    platform_instance: str | None = None
+    platform_instances: dict[str, str] = Field(default_factory=dict)
+    platform_aliases: dict[str, str] = Field(default_factory=dict)
+    table_platform: str | None = "hive"
+    strip_partitions: bool = True
+    path_specs: dict[str, list[str]] = Field(default_factory=dict)
+    include_indirect: bool = True
+    dataset_lineage: bool = True
+    sinks: SinksConfig = Field(default_factory=SinksConfig)
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, v: str) -> str:
+        if v.upper() not in _FABRICS:
+            raise ValueError(f"env={v!r}; expected a DataHub fabric type: {', '.join(sorted(_FABRICS))}")
+        return v.upper()
+
+    @field_validator("cluster")
+    @classmethod
+    def _cluster(cls, v: str) -> str:
+        if not v or any(c in v for c in ",()"):
+            raise ValueError(f"cluster={v!r}; expected a non-empty name without commas or parentheses "
+                             "(it is part of a URN)")
+        return v
+
+    @field_validator("platform_aliases", "platform_instances")
+    @classmethod
+    def _platforms(cls, v: dict[str, str]) -> dict[str, str]:
+        for key in v:
+            if not _PLATFORM.fullmatch(key.lower()):
+                raise ValueError(f"platform {key!r}; expected a lower-case platform or scheme name")
+        return {k.lower(): val for k, val in v.items()}
+
+    @field_validator("table_platform")
+    @classmethod
+    def _table_platform(cls, v: str | None) -> str | None:
+        if v is not None and not _PLATFORM.fullmatch(v):
+            raise ValueError(f"table_platform={v!r}; expected a DataHub platform such as hive or glue, or null")
+        return v
+
+    @field_validator("path_specs")
+    @classmethod
+    def _specs(cls, v: dict[str, list[str]]) -> dict[str, list[str]]:
+        for platform, specs in v.items():
+            for spec in specs:
+                if "{table}" not in spec.split("/"):
+                    raise ValueError(f"path_specs[{platform!r}] entry {spec!r}; expected a path with a "
+                                     "'{table}' segment, e.g. 'bucket/warehouse/*/{table}'")
+        return v
+
+
+def load_config(path: str | pathlib.Path | None = None, **overrides: Any) -> DataHubConfig:
+    """The configuration from a YAML file (optional), with ``overrides`` (flags; None values ignored) on top."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        p = pathlib.Path(path)
+        try:
+            loaded = yaml.safe_load(p.read_text())
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(f"DataHub config {str(p)!r}: cannot read it ({exc}); expected a YAML mapping") from exc
+        if loaded is None:
+            loaded = {}
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"DataHub config {str(p)!r}: expected a YAML mapping, got {type(loaded).__name__}")
+        data = loaded
+    sinks = data.get("sinks") or {}
+    if not isinstance(sinks, dict):
+        raise ConfigError(f"DataHub config {str(path)!r}: 'sinks' is a {type(sinks).__name__}; expected a mapping "
+                          "with file, rest and/or kafka")
+    sinks = dict(sinks)
+    for key, value in overrides.items():
+        if value is None:
+            continue
+        if key in ("file", "rest", "kafka"):
+            sinks[key] = value
+        else:
+            data[key] = value
+    data["sinks"] = sinks
+    try:
+        return DataHubConfig.model_validate(data)
+    except ValidationError as exc:
+        where = f"DataHub config {str(path)!r}" if path else "DataHub options"
+        problems = "; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(f"{where}: {problems}") from exc

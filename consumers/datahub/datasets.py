@@ -1,0 +1,177 @@
+"""Dataset names (OpenLineage naming, as the events carry them) -> DataHub dataset URNs, and schemas.
+
+After DataHub's own Spark agent (acryl-spark-lineage): the platform comes from
+the namespace's scheme (``s3``/``s3a``/``s3n`` -> s3, ``gs`` -> gcs, ``abfs``/``wasb`` -> abs,
+``file``, ``hdfs``, ``dbfs``; JDBC databases by their name: ``postgres://host:5432`` -> postgres,
+``sqlserver`` -> mssql...; ``kafka://broker`` -> kafka); a catalog table (a TABLE symlink) is
+named by its table on ``table_platform`` (hive); partition folders (``key=value``) at the end of
+a path are stripped to the table path; ``path_specs`` cut a path after its ``{table}`` segment;
+env and platform instance are configurable. Unknown schemes are used as the platform name as
+they are, unless ``platform_aliases`` maps them.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import re
+from typing import Any
+
+from datahub.emitter.mce_builder import make_data_platform_urn, make_dataset_urn_with_platform_instance
+from datahub.metadata.schema_classes import (
+    ArrayTypeClass,
+    BooleanTypeClass,
+    BytesTypeClass,
+    DateTypeClass,
+    MapTypeClass,
+    NullTypeClass,
+    NumberTypeClass,
+    OtherSchemaClass,
+    RecordTypeClass,
+    SchemaFieldClass,
+    SchemaFieldDataTypeClass,
+    SchemaMetadataClass,
+    StringTypeClass,
+    TimeTypeClass,
+)
+
+from .config import DataHubConfig
+from .exceptions import TranslationError
+
+__all__ = ["SCHEME_PLATFORMS", "DatasetNamer", "field_paths", "schema_metadata"]
+
+#: namespace scheme -> DataHub platform (DataHub's agent and OpenLineage's naming conventions)
+SCHEME_PLATFORMS: dict[str, str] = {
+    "file": "file", "hdfs": "hdfs", "viewfs": "hdfs", "dbfs": "dbfs",
+    "s3": "s3", "s3a": "s3", "s3n": "s3", "gs": "gcs", "gcs": "gcs",
+    "abfs": "abs", "abfss": "abs", "wasb": "abs", "wasbs": "abs",
+    "postgres": "postgres", "postgresql": "postgres", "mysql": "mysql", "mariadb": "mariadb",
+    "sqlserver": "mssql", "mssql": "mssql", "oracle": "oracle", "redshift": "redshift", "snowflake": "snowflake",
+    "bigquery": "bigquery", "trino": "trino", "presto": "presto", "db2": "db2", "teradata": "teradata",
+    "clickhouse": "clickhouse", "hive": "hive", "glue": "glue", "kafka": "kafka", "mongodb": "mongodb",
+    "cassandra": "cassandra", "elasticsearch": "elasticsearch", "databricks": "databricks",
+}
+#: platforms whose dataset name is a path (partition folders and path specs apply)
+_PATH_PLATFORMS = frozenset({"file", "hdfs", "dbfs", "s3", "gcs", "abs"})
+#: platforms whose names carry the bucket / container (the namespace's authority) before the path
+_BUCKET_PLATFORMS = frozenset({"s3", "gcs", "abs"})
+_PARTITION = re.compile(r"[^=/]+=[^/]*")
+_SCHEME = re.compile(r"[a-z][a-z0-9+.-]*")
+
+_TYPES: list[tuple[str, type]] = [
+    ("string", StringTypeClass), ("varchar", StringTypeClass), ("char", StringTypeClass),
+    ("boolean", BooleanTypeClass), ("bool", BooleanTypeClass),
+    ("tinyint", NumberTypeClass), ("smallint", NumberTypeClass), ("int", NumberTypeClass),
+    ("bigint", NumberTypeClass), ("long", NumberTypeClass), ("short", NumberTypeClass), ("byte", NumberTypeClass),
+    ("float", NumberTypeClass), ("double", NumberTypeClass), ("real", NumberTypeClass),
+    ("decimal", NumberTypeClass), ("numeric", NumberTypeClass),
+    ("date", DateTypeClass), ("timestamp", TimeTypeClass), ("time", TimeTypeClass),
+    ("binary", BytesTypeClass), ("struct", RecordTypeClass), ("array", ArrayTypeClass), ("map", MapTypeClass),
+]
+
+
+class DatasetNamer:
+    """Maps an event's dataset (namespace, name, symlinks) to its DataHub URN, with the configured rules."""
+
+    def __init__(self, config: DataHubConfig) -> None:
+        self.config = config
+        self._urn = functools.lru_cache(maxsize=8192)(self._compute)
+
+    def urn(self, d: dict[str, Any]) -> str:
+        """The dataset URN of an event's dataset dict (``namespace``, ``name``, ``symlinks``)."""
+        table = self._table(d.get("symlinks") or ())
+        return self._urn(d["namespace"], d["name"], table)
+
+    def urn_of(self, namespace: str, name: str) -> str:
+        """The URN of a dataset known only by namespace and name (column lineage inputs)."""
+        return self._urn(namespace, name, None)
+
+    def platform(self, urn: str) -> str:
+        return urn.split(",", 1)[0].rsplit(":", 1)[-1]
+
+    def _table(self, symlinks: Any) -> str | None:
+        if self.config.table_platform is None:
+            return None
+        for s in symlinks:
+            if (s.get("type") or "TABLE").upper() == "TABLE" and s.get("name"):
+                return str(s["name"])
+        return None
+
+    def _compute(self, namespace: str, name: str, table: str | None) -> str:
+        if table is not None:
+            platform, path = self.config.table_platform or "hive", table
+        else:
+            platform, path = self._platform_and_name(namespace, name)
+        instance = self.config.platform_instances.get(platform, self.config.platform_instance)
+        return make_dataset_urn_with_platform_instance(platform, path, instance, self.config.env)
+
+    def _platform_and_name(self, namespace: str, name: str) -> tuple[str, str]:
+        ns = namespace.strip()
+        if ns.lower().startswith("jdbc:"):
+            ns = ns[5:]
+        scheme, _, authority = ns.partition("://")
+        scheme = scheme.lower()
+        if not _SCHEME.fullmatch(scheme):
+            raise TranslationError(f"dataset namespace {namespace!r}: expected a scheme such as 'file', "
+                                   "'s3://bucket', 'hdfs://host:8020', 'postgres://host:5432' or 'kafka://broker'")
+        platform = self.config.platform_aliases.get(scheme) or SCHEME_PLATFORMS.get(scheme) or scheme
+        if not name:
+            raise TranslationError(f"dataset in namespace {namespace!r} has an empty name; expected a path or a "
+                                   "table name")
+        if platform not in _PATH_PLATFORMS:
+            return platform, name
+        path = re.sub(r"/{2,}", "/", name)
+        if platform in _BUCKET_PLATFORMS and authority:
+            path = f"{authority.rstrip('/')}/{path.lstrip('/')}"
+        if len(path) > 1:
+            path = path.rstrip("/")
+        path = self._apply_specs(platform, path)
+        if self.config.strip_partitions:
+            parts = path.split("/")
+            while len(parts) > 2 and _PARTITION.fullmatch(parts[-1]):
+                parts.pop()
+            path = "/".join(parts)
+        return platform, path
+
+    def _apply_specs(self, platform: str, path: str) -> str:
+        for spec in self.config.path_specs.get(platform, ()):
+            pattern = spec.strip("/").split("/")
+            parts = path.strip("/").split("/")
+            cut = pattern.index("{table}")
+            if len(parts) <= cut:
+                continue
+            if all(p == "{table}" or fnmatch.fnmatchcase(seg, p) for p, seg in zip(pattern[:cut + 1], parts,
+                                                                                     strict=False)):
+                kept = "/".join(parts[:cut + 1])
+                return f"/{kept}" if path.startswith("/") else kept
+        return path
+
+
+def _type_class(native: str) -> Any:
+    t = native.strip().lower()
+    for prefix, cls in _TYPES:
+        if t == prefix or t.startswith((prefix + "(", prefix + "<")):
+            return cls()
+    return NullTypeClass()
+
+
+def field_paths(fields: list[dict[str, Any]], prefix: str = "") -> list[tuple[str, dict[str, Any]]]:
+    """Every field and nested field as (DataHub v1 field path ``a.b``, field dict), depth first."""
+    out: list[tuple[str, dict[str, Any]]] = []
+    for f in fields:
+        path = f"{prefix}{f['name']}"
+        out.append((path, f))
+        if f.get("fields"):
+            out.extend(field_paths(f["fields"], path + "."))
+    return out
+
+
+def schema_metadata(urn: str, platform: str, name: str, fields: list[dict[str, Any]]) -> SchemaMetadataClass:
+    """``schemaMetadata`` from the event's schema fields (Spark type names kept as the native type)."""
+    return SchemaMetadataClass(
+        schemaName=name, platform=make_data_platform_urn(platform), version=0, hash="",
+        platformSchema=OtherSchemaClass(rawSchema=""),
+        fields=[SchemaFieldClass(fieldPath=path, type=SchemaFieldDataTypeClass(type=_type_class(f["type"])),
+                                 nativeDataType=f["type"], nullable=bool(f.get("nullable", True)),
+                                 description=f.get("description"))
+                for path, f in field_paths(fields)])

@@ -1,0 +1,463 @@
+"""lineagewire events -> DataHub metadata change proposals, built from acryl-datahub's generated aspect classes.
+
+A pure function of the event (and the configuration): URNs are derived from
+job, run and action ids, times come from the event, nothing from the clock,
+so the same events always give the same proposals and a replay into DataHub
+(which upserts by URN and aspect) is harmless.
+
+The model follows DataHub's own Spark agent (acryl-spark-lineage):
+
+* **DataFlow** ``urn:li:dataFlow:(spark,<job name>,<cluster>)`` per Spark
+  application (``dataFlowInfo``, ``status``), from ``JobCreatedEvent``.
+* **DataJob** per Spark action, ``<job>.<plan node>.<output>`` in that flow, with
+  ``dataJobInfo``, ``status`` and ``dataJobInputOutput``: ``inputDatasetEdges`` /
+  ``outputDatasetEdges``, ``inputDatasetFields`` / ``outputDatasetFields`` and
+  ``fineGrainedLineages`` from the column lineage. DataHub has no direct/indirect
+  flag: each output column gets one fine-grained lineage per kind, whose
+  ``transformOperation`` is ``DIRECT:<subtypes>`` or ``INDIRECT:<subtypes>``
+  (``include_indirect: false`` drops the indirect ones, as the agent does by default).
+  Lineage already known when the run is created (a refresh's query) gives a DataJob
+  named after the job itself.
+* **DataProcessInstance** per application run (``parentTemplate`` = the DataFlow,
+  ``parentInstance`` = the parent run's instance) and per action run (``parentTemplate`` =
+  its DataJob, ``parentInstance`` = the application run), with
+  ``dataProcessInstanceProperties``, ``...Relationships``, ``...Input``/``...Output`` and
+  ``dataProcessInstanceRunEvent``: RUNNING -> STARTED; FINISHED -> COMPLETE/SUCCESS,
+  FAILED -> COMPLETE/FAILURE, CANCELED -> COMPLETE/SKIPPED.
+* **Datasets** (``datasets.DatasetNamer``): ``status``, ``schemaMetadata`` from the
+  schema fields, and on outputs ``upstreamLineage`` with the fine-grained lineage.
+* **Refreshes** (``header.schedule`` set): the scheduler's workflow is the DataFlow
+  ``urn:li:dataFlow:(lineagewire,<workflow id>,<cluster>)`` and the refresh run its
+  DataProcessInstance (type BATCH_SCHEDULED) with ``nominalTime`` in its properties
+  and the attempt in its run events. ``RefreshCommand`` gives the workflow's DataFlow.
+
+Column lineage split over several parts of one action (``part``/``parts``): part 0
+upserts the DataJob's and datasets' lineage aspects, later parts add their
+fine-grained lineage with PATCH proposals (acryl-datahub's patch builders), and
+the last part gives the run events.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from lineagewire.exceptions import MissingExtraError
+
+try:
+    from datahub.emitter.mce_builder import (
+        make_data_flow_urn,
+        make_data_job_urn_with_flow,
+        make_data_process_instance_urn,
+        make_schema_field_urn,
+    )
+    from datahub.emitter.mcp import MetadataChangeProposalWrapper
+    from datahub.metadata.schema_classes import (
+        AuditStampClass,
+        DataFlowInfoClass,
+        DataJobInfoClass,
+        DataJobInputOutputClass,
+        DataProcessInstanceInputClass,
+        DataProcessInstanceOutputClass,
+        DataProcessInstancePropertiesClass,
+        DataProcessInstanceRelationshipsClass,
+        DataProcessInstanceRunEventClass,
+        DataProcessInstanceRunResultClass,
+        DataProcessRunStatusClass,
+        DataProcessTypeClass,
+        DatasetLineageTypeClass,
+        EdgeClass,
+        FineGrainedLineageClass,
+        FineGrainedLineageDownstreamTypeClass,
+        FineGrainedLineageUpstreamTypeClass,
+        MetadataChangeProposalClass,
+        RunResultTypeClass,
+        StatusClass,
+        SystemMetadataClass,
+        UpstreamClass,
+        UpstreamLineageClass,
+    )
+    from datahub.specific.datajob import DataJobPatchBuilder
+    from datahub.specific.dataset import DatasetPatchBuilder
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    raise MissingExtraError("acryl-datahub", "datahub", "The DataHub service") from exc
+
+from .config import DataHubConfig
+from .datasets import DatasetNamer, schema_metadata
+from .exceptions import TranslationError
+
+__all__ = ["ACTOR", "DPI_NAMESPACE", "RESULT_OF_STATUS", "Proposal", "Translator", "action_job_id", "instance_urn"]
+
+Proposal = MetadataChangeProposalWrapper | MetadataChangeProposalClass
+
+#: UUIDv5 namespace of DataProcessInstance ids (fixed forever: changing it changes every instance URN).
+DPI_NAMESPACE = uuid.UUID("0b0f4a4e-6a53-5d0e-8c1b-3e7f2d9a5c11")
+#: The actor of audit stamps: the DataHub system user, as ingestion sources use.
+ACTOR = "urn:li:corpuser:datahub"
+
+#: Terminal Flink job status -> (DataHub run result, native result type)
+RESULT_OF_STATUS: dict[str, str] = {
+    "FINISHED": RunResultTypeClass.SUCCESS,
+    "FAILED": RunResultTypeClass.FAILURE,
+    "CANCELED": RunResultTypeClass.SKIPPED,
+}
+_STARTED_STATUSES = frozenset({"RUNNING"})
+_RESULT_OF_ACTION = {"SUCCEEDED": RunResultTypeClass.SUCCESS, "FAILED": RunResultTypeClass.FAILURE}
+
+
+def instance_urn(namespace: str, name: str, run_id: str, action_id: str | None = None) -> str:
+    """The DataProcessInstance URN of a run (or of one action of it): a UUIDv5 of its identity."""
+    key = f"{namespace}/{name}/{run_id}" + (f"/action/{action_id}" if action_id is not None else "")
+    return make_data_process_instance_urn(str(uuid.uuid5(DPI_NAMESPACE, key)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _snake(text: str) -> str:
+    out = []
+    for i, ch in enumerate(text):
+        if ch.isupper() and i and (text[i - 1].islower() or text[i - 1].isdigit()):
+            out.append("_")
+        out.append(ch.lower() if ch.isalnum() else "_")
+    return "_".join(part for part in "".join(out).split("_") if part)
+
+
+def action_job_id(job_name: str, action_name: str, plan_node: str | None = None, output: str | None = None) -> str:
+    """The DataJob id of a Spark action, as OpenLineage's Spark integration names its job:
+    ``<job>.<plan node or action, snake case>[.<last part of the first output's name>]``, so the same
+    command writing the same table is the same DataJob from run to run."""
+    name = f"{job_name}.{_snake(plan_node or action_name) or 'action'}"
+    if output:
+        tail = _snake(output.rstrip("/").rsplit("/", 1)[-1])
+        if tail:
+            name = f"{name}.{tail}"
+    return name
+
+
+def _ms(value: dt.datetime) -> int:
+    return int(value.timestamp() * 1000)
+
+
+def _iso(value: dt.datetime) -> str:
+    return value.astimezone(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class Translator:
+    """Builds DataHub proposals from decoded lineagewire events.
+
+    ``translate(event)`` returns a list of proposals (empty when the event carries nothing for
+    DataHub) and raises ``TranslationError`` naming the field when the event cannot be mapped.
+    """
+
+    def __init__(self, config: DataHubConfig | None = None) -> None:
+        self.config = config or DataHubConfig()
+        self.names = DatasetNamer(self.config)
+        self._by_kind: dict[str, Callable[[dict[str, Any]], list[Proposal]]] = {
+            "JobCreatedEvent": self._job_created,
+            "JobStatusChangedEvent": self._status_changed,
+            "ActionLineageEvent": self._action,
+            "RefreshCommand": self._refresh_command,
+            "CancelRefresh": lambda e: [],
+        }
+
+    def translate(self, event: dict[str, Any]) -> list[Proposal]:
+        try:
+            hdr = event["header"]
+            kind = hdr["schema_name"].rsplit(".", 1)[-1]
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise TranslationError(f"event has no header.schema_name ({exc!r}); expected a decoded lineagewire "
+                                   "event") from exc
+        build = self._by_kind.get(kind)
+        if build is None:
+            raise TranslationError(f"header.schema_name={hdr.get('schema_name')!r}: no DataHub mapping; "
+                                   f"expected one of {', '.join(self._by_kind)}")
+        try:
+            return build(event)
+        except TranslationError:
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError, AssertionError) as exc:
+            raise TranslationError(f"{kind} {hdr.get('event_id')}: cannot translate to DataHub: "
+                                   f"{type(exc).__name__}: {exc}") from exc
+
+    # -- kinds -------------------------------------------------------------------------------
+
+    def _job_created(self, e: dict[str, Any]) -> list[Proposal]:
+        hdr, spec, lineage = e["header"], e["spec"], e["lineage"]
+        when = _ms(hdr["event_time"])
+        out = self._flow(hdr, spec, when)
+        flow = self._flow_urn(hdr)
+        dpi = self._app_instance(hdr)
+        props = {"jobNamespace": hdr["job_namespace"], "jobName": hdr["job_name"], "runId": hdr["run_id"],
+                 "engine": spec["engine"], "engineVersion": spec["engine_version"], "jobType": spec["job_type"]}
+        for key, value in (("applicationName", spec["application_name"]), ("applicationId", spec["application_id"]),
+                           ("master", spec["master"]), ("deployMode", spec["deploy_mode"]),
+                           ("parallelism", spec["parallelism"]), ("sql", spec.get("sql"))):
+            if value is not None:
+                props[key] = str(value)
+        props.update({f"conf.{k}": v for k, v in sorted(spec["conf"].items())})
+        props.update({f"tag.{k}": v for k, v in sorted(spec["tags"].items())})
+        props.update(self._schedule_props(hdr))
+        kind = DataProcessTypeClass.STREAMING if spec["job_type"] == "STREAMING" else DataProcessTypeClass.BATCH_AD_HOC
+        if hdr.get("schedule"):
+            kind = DataProcessTypeClass.BATCH_SCHEDULED
+        out.append(self._mcp(dpi, DataProcessInstancePropertiesClass(
+            name=hdr["run_id"], created=AuditStampClass(time=when, actor=ACTOR), customProperties=props,
+            type=kind), when))
+        parent = hdr.get("parent_run")
+        out.append(self._mcp(dpi, DataProcessInstanceRelationshipsClass(
+            upstreamInstances=[], parentTemplate=flow,
+            parentInstance=None if parent is None or hdr.get("schedule") else instance_urn(
+                parent["job_namespace"], parent["job_name"], parent["run_id"])), when))
+        if lineage["sources"] or lineage["sinks"]:
+            job = make_data_job_urn_with_flow(flow, hdr["job_name"])
+            out += self._data_job(job, flow, hdr["job_name"], lineage["sources"], lineage["sinks"],
+                                  lineage["column_lineage"], when, {"sql": spec["sql"]} if spec.get("sql") else {},
+                                  relations=lineage["relations"])
+            out += self._instance_io(dpi, lineage["sources"], lineage["sinks"], when)
+        if e["status"] in _STARTED_STATUSES:
+            out.append(self._run_event(dpi, hdr, when, DataProcessRunStatusClass.STARTED))
+        return out
+
+    def _status_changed(self, e: dict[str, Any]) -> list[Proposal]:
+        hdr, status = e["header"], e["new_status"]
+        when = _ms(e["transition_time"])
+        dpi = self._app_instance(hdr)
+        if status in _STARTED_STATUSES:
+            return [self._run_event(dpi, hdr, when, DataProcessRunStatusClass.STARTED, attempt=e["restarts"] + 1)]
+        result = RESULT_OF_STATUS.get(status)
+        if result is None:
+            return []  # CREATED, RESTARTING, FAILING...: no DataHub run event for in-between states
+        return [self._run_event(dpi, hdr, when, DataProcessRunStatusClass.COMPLETE, attempt=e["restarts"] + 1,
+                                result=result, native=status, duration=e.get("duration_ms"))]
+
+    def _action(self, e: dict[str, Any]) -> list[Proposal]:
+        hdr = e["header"]
+        when = _ms(hdr["event_time"])
+        flow = self._flow_urn(hdr)
+        first_output = e["outputs"][0]["name"] if e["outputs"] else None
+        job_id = action_job_id(hdr["job_name"], e["action_name"], e.get("plan_node"), first_output)
+        job = make_data_job_urn_with_flow(flow, job_id)
+        if e["part"] > 0:
+            return self._later_part(job, e, when)
+        props = {"actionName": e["action_name"], "lineageComplete": str(e["lineage_complete"]).lower()}
+        if e.get("plan_node"):
+            props["planNode"] = e["plan_node"]
+        if e.get("sql"):
+            props["sql"] = e["sql"]
+        out = self._data_job(job, flow, job_id, e["inputs"], e["outputs"], e["column_lineage"], when, props)
+        app = hdr.get("parent_run") or {"job_namespace": hdr["job_namespace"], "job_name": hdr["job_name"],
+                                        "run_id": hdr["run_id"]}
+        dpi = instance_urn(hdr["job_namespace"], hdr["job_name"], hdr["run_id"], e["action_id"])
+        run_props = {"actionId": e["action_id"], "actionName": e["action_name"], "runId": hdr["run_id"],
+                     "status": e["action_status"], **self._schedule_props(hdr)}
+        if e.get("incomplete_reason"):
+            run_props["incompleteReason"] = e["incomplete_reason"]
+        if e.get("error"):
+            run_props["errorClass"] = e["error"]["error_class"]
+            run_props["errorMessage"] = e["error"]["message"]
+        out.append(self._mcp(dpi, DataProcessInstancePropertiesClass(
+            name=f"{hdr['run_id']}/{e['action_id']}", created=AuditStampClass(time=when, actor=ACTOR),
+            customProperties=run_props,
+            type=DataProcessTypeClass.BATCH_SCHEDULED if hdr.get("schedule") else DataProcessTypeClass.BATCH_AD_HOC),
+            when))
+        out.append(self._mcp(dpi, DataProcessInstanceRelationshipsClass(
+            upstreamInstances=[], parentTemplate=job,
+            parentInstance=instance_urn(app["job_namespace"], app["job_name"], app["run_id"])), when))
+        out += self._instance_io(dpi, e["inputs"], e["outputs"], when)
+        if e["parts"] <= 1:
+            out += self._action_run_events(dpi, hdr, e, when)
+        return out
+
+    def _later_part(self, job: str, e: dict[str, Any], when: int) -> list[Proposal]:
+        hdr = e["header"]
+        known = self._known(e["inputs"], e["outputs"])
+        lineages = self._fine_grained(e["column_lineage"], known)
+        out: list[Proposal] = []
+        if lineages:
+            patch = DataJobPatchBuilder(job, system_metadata=self._system(when))
+            for fgl in lineages:
+                patch.add_fine_grained_lineage(fgl)
+            out += patch.build()
+            if self.config.dataset_lineage:
+                for d in e["outputs"]:
+                    mine = self._fine_grained(e["column_lineage"], known, only=self.names.urn(d))
+                    if mine:
+                        dpatch = DatasetPatchBuilder(self.names.urn(d), system_metadata=self._system(when))
+                        for fgl in mine:
+                            dpatch.add_fine_grained_lineage(fgl)
+                        out += dpatch.build()
+        if e["part"] >= e["parts"] - 1:
+            dpi = instance_urn(hdr["job_namespace"], hdr["job_name"], hdr["run_id"], e["action_id"])
+            out += self._action_run_events(dpi, hdr, e, when)
+        return out
+
+    def _refresh_command(self, e: dict[str, Any]) -> list[Proposal]:
+        hdr = e["header"]
+        when = _ms(hdr["event_time"])
+        flow = make_data_flow_urn("lineagewire", e["workflow_id"], self.config.cluster)
+        parent = hdr.get("parent_run")
+        name = parent["job_name"] if parent else f"refresh {e['table']}"
+        return [self._mcp(flow, DataFlowInfoClass(
+            name=name, customProperties={"workflowId": e["workflow_id"], "table": e["table"], "query": e["query"]},
+            env=self.config.env), when), self._mcp(flow, StatusClass(removed=False), when)]
+
+    # -- pieces ------------------------------------------------------------------------------
+
+    def _system(self, when: int) -> SystemMetadataClass:
+        return SystemMetadataClass(lastObserved=when)
+
+    def _mcp(self, urn: str, aspect: Any, when: int) -> MetadataChangeProposalWrapper:
+        return MetadataChangeProposalWrapper(entityUrn=urn, aspect=aspect, systemMetadata=self._system(when))
+
+    def _flow_urn(self, hdr: dict[str, Any]) -> str:
+        schedule = hdr.get("schedule")
+        if schedule:
+            return make_data_flow_urn("lineagewire", schedule["workflow_id"], self.config.cluster)
+        return make_data_flow_urn("spark", hdr["job_name"], self.config.cluster)
+
+    def _flow(self, hdr: dict[str, Any], spec: dict[str, Any], when: int) -> list[Proposal]:
+        flow = self._flow_urn(hdr)
+        if hdr.get("schedule"):
+            return []  # the workflow's DataFlow comes from its RefreshCommand
+        props = {"jobNamespace": hdr["job_namespace"], "engine": spec["engine"], "jobType": spec["job_type"]}
+        return [self._mcp(flow, DataFlowInfoClass(name=hdr["job_name"], customProperties=props,
+                                                  env=self.config.env), when),
+                self._mcp(flow, StatusClass(removed=False), when)]
+
+    @staticmethod
+    def _app_instance(hdr: dict[str, Any]) -> str:
+        return instance_urn(hdr["job_namespace"], hdr["job_name"], hdr["run_id"])
+
+    @staticmethod
+    def _schedule_props(hdr: dict[str, Any]) -> dict[str, str]:
+        s = hdr.get("schedule")
+        if not s:
+            return {}
+        return {"nominalTime": _iso(s["nominal_time"]), "workflowId": s["workflow_id"], "commandId": s["command_id"],
+                "attempt": str(s["attempt"])}
+
+    def _run_event(self, dpi: str, hdr: dict[str, Any], when: int, status: str, *, attempt: int | None = None,
+                   result: str | None = None, native: str | None = None,
+                   duration: int | None = None) -> MetadataChangeProposalWrapper:
+        schedule = hdr.get("schedule")
+        if schedule:
+            attempt = schedule["attempt"]
+        return self._mcp(dpi, DataProcessInstanceRunEventClass(
+            timestampMillis=when, status=status, attempt=attempt,
+            result=DataProcessInstanceRunResultClass(type=result, nativeResultType=native or result)
+            if result else None, durationMillis=duration), when)
+
+    def _action_run_events(self, dpi: str, hdr: dict[str, Any], e: dict[str, Any], when: int) -> list[Proposal]:
+        result = _RESULT_OF_ACTION.get(e["action_status"])
+        if result is None:
+            return []  # RUNNING or UNKNOWN: the action has not ended
+        duration = e.get("duration_ms")
+        # The two points of a timeseries aspect are told apart by their time: keep STARTED at least 1 ms earlier.
+        started = when - max(duration or 0, 1)
+        return [self._run_event(dpi, hdr, started, DataProcessRunStatusClass.STARTED),
+                self._run_event(dpi, hdr, when, DataProcessRunStatusClass.COMPLETE, result=result,
+                                native=e["action_status"], duration=duration)]
+
+    def _known(self, *datasets: list[dict[str, Any]]) -> dict[tuple[str, str], str]:
+        """The URNs of an event's datasets by (namespace, name): column lineage names a dataset by those only,
+        and a dataset with a catalog table (symlink) is known by its table."""
+        return {(d["namespace"], d["name"]): self.names.urn(d) for ds in datasets for d in ds}
+
+    def _fine_grained(self, column_lineage: list[dict[str, Any]], known: dict[tuple[str, str], str],
+                      only: str | None = None) -> list[FineGrainedLineageClass]:
+        """One fine-grained lineage per output column and transformation kind (DIRECT, INDIRECT, UNKNOWN)."""
+        out: list[FineGrainedLineageClass] = []
+
+        def urn(namespace: str, name: str) -> str:
+            return known.get((namespace, name)) or self.names.urn_of(namespace, name)
+
+        for cl in column_lineage:
+            target = urn(cl["namespace"], cl["name"])
+            if only is not None and target != only:
+                continue
+            by_kind: dict[str, tuple[set[str], set[str]]] = {}
+            for i in cl["inputs"]:
+                field = make_schema_field_urn(urn(i["namespace"], i["name"]), i["field"])
+                for t in i["transformations"] or [{"type": "UNKNOWN", "subtype": ""}]:
+                    kind = t["type"] if t["type"] in ("DIRECT", "INDIRECT") else "UNKNOWN"
+                    if kind == "INDIRECT" and not self.config.include_indirect:
+                        continue
+                    fields, subtypes = by_kind.setdefault(kind, (set(), set()))
+                    fields.add(field)
+                    if t.get("subtype"):
+                        subtypes.add(t["subtype"])
+            downstream = make_schema_field_urn(target, cl["field"])
+            for kind in sorted(by_kind):
+                fields, subtypes = by_kind[kind]
+                out.append(FineGrainedLineageClass(
+                    upstreamType=FineGrainedLineageUpstreamTypeClass.FIELD_SET, upstreams=sorted(fields),
+                    downstreamType=FineGrainedLineageDownstreamTypeClass.FIELD, downstreams=[downstream],
+                    transformOperation=f"{kind}:{','.join(sorted(subtypes))}" if subtypes else kind))
+        return out
+
+    def _data_job(self, job: str, flow: str, name: str, inputs: list[dict[str, Any]], outputs: list[dict[str, Any]],
+                  column_lineage: list[dict[str, Any]], when: int, props: dict[str, str],
+                  relations: list[dict[str, Any]] | None = None) -> list[Proposal]:
+        known = self._known(inputs, outputs)
+        lineages = self._fine_grained(column_lineage, known)
+        in_urns = _unique(self.names.urn(d) for d in inputs)
+        out_urns = _unique(self.names.urn(d) for d in outputs)
+        out: list[Proposal] = [
+            self._mcp(job, DataJobInfoClass(name=name, type="SPARK", flowUrn=flow, customProperties=props,
+                                            env=self.config.env), when),
+            self._mcp(job, StatusClass(removed=False), when),
+            self._mcp(job, DataJobInputOutputClass(
+                inputDatasets=[], outputDatasets=[],
+                inputDatasetEdges=[EdgeClass(destinationUrn=u) for u in in_urns],
+                outputDatasetEdges=[EdgeClass(destinationUrn=u) for u in out_urns],
+                inputDatasetFields=sorted({u for fgl in lineages for u in fgl.upstreams or ()}),
+                outputDatasetFields=sorted({u for fgl in lineages for u in fgl.downstreams or ()}),
+                fineGrainedLineages=lineages), when)]
+        for d in inputs:
+            out += self._dataset(d, when)
+        for d in outputs:
+            urn = self.names.urn(d)
+            out += self._dataset(d, when)
+            if not self.config.dataset_lineage:
+                continue
+            feeding = in_urns
+            if relations:
+                feeding = _unique(known.get((r["source"]["namespace"], r["source"]["name"])) or
+                                  self.names.urn_of(r["source"]["namespace"], r["source"]["name"])
+                                  for r in relations if known.get((r["sink"]["namespace"], r["sink"]["name"])) == urn
+                                  ) or in_urns
+            upstreams = [UpstreamClass(dataset=u, type=DatasetLineageTypeClass.TRANSFORMED,
+                                       auditStamp=AuditStampClass(time=when, actor=ACTOR))
+                         for u in feeding if u != urn]
+            mine = [fgl for fgl in lineages if fgl.downstreams and fgl.downstreams[0].startswith(
+                f"urn:li:schemaField:({urn},")]
+            if upstreams or mine:
+                out.append(self._mcp(urn, UpstreamLineageClass(upstreams=upstreams, fineGrainedLineages=mine or None),
+                                     when))
+        return out
+
+    def _dataset(self, d: dict[str, Any], when: int) -> list[Proposal]:
+        urn = self.names.urn(d)
+        out: list[Proposal] = [self._mcp(urn, StatusClass(removed=False), when)]
+        if d["fields"]:
+            out.append(self._mcp(urn, schema_metadata(urn, self.names.platform(urn), d["name"], d["fields"]), when))
+        return out
+
+    def _instance_io(self, dpi: str, inputs: list[dict[str, Any]], outputs: list[dict[str, Any]],
+                     when: int) -> list[Proposal]:
+        out: list[Proposal] = []
+        ins = _unique(self.names.urn(d) for d in inputs)
+        outs = _unique(self.names.urn(d) for d in outputs)
+        if ins:
+            out.append(self._mcp(dpi, DataProcessInstanceInputClass(
+                inputs=ins, inputEdges=[EdgeClass(destinationUrn=u) for u in ins]), when))
+        if outs:
+            out.append(self._mcp(dpi, DataProcessInstanceOutputClass(
+                outputs=outs, outputEdges=[EdgeClass(destinationUrn=u) for u in outs]), when))
+        return out
+
+
+def _unique(urns: Any) -> list[str]:
+    return list(dict.fromkeys(urns))

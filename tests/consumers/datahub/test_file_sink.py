@@ -1,0 +1,139 @@
+"""The file sink: a valid JSON array after every event, no duplicates after a restart, repaired after a crash."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import pytest
+
+from lineagewire.consumers.datahub.config import DataHubConfig, load_config
+from lineagewire.consumers.datahub.handler import DataHubHandler
+from lineagewire.consumers.runtime.record import Record
+from lineagewire.exceptions import ConfigError
+from tests.consumers.openlineage.samples import app_run
+
+from .check import check_aspects_belong, check_metadata_file
+
+
+def handler(path: pathlib.Path) -> DataHubHandler:
+    h = DataHubHandler(load_config(file={"path": str(path)}))
+    h.open()
+    return h
+
+
+def feed(h: DataHubHandler, events: list[dict], start: int = 0) -> int:
+    return sum(h.handle(Record("t", 0, start + i, None, 0, e)) for i, e in enumerate(events))
+
+
+def test_file_is_valid_after_every_event_and_passes_datahubs_check(tmp_path) -> None:  # noqa: ANN001
+    path = tmp_path / "out.json"
+    h = handler(path)
+    total = 0
+    for i, e in enumerate(app_run() + app_run("hourly", fail=True)):
+        total += feed(h, [e], i)
+        assert len(json.loads(path.read_text())) == total  # valid JSON between events, nothing lost
+    h.close()
+    assert total > 40
+    check_metadata_file(path)
+    check_aspects_belong(json.loads(path.read_text()))
+
+
+def test_restart_and_redelivery_add_no_duplicates(tmp_path) -> None:  # noqa: ANN001
+    events = app_run() + app_run("hourly")
+    path = tmp_path / "out.json"
+    h = handler(path)
+    feed(h, events[:7])
+    h.close()
+    after_first = path.read_text()
+    h = handler(path)
+    assert feed(h, events[:7]) == 0  # redelivered after the restart: already in the file
+    assert path.read_text() == after_first
+    feed(h, events[7:], 7)
+    h.close()
+    once = tmp_path / "once.json"
+    h = handler(once)
+    feed(h, events)
+    h.close()
+    assert path.read_text() == once.read_text()
+
+
+def test_file_cut_mid_write_is_repaired_and_the_event_comes_again(tmp_path) -> None:  # noqa: ANN001
+    events = app_run(actions=1)
+    whole = tmp_path / "whole.json"
+    h = handler(whole)
+    feed(h, events)
+    h.close()
+    lines = whole.read_text().splitlines(keepends=True)
+    # A crash while the last event was being appended: its first record and half of the second are on disk.
+    last_id = events[-1]["header"]["event_id"]
+    firsts = [i for i, line in enumerate(lines) if last_id in line]
+    assert firsts, "the last event wrote nothing"
+    cut = tmp_path / "cut.json"
+    text = "".join(lines[:firsts[0] + 1]) + lines[firsts[0] + 1][:40] if len(firsts) > 1 else \
+        "".join(lines[:firsts[0]]) + lines[firsts[0]][:40]
+    cut.write_text(text)
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(cut.read_text())
+    h = handler(cut)
+    json.loads(cut.read_text())  # valid again at once
+    assert not h.sinks[0].written(last_id) and h.sinks[0].written(events[0]["header"]["event_id"])
+    feed(h, events)  # Kafka redelivers from the last commit
+    h.close()
+    assert cut.read_text() == whole.read_text()
+
+
+def test_a_file_this_service_did_not_write_is_refused_with_the_reason(tmp_path) -> None:  # noqa: ANN001
+    path = tmp_path / "other.json"
+    path.write_text('{"not": "an array"}')
+    with pytest.raises(ConfigError, match="JSON dict; expected the JSON array"):
+        handler(path)
+
+
+def test_commits_wait_for_fsync(tmp_path) -> None:  # noqa: ANN001
+    h = handler(tmp_path / "out.json")
+    events = app_run(actions=1)
+    feed(h, events)
+    assert h.durable_offsets() == {}
+    h.tick(0.0)
+    assert h.durable_offsets() == {("t", 0): len(events)}
+    h.close()
+
+
+@pytest.mark.parametrize(("kwargs", "needle"), [
+    ({"env": "MARS"}, "env='MARS'; expected a DataHub fabric"),
+    ({"cluster": "a,b"}, "cluster='a,b'"),
+    ({"rest": {"gms_url": "127.0.0.1:8080"}}, "gms_url='127.0.0.1:8080'; expected an http"),
+    ({"path_specs": {"s3": ["bucket/*"]}}, "expected a path with a '{table}' segment"),
+])
+def test_bad_config_is_named(kwargs: dict, needle: str) -> None:
+    with pytest.raises(ConfigError, match=needle.replace("(", r"\(").replace("{", r"\{").replace("}", r"\}")):
+        load_config(**kwargs)
+
+
+def test_yaml_config_and_flags_on_top(tmp_path) -> None:  # noqa: ANN001
+    cfg = tmp_path / "datahub.yml"
+    cfg.write_text("env: dev\ncluster: lake\nsinks:\n  file: a.json\n  rest: {gms_url: 'http://127.0.0.1:1'}\n")
+    c = load_config(cfg, cluster="other", file={"path": "b.json"})
+    assert isinstance(c, DataHubConfig)
+    assert (c.env, c.cluster, str(c.sinks.file.path), c.sinks.rest.gms_url) == ("DEV", "other", "b.json",
+                                                                               "http://127.0.0.1:1")
+    bad = tmp_path / "bad.yml"
+    bad.write_text("sinks: [1, 2]\n")
+    with pytest.raises(ConfigError, match=r"bad\.yml.*sinks. is a list"):
+        load_config(bad)
+
+
+def test_memoised_rendering_is_datahubs_own_rendering() -> None:
+    from lineagewire.consumers.datahub.sinks import Renderer, render
+    from lineagewire.consumers.datahub.translate import Translator
+    from tests.consumers.openlineage.samples import refresh_run
+
+    t = Translator()
+    proposals = [p for e in app_run() + app_run() + app_run("x", fail=True) + refresh_run() for p in t.translate(e)]
+    fast = Renderer(size=8)
+    kinds = set()
+    for p in proposals:
+        assert json.dumps(fast(p)) == json.dumps(render(p))
+        kinds.add(p.aspectName)
+    assert len(kinds) >= 11 and len(proposals) > 100
