@@ -1,0 +1,1 @@
+"""``lineagewire consume alerting``: alerts on job status, lineage and refresh health (issue 12)."""

@@ -1,0 +1,177 @@
+"""``lineagewire consume alerting`` (the service) and ``lineagewire alerts ...`` (list, show, silence).
+
+The alert database comes from ``--database``, else the rules file's
+``database:`` (``--rules``), else ``sqlite:///lineagewire-alerting.db``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import getpass
+import json
+from typing import Any
+
+import click
+
+from lineagewire.consumers.cli import run_service, runtime_options
+
+__all__ = ["alerting", "alerts"]
+
+
+@click.command("alerting")
+@click.option("--rules", "rules_path", required=True, type=click.Path(dir_okay=False),
+              help="The rules file (YAML: route, channels, rules, inhibit_rules; see docs/alerting.md).")
+@click.option("--database", default=None,
+              help="SQLAlchemy URL of the alert database (default: the rules file's, else "
+                   "sqlite:///lineagewire-alerting.db).")
+@click.option("--refresh-commands/--no-refresh-commands", default=True, show_default=True,
+              help="Also consume the scheduler's refresh-commands topic (refresh deadlines) when no --topic is given.")
+@runtime_options
+@click.pass_context
+def alerting(ctx: click.Context, rules_path: str, database: str | None, refresh_commands: bool,
+             **runtime: Any) -> None:
+    """Turn job status, lineage and refresh outcomes into alerts (Slack, PagerDuty, webhook, email, Alertmanager)."""
+    from lineagewire.cli import settings_from
+
+    from .config import load_config
+    from .service import AlertingHandler
+
+    config = load_config(rules_path)
+    handler = AlertingHandler(config, database=database)
+    if not runtime["topics"]:
+        topics = settings_from(ctx).topics
+        runtime["topics"] = (topics.jobs, topics.refresh_commands) if refresh_commands else (topics.jobs,)
+    run_service(ctx, handler, **runtime)
+
+
+def _store(ctx: click.Context) -> Any:
+    from .config import load_config
+    from .store import DEFAULT_URL, AlertStore
+
+    obj = ctx.find_object(dict) or {}
+    url = obj.get("alerts_database")
+    if url is None and obj.get("alerts_rules"):
+        url = load_config(obj["alerts_rules"]).database
+    return AlertStore(url or DEFAULT_URL)
+
+
+def _parse_matchers(matches: tuple[str, ...]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for m in matches:
+        name, sep, value = m.partition("=")
+        neg = name.endswith("!")
+        name = name.rstrip("!").strip()
+        if not sep or not name or not value:
+            raise click.BadParameter(f"{m!r}: expected LABEL=GLOB or LABEL!=GLOB, e.g. job=nightly_*",
+                                     param_hint="--match")
+        out[name] = ("!" if neg else "") + value.strip()
+    return out
+
+
+@click.group("alerts")
+@click.option("--database", default=None, help="SQLAlchemy URL of the alert database.")
+@click.option("--rules", "rules_path", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="Take the database from this rules file.")
+@click.pass_context
+def alerts(ctx: click.Context, database: str | None, rules_path: str | None) -> None:
+    """List, show and silence the alerting service's alerts."""
+    root = ctx.find_root()
+    if root.obj is None:
+        root.obj = {}
+    ctx.ensure_object(dict)
+    ctx.obj["alerts_database"] = database
+    ctx.obj["alerts_rules"] = rules_path
+
+
+@alerts.command("list")
+@click.option("--all", "include_resolved", is_flag=True, help="Also resolved alerts.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@click.pass_context
+def list_alerts(ctx: click.Context, include_resolved: bool, as_json: bool) -> None:
+    """Open alerts (fingerprint, state, since, alertname, job, summary)."""
+    store = _store(ctx)
+    now = dt.datetime.now(dt.UTC)
+    silences = store.silences(now)
+    for a in store.list_alerts(include_resolved=include_resolved):
+        muted = [s.id[:8] for s in silences if s.mutes(a.labels, now)]
+        state = a.state if not muted or a.state != "firing" else f"silenced({','.join(muted)})"
+        if as_json:
+            click.echo(json.dumps({"fingerprint": a.fingerprint, "state": state, "starts_at": a.starts_at.isoformat(),
+                                   "labels": a.labels, "annotations": a.annotations}, sort_keys=True))
+        else:
+            click.echo(f"{a.fingerprint}  {state:<10} {a.starts_at:%Y-%m-%d %H:%M:%S}  {a.labels.get('alertname')}  "
+                       f"{a.labels.get('namespace')}/{a.labels.get('job')}  {a.annotations.get('summary', '')[:100]}")
+
+
+@alerts.command("show")
+@click.argument("fingerprint")
+@click.pass_context
+def show(ctx: click.Context, fingerprint: str) -> None:
+    """One alert (by fingerprint or a unique prefix of it): labels, annotations, times, channels."""
+    found = _store(ctx).find_alert(fingerprint)
+    if len(found) != 1:
+        raise click.BadParameter(f"{fingerprint!r} matches {len(found)} alerts; expected exactly one "
+                                 "(see `lineagewire alerts list --all`)", param_hint="FINGERPRINT")
+    a = found[0]
+    click.echo(json.dumps({"fingerprint": a.fingerprint, "rule": a.rule, "state": a.state,
+                           "starts_at": a.starts_at.isoformat(),
+                           "ends_at": a.ends_at.isoformat() if a.ends_at else None,
+                           "notified": a.notified, "channels": list(a.channels), "labels": a.labels,
+                           "annotations": a.annotations}, indent=2, sort_keys=True))
+
+
+@alerts.command("silence")
+@click.option("--match", "matches", multiple=True, required=True, metavar="LABEL=GLOB",
+              help="Mute alerts whose label matches (repeatable, all must match; LABEL!=GLOB negates).")
+@click.option("--for", "duration", required=True, help="How long, e.g. 30m, 2h, 1d.")
+@click.option("--comment", required=True, help="Why (shown in `alerts silences`).")
+@click.option("--author", default=None, help="Who (default: the current user).")
+@click.pass_context
+def silence(ctx: click.Context, matches: tuple[str, ...], duration: str, comment: str, author: str | None) -> None:
+    """Silence matching alerts for a while; prints the silence id."""
+    from .model import parse_duration
+
+    matchers = _parse_matchers(matches)
+    try:
+        seconds = parse_duration(duration, "--for")
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--for") from exc
+    if seconds <= 0:
+        raise click.BadParameter(f"--for={duration!r}: expected a duration > 0", param_hint="--for")
+    now = dt.datetime.now(dt.UTC)
+    s = _store(ctx).add_silence(matchers, now + dt.timedelta(seconds=seconds), comment=comment,
+                                created_by=author or getpass.getuser(), starts_at=now)
+    click.echo(s.id)
+
+
+@alerts.command("silences")
+@click.option("--all", "include_expired", is_flag=True, help="Also expired silences.")
+@click.pass_context
+def silences(ctx: click.Context, include_expired: bool) -> None:
+    """Active silences (id, until, matchers, author, comment)."""
+    now = dt.datetime.now(dt.UTC)
+    for s in _store(ctx).silences(None if include_expired else now):
+        m = " ".join(f"{k}{'!=' + v[1:] if v.startswith('!') else '=' + v}" for k, v in s.matchers.items())
+        click.echo(f"{s.id}  until {s.ends_at:%Y-%m-%d %H:%M:%S}  {m}  {s.created_by}: {s.comment}")
+
+
+@alerts.command("expire")
+@click.argument("silence_id")
+@click.pass_context
+def expire(ctx: click.Context, silence_id: str) -> None:
+    """End a silence now (by id or a unique prefix)."""
+    ids = _store(ctx).expire_silence(silence_id, dt.datetime.now(dt.UTC))
+    if len(ids) != 1:
+        raise click.BadParameter(f"{silence_id!r} matches {len(ids)} active silences; expected exactly one",
+                                 param_hint="SILENCE_ID")
+    click.echo(f"expired {ids[0]}")
+
+
+@alerts.command("outbox")
+@click.option("--state", type=click.Choice(["pending", "delivered", "failed"]), default=None)
+@click.pass_context
+def outbox(ctx: click.Context, state: str | None) -> None:
+    """Notifications in the outbox: channel, state, attempts, last error."""
+    for r in _store(ctx).outbox(state):
+        click.echo(f"{r.id}  {r.channel}  {r.state}  attempts={r.attempts}  {r.created_at:%Y-%m-%d %H:%M:%S}  "
+                   f"{(r.last_error or '')[:120]}")

@@ -1,0 +1,175 @@
+"""The rules file: routing, channels, rules and inhibitions, validated when it is loaded.
+
+```yaml
+database: sqlite:///alerting.db          # optional; --database overrides
+templates: ./alert-templates              # optional folder overriding the built-in message templates
+route:
+  group_by: [alertname, job]
+  group_wait: 30s
+  group_interval: 5m
+  repeat_interval: 4h
+  channels: [oncall]                      # for rules that name none
+channels:
+  oncall: {type: pagerduty, routing_key: {env: PAGERDUTY_ROUTING_KEY}}
+rules:
+  - name: nightly-failed
+    kind: run_failed
+    match: {namespace: prod, job: "nightly_*", tags: {team: data}}
+    severity: critical
+    labels: {team: data}
+inhibit_rules:                            # the default: a missed refresh mutes its run's failure
+  - {source: {kind: refresh_missed}, target: {kind: run_failed}, equal: [table]}
+```
+
+Errors name the rule or channel, the field, the value and what was expected.
+"""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .channels import Channel, channel_class
+from .exceptions import RulesError
+from .model import SEVERITIES, parse_duration
+from .rules import Match, Rule, rule_class
+from .templates import Templates
+
+__all__ = ["AlertingConfig", "InhibitRule", "Route", "load_config"]
+
+
+class Route(BaseModel):
+    """How alerts are grouped into notifications and how often they are repeated (Alertmanager's route)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    group_by: list[str] = ["alertname", "job"]
+    group_wait: float = 30.0
+    group_interval: float = 300.0
+    repeat_interval: float = 4 * 3600.0
+    channels: list[str] = []
+
+    @field_validator("group_wait", "group_interval", "repeat_interval", mode="before")
+    @classmethod
+    def _seconds(cls, v: object) -> float:
+        return parse_duration(v)
+
+
+class InhibitRule(BaseModel):
+    """While an alert matching ``source`` fires, alerts matching ``target`` with the same ``equal`` labels are muted."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: dict[str, str]
+    target: dict[str, str]
+    equal: list[str] = []
+
+
+DEFAULT_INHIBIT = [InhibitRule(source={"kind": "refresh_missed"}, target={"kind": "run_failed"}, equal=["table"])]
+
+
+class RuleSpec(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    name: str = Field(..., min_length=1)
+    kind: str
+    match: Match = Match()
+    severity: str = "warning"
+    labels: dict[str, str] = {}
+    channels: list[str] | None = None
+    copy_tags: list[str] = ["table"]
+
+    @field_validator("severity")
+    @classmethod
+    def _severity(cls, v: str) -> str:
+        if v not in SEVERITIES:
+            raise ValueError(f"severity={v!r}; expected one of {', '.join(SEVERITIES)}")
+        return v
+
+
+class AlertingConfig(BaseModel):
+    """The validated rules file; ``rules()`` and ``channels()`` build the objects."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    database: str | None = None
+    templates: str | None = None
+    route: Route = Route()
+    channels: dict[str, dict[str, Any]] = {}
+    rules: list[RuleSpec] = []
+    inhibit_rules: list[InhibitRule] = Field(default_factory=lambda: list(DEFAULT_INHIBIT))
+
+    def build_rules(self) -> list[Rule]:
+        out: list[Rule] = []
+        seen: set[str] = set()
+        for i, spec in enumerate(self.rules):
+            where = f"rules[{i}] ({spec.name})"
+            if spec.name in seen:
+                raise RulesError(f"{where}: name {spec.name!r} is used twice; expected unique rule names")
+            seen.add(spec.name)
+            cls = rule_class(spec.kind)
+            try:
+                params = cls.Params(**(spec.model_extra or {}))
+            except ValidationError as exc:
+                raise RulesError(f"{where}: invalid {spec.kind} settings: {_errors(exc)}") from exc
+            channels = spec.channels if spec.channels is not None else self.route.channels
+            unknown = [c for c in channels if c not in self.channels]
+            if unknown:
+                raise RulesError(f"{where}: channel(s) {', '.join(unknown)} not defined; expected one of "
+                                 f"{', '.join(sorted(self.channels)) or '(no channels defined)'}")
+            out.append(cls(spec.name, match=spec.match, severity=spec.severity, labels=spec.labels,
+                           channels=tuple(channels), copy_tags=tuple(spec.copy_tags), params=params))
+        return out
+
+    def build_channels(self, transport: Any = None) -> dict[str, Channel]:
+        """The channels; ``transport``: an httpx transport for the HTTP ones (tests)."""
+        from .channels import HttpChannel
+
+        templates = Templates(self.templates)
+        out: dict[str, Channel] = {}
+        for name, raw in self.channels.items():
+            if not isinstance(raw, dict) or "type" not in raw:
+                raise RulesError(f"channels.{name}: expected a mapping with a 'type' (slack, pagerduty, webhook, "
+                                 "email, alertmanager)")
+            cls = channel_class(str(raw["type"]))
+            try:
+                cfg = cls.Config(**raw)
+            except ValidationError as exc:
+                raise RulesError(f"channels.{name}: invalid {raw['type']} settings: {_errors(exc)}") from exc
+            if transport is not None and issubclass(cls, HttpChannel):
+                out[name] = cls(name, cfg, templates=templates, transport=transport)
+            else:
+                out[name] = cls(name, cfg, templates=templates)
+        return out
+
+
+def _errors(exc: ValidationError) -> str:
+    # Never echo input values: a channel's settings may hold secrets.
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'value'}: {e['msg']}" for e in exc.errors())
+
+
+def parse_config(doc: Any, source: str = "rules") -> AlertingConfig:
+    if not isinstance(doc, dict):
+        raise RulesError(f"{source}: expected a mapping with 'rules' (and 'channels', 'route'), "
+                         f"got {type(doc).__name__}")
+    try:
+        config = AlertingConfig(**doc)
+    except ValidationError as exc:
+        raise RulesError(f"{source}: {_errors(exc)}") from exc
+    config.build_rules()  # kind and params errors surface at load time, not at the first event
+    return config
+
+
+def load_config(path: str | pathlib.Path) -> AlertingConfig:
+    """Read and validate a rules file; RulesError naming the file, the place and what was expected."""
+    p = pathlib.Path(path)
+    try:
+        doc = yaml.safe_load(p.read_text())
+    except OSError as exc:
+        raise RulesError(f"rules file {str(p)!r}: cannot read it: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise RulesError(f"rules file {str(p)!r}: not valid YAML: {exc}") from exc
+    return parse_config(doc, f"rules file {str(p)!r}")

@@ -1,0 +1,377 @@
+"""What the rules know beyond the event in hand: runs, each job's history, datasets, refreshes.
+
+``Facts.observe(event)`` folds one event in and returns an ``Observation``:
+the event plus what it means against what came before (the run's previous
+status, whether its sequence number went backwards, the job's earlier
+successful durations, output schema differences, the refresh it belongs to).
+Rules read observations and facts and never change them, so rule logic is
+pure and needs no database; the service saves ``Facts`` to the alert
+database as JSON (``dump_dirty`` / ``load``) so baselines survive restarts.
+
+Observing is idempotent: an event whose sequence number the run has already
+seen returns None (a redelivery after a restart), so a replay adds no second
+duration to a baseline and no second restart to a storm window.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from lineagewire.schemas import TERMINAL_STATUSES, kind_of
+
+__all__ = ["Facts", "JobState", "Observation", "RefreshState", "RunState", "SchemaChange"]
+
+#: successful durations kept per job (the longest baseline a rule may ask for)
+MAX_HISTORY = 100
+#: restart/failure times kept per job
+MAX_RESTARTS = 1000
+#: a terminal run is forgotten this long after its last event (late events of it are still ordered)
+RUN_TTL = dt.timedelta(hours=6)
+REFRESH_TTL = dt.timedelta(days=2)
+
+_REFRESH_STATUS = {"FINISHED": "COMPLETED", "FAILED": "FAILED", "CANCELED": "CANCELED", "SUSPENDED": "CANCELED"}
+
+
+def _t(text: str | None) -> dt.datetime | None:
+    return dt.datetime.fromisoformat(text) if text else None
+
+
+def _s(when: dt.datetime | None) -> str | None:
+    return when.isoformat() if when else None
+
+
+@dataclass
+class RunState:
+    run_id: str
+    namespace: str
+    job: str
+    created: dt.datetime
+    last_seen: dt.datetime
+    status: str | None = None
+    restarts: int = 0
+    max_seq: int = -1
+    seqs: set[int] = field(default_factory=set)
+    job_type: str = "BATCH"
+    command_id: str | None = None
+    #: names of rules that fired on this run (a clean run resolves them)
+    flags: set[str] = field(default_factory=set)
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+    def to_json(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "namespace": self.namespace, "job": self.job, "created": _s(self.created),
+                "last_seen": _s(self.last_seen), "status": self.status, "restarts": self.restarts,
+                "max_seq": self.max_seq, "seqs": sorted(self.seqs), "job_type": self.job_type,
+                "command_id": self.command_id, "flags": sorted(self.flags)}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> RunState:
+        return cls(run_id=d["run_id"], namespace=d["namespace"], job=d["job"], created=_t(d["created"]),  # type: ignore[arg-type]
+                   last_seen=_t(d["last_seen"]), status=d["status"], restarts=d["restarts"],  # type: ignore[arg-type]
+                   max_seq=d["max_seq"], seqs=set(d["seqs"]), job_type=d["job_type"],
+                   command_id=d["command_id"], flags=set(d["flags"]))
+
+
+@dataclass
+class JobState:
+    namespace: str
+    job: str
+    tags: dict[str, str] = field(default_factory=dict)
+    #: (run_id, duration_ms) of the latest successful runs, oldest first
+    durations: deque[tuple[str, int]] = field(default_factory=lambda: deque(maxlen=MAX_HISTORY))
+    #: epoch seconds of restarts and failed attempts, oldest first
+    restarts: deque[float] = field(default_factory=lambda: deque(maxlen=MAX_RESTARTS))
+    tags_key: tuple[tuple[str, str], ...] = ()
+
+    def set_tags(self, tags: dict[str, str]) -> None:
+        self.tags = dict(tags)
+        self.tags_key = tuple(sorted(self.tags.items()))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"namespace": self.namespace, "job": self.job, "tags": self.tags,
+                "durations": [list(d) for d in self.durations], "restarts": list(self.restarts)}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> JobState:
+        js = cls(d["namespace"], d["job"])
+        js.set_tags(d["tags"])
+        js.durations.extend((r, int(ms)) for r, ms in d["durations"])
+        js.restarts.extend(float(x) for x in d["restarts"])
+        return js
+
+
+@dataclass
+class RefreshState:
+    """One scheduled refresh (a RefreshCommand id), its latest attempt and status."""
+
+    command_id: str
+    namespace: str
+    job: str
+    table: str
+    nominal_time: dt.datetime
+    attempt: int = 1
+    status: str = "PENDING"  # PENDING, RUNNING, COMPLETED, FAILED, CANCELED
+    deadline: dt.datetime | None = None
+    error: str | None = None
+    updated: dt.datetime | None = None
+    flags: set[str] = field(default_factory=set)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"command_id": self.command_id, "namespace": self.namespace, "job": self.job, "table": self.table,
+                "nominal_time": _s(self.nominal_time), "attempt": self.attempt, "status": self.status,
+                "deadline": _s(self.deadline), "error": self.error, "updated": _s(self.updated),
+                "flags": sorted(self.flags)}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> RefreshState:
+        return cls(command_id=d["command_id"], namespace=d["namespace"], job=d["job"], table=d["table"],
+                   nominal_time=_t(d["nominal_time"]), attempt=d["attempt"], status=d["status"],  # type: ignore[arg-type]
+                   deadline=_t(d["deadline"]), error=d["error"], updated=_t(d["updated"]), flags=set(d["flags"]))
+
+
+@dataclass(frozen=True)
+class SchemaChange:
+    """How an output dataset's schema differs from the one its previous run wrote."""
+
+    dataset: str
+    added: list[str]
+    removed: list[str]
+    retyped: list[str]  # "col: old -> new"
+
+    def describe(self) -> str:
+        parts = []
+        if self.added:
+            parts.append("added " + ", ".join(self.added))
+        if self.removed:
+            parts.append("removed " + ", ".join(self.removed))
+        if self.retyped:
+            parts.append("retyped " + ", ".join(self.retyped))
+        return "; ".join(parts)
+
+
+@dataclass
+class Observation:
+    """One event and what it means given the facts before it."""
+
+    event: dict[str, Any]
+    kind: str
+    namespace: str
+    job: str
+    at: dt.datetime
+    job_state: JobState
+    run: RunState | None
+    previous_status: str | None = None
+    out_of_order: bool = False
+    #: for a FINISHED run: its duration and the job's earlier successful durations (oldest first)
+    duration_ms: int | None = None
+    history: list[int] = field(default_factory=list)
+    schema_changes: list[SchemaChange] = field(default_factory=list)
+    #: outputs whose schema is the same as the one their previous run wrote
+    unchanged_outputs: list[str] = field(default_factory=list)
+    refresh: RefreshState | None = None
+
+    @property
+    def tags(self) -> dict[str, str]:
+        return self.job_state.tags
+
+    @property
+    def new_status(self) -> str | None:
+        return self.event.get("new_status") if self.kind == "JobStatusChangedEvent" else None
+
+
+def _flatten(fields: list[dict[str, Any]], prefix: str = "") -> dict[str, str]:
+    out: dict[str, str] = {}
+    for f in fields:
+        name = prefix + f["name"]
+        out[name] = f["type"] + ("" if f.get("nullable", True) else " not null")
+        if f.get("fields"):
+            out.update(_flatten(f["fields"], name + "."))
+    return out
+
+
+class Facts:
+    """Runs, jobs, datasets and refreshes, folded from events; see the module docstring."""
+
+    def __init__(self) -> None:
+        self.runs: dict[str, RunState] = {}
+        self.jobs: dict[tuple[str, str], JobState] = {}
+        self.datasets: dict[str, tuple[str, dict[str, str]]] = {}  # "ns/name" -> (run_id, flattened fields)
+        self.refreshes: dict[str, RefreshState] = {}
+        self._dirty: set[tuple[str, str]] = set()
+
+    # -- folding events --------------------------------------------------------------------------
+
+    def job(self, namespace: str, job: str) -> JobState:
+        js = self.jobs.get((namespace, job))
+        if js is None:
+            js = self.jobs[(namespace, job)] = JobState(namespace, job)
+        return js
+
+    def observe(self, event: dict[str, Any]) -> Observation | None:
+        """Fold ``event`` in; None when the run has seen this sequence number already (a redelivery)."""
+        h = event["header"]
+        kind = kind_of(event)
+        ns, name, run_id, seq = h["job_namespace"], h["job_name"], h["run_id"], h["sequence"]
+        at = event.get("transition_time") or h["event_time"]
+        js = self.job(ns, name)
+        if kind == "RefreshCommand":
+            return self._observe_command(event, js, at)
+        if kind == "CancelRefresh":
+            return Observation(event, kind, ns, name, at, js, None)
+        run = self.runs.get(run_id)
+        if run is None:
+            run = self.runs[run_id] = RunState(run_id, ns, name, created=at, last_seen=at)
+        if seq in run.seqs:
+            return None
+        obs = Observation(event, kind, ns, name, at, js, run, previous_status=run.status,
+                          out_of_order=seq < run.max_seq)
+        run.seqs.add(seq)
+        run.max_seq = max(run.max_seq, seq)
+        run.last_seen = max(run.last_seen, at)
+        self._dirty.add(("run", run_id))
+        self._dirty.add(("job", f"{ns}\x1f{name}"))
+        sched = h.get("schedule")
+        if kind == "JobCreatedEvent":
+            spec = event["spec"]
+            js.set_tags(spec.get("tags") or {})
+            run.job_type = spec.get("job_type") or "BATCH"
+            run.created = min(run.created, at)
+            if run.status is None:
+                run.status = event.get("status") or "CREATED"
+        elif kind == "JobStatusChangedEvent" and not obs.out_of_order:
+            self._observe_status(event, obs, run, js)
+        elif kind == "ActionLineageEvent":
+            obs.schema_changes, obs.unchanged_outputs = self._observe_outputs(event, run_id)
+        if sched:
+            obs.refresh = self._observe_schedule(sched, obs, run)
+        return obs
+
+    def _observe_status(self, event: dict[str, Any], obs: Observation, run: RunState, js: JobState) -> None:
+        new = event["new_status"]
+        restarts = int(event.get("restarts") or 0)
+        extra = max(restarts - run.restarts, 0)
+        if new == "RESTARTING" and extra == 0:
+            extra = 1
+        if new == "FAILED":
+            extra += 1  # a failed attempt counts towards a storm too
+        when = obs.at.timestamp()
+        js.restarts.extend([when] * extra)
+        run.restarts = max(run.restarts, restarts)
+        run.status = new
+        if new == "FINISHED":
+            ms = event.get("duration_ms")
+            if ms is None:
+                ms = int((obs.at - run.created).total_seconds() * 1000)
+            obs.duration_ms = int(ms)
+            obs.history = [d for r, d in js.durations if r != run.run_id]
+            if all(r != run.run_id for r, _ in js.durations):
+                js.durations.append((run.run_id, int(ms)))
+
+    def _observe_outputs(self, event: dict[str, Any], run_id: str) -> tuple[list[SchemaChange], list[str]]:
+        changes, same = [], []
+        for ds in event.get("outputs") or []:
+            if not ds.get("fields"):
+                continue
+            key = f"{ds['namespace']}/{ds['name']}"
+            fields = _flatten(ds["fields"])
+            prev = self.datasets.get(key)
+            if prev is not None and prev[0] != run_id and prev[1] != fields:
+                old = prev[1]
+                changes.append(SchemaChange(
+                    dataset=key,
+                    added=sorted(set(fields) - set(old)),
+                    removed=sorted(set(old) - set(fields)),
+                    retyped=sorted(f"{c}: {old[c]} -> {fields[c]}" for c in set(old) & set(fields)
+                                   if old[c] != fields[c])))
+            elif prev is not None and prev[0] != run_id:
+                same.append(key)
+            self.datasets[key] = (run_id, fields)
+            self._dirty.add(("dataset", key))
+        return changes, same
+
+    def _observe_command(self, event: dict[str, Any], js: JobState, at: dt.datetime) -> Observation:
+        cid = event["command_id"]
+        h = event["header"]
+        rs = self.refreshes.get(cid)
+        if rs is None:
+            rs = self.refreshes[cid] = RefreshState(cid, h["job_namespace"], h["job_name"], event["table"],
+                                                    event["nominal_time"], updated=at)
+        rs.table = event["table"]
+        rs.deadline = event.get("deadline") or rs.deadline
+        if event.get("attempt", 1) > rs.attempt:
+            rs.attempt, rs.status = event["attempt"], "PENDING"
+        self._dirty.add(("refresh", cid))
+        return Observation(event, "RefreshCommand", h["job_namespace"], h["job_name"], at, js, None, refresh=rs)
+
+    def _observe_schedule(self, sched: dict[str, Any], obs: Observation, run: RunState) -> RefreshState:
+        cid = sched["command_id"]
+        run.command_id = cid
+        rs = self.refreshes.get(cid)
+        table = obs.tags.get("table") or (obs.job[len("refresh "):] if obs.job.startswith("refresh ") else obs.job)
+        if rs is None:
+            rs = self.refreshes[cid] = RefreshState(cid, obs.namespace, obs.job, table, sched["nominal_time"])
+        elif obs.tags.get("table"):
+            rs.table = obs.tags["table"]
+        attempt = int(sched.get("attempt") or 1)
+        if attempt >= rs.attempt and obs.kind == "JobStatusChangedEvent" and not obs.out_of_order:
+            rs.attempt = attempt
+            new = obs.event["new_status"]
+            rs.status = _REFRESH_STATUS.get(new, "RUNNING")
+            err = obs.event.get("error")
+            rs.error = f"{err['error_class']}: {err['message']}" if err else None
+        rs.updated = obs.at
+        self._dirty.add(("refresh", cid))
+        return rs
+
+    # -- upkeep and persistence ------------------------------------------------------------------
+
+    def prune(self, now: dt.datetime) -> None:
+        """Forget terminal runs and settled refreshes long past (bounded memory on a long-running service)."""
+        for rid in [r.run_id for r in self.runs.values() if r.terminal and now - r.last_seen > RUN_TTL]:
+            del self.runs[rid]
+            self._dirty.add(("run", rid))
+        for cid in [c.command_id for c in self.refreshes.values()
+                    if c.status in ("COMPLETED", "CANCELED") and c.updated and now - c.updated > REFRESH_TTL]:
+            del self.refreshes[cid]
+            self._dirty.add(("refresh", cid))
+
+    def mark_dirty(self, kind: str, key: str) -> None:
+        self._dirty.add((kind, key))
+
+    def dump_dirty(self) -> list[tuple[str, str, dict[str, Any] | None]]:
+        """(kind, key, JSON or None when deleted) of everything changed since the last call."""
+        out: list[tuple[str, str, dict[str, Any] | None]] = []
+        for kind, key in self._dirty:
+            value: Any
+            if kind == "run":
+                value = self.runs.get(key)
+            elif kind == "job":
+                ns, _, name = key.partition("\x1f")
+                value = self.jobs.get((ns, name))
+            elif kind == "refresh":
+                value = self.refreshes.get(key)
+            else:
+                ds = self.datasets.get(key)
+                out.append((kind, key, {"run_id": ds[0], "fields": ds[1]} if ds else None))
+                continue
+            out.append((kind, key, value.to_json() if value is not None else None))
+        self._dirty.clear()
+        return out
+
+    def load(self, rows: list[tuple[str, str, dict[str, Any]]]) -> None:
+        for kind, key, doc in rows:
+            if kind == "run":
+                self.runs[key] = RunState.from_json(doc)
+            elif kind == "job":
+                js = JobState.from_json(doc)
+                self.jobs[(js.namespace, js.job)] = js
+            elif kind == "refresh":
+                self.refreshes[key] = RefreshState.from_json(doc)
+            elif kind == "dataset":
+                self.datasets[key] = (doc["run_id"], doc["fields"])
+        self._dirty.clear()

@@ -1,0 +1,293 @@
+"""The alert database (SQLAlchemy; SQLite by default, any SQLAlchemy URL): alerts, groups, silences,
+the notification outbox, and the rules' facts.
+
+One transaction per ``save`` holds the alert and group changes and the
+outbox rows of the notifications they caused, so a crash either keeps both
+or neither: an alert marked notified always has its notification waiting in
+the outbox, and a resolve is never forgotten. Channels read the outbox
+(``Outbox`` in outbox.py); ``alerts silence`` writes silences from another
+process, which the service re-reads on its clock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.exc import SQLAlchemyError
+
+from .dispatch import Alert, Group
+from .exceptions import RulesError, StoreError
+from .model import labels_match
+
+__all__ = ["DEFAULT_URL", "AlertStore", "OutboxRow", "Silence"]
+
+DEFAULT_URL = "sqlite:///lineagewire-alerting.db"
+
+meta = sa.MetaData()
+TS = sa.DateTime(timezone=True)
+
+alerts_t = sa.Table(
+    "alerting_alerts", meta,
+    sa.Column("fingerprint", sa.String(32), primary_key=True),
+    sa.Column("rule", sa.String(200), nullable=False),
+    sa.Column("labels", sa.JSON, nullable=False),
+    sa.Column("annotations", sa.JSON, nullable=False),
+    sa.Column("channels", sa.JSON, nullable=False),
+    sa.Column("group_key", sa.String(32), nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("starts_at", TS, nullable=False),
+    sa.Column("ends_at", TS),
+    sa.Column("updated_at", TS, nullable=False),
+    sa.Column("notified", sa.Boolean, nullable=False),
+    sa.Column("last_notified_at", TS),
+    sa.Column("resolve_pending", sa.Boolean, nullable=False),
+)
+groups_t = sa.Table(
+    "alerting_groups", meta,
+    sa.Column("key", sa.String(32), primary_key=True),
+    sa.Column("labels", sa.JSON, nullable=False),
+    sa.Column("channels", sa.JSON, nullable=False),
+    sa.Column("first_pending_at", TS),
+    sa.Column("last_sent_at", TS),
+)
+silences_t = sa.Table(
+    "alerting_silences", meta,
+    sa.Column("id", sa.String(36), primary_key=True),
+    sa.Column("matchers", sa.JSON, nullable=False),
+    sa.Column("starts_at", TS, nullable=False),
+    sa.Column("ends_at", TS, nullable=False),
+    sa.Column("created_by", sa.String(200), nullable=False),
+    sa.Column("comment", sa.Text, nullable=False),
+)
+outbox_t = sa.Table(
+    "alerting_outbox", meta,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("channel", sa.String(200), nullable=False, index=True),
+    sa.Column("payload", sa.JSON, nullable=False),
+    sa.Column("created_at", TS, nullable=False),
+    sa.Column("state", sa.String(16), nullable=False, index=True),  # pending | delivered | failed
+    sa.Column("attempts", sa.Integer, nullable=False, default=0),
+    sa.Column("next_attempt_at", TS, nullable=False),
+    sa.Column("delivered_at", TS),
+    sa.Column("last_error", sa.Text),
+)
+facts_t = sa.Table(
+    "alerting_facts", meta,
+    sa.Column("kind", sa.String(16), primary_key=True),
+    sa.Column("key", sa.String(500), primary_key=True),
+    sa.Column("value", sa.JSON, nullable=False),
+)
+
+
+def _utc(when: dt.datetime | None) -> dt.datetime | None:
+    # SQLite hands datetimes back naive; they were stored as UTC.
+    if when is None:
+        return None
+    return when.replace(tzinfo=dt.UTC) if when.tzinfo is None else when.astimezone(dt.UTC)
+
+
+@dataclass(frozen=True)
+class Silence:
+    id: str
+    matchers: dict[str, str]
+    starts_at: dt.datetime
+    ends_at: dt.datetime
+    created_by: str
+    comment: str
+
+    def active(self, now: dt.datetime) -> bool:
+        return self.starts_at <= now < self.ends_at
+
+    def mutes(self, labels: dict[str, str], now: dt.datetime) -> bool:
+        return self.active(now) and labels_match(self.matchers, labels)
+
+
+@dataclass(frozen=True)
+class OutboxRow:
+    id: int
+    channel: str
+    payload: dict[str, Any]
+    attempts: int
+    state: str
+    created_at: dt.datetime
+    next_attempt_at: dt.datetime
+    last_error: str | None
+
+
+class AlertStore:
+    """The alert database at ``url``; tables are created when missing."""
+
+    def __init__(self, url: str = DEFAULT_URL) -> None:
+        try:
+            if url.startswith("sqlite"):
+                self.engine = sa.create_engine(url, connect_args={"timeout": 30})
+                sa.event.listen(self.engine, "connect", _sqlite_pragmas)
+            else:
+                self.engine = sa.create_engine(url, pool_pre_ping=True)
+            meta.create_all(self.engine)
+        except sa.exc.ArgumentError as exc:
+            raise RulesError(f"database={url!r}: not a SQLAlchemy URL ({exc}); expected e.g. "
+                             "sqlite:///alerting.db or postgresql+psycopg://user@host/db") from exc
+        except SQLAlchemyError as exc:
+            raise StoreError(f"alert database {self.engine.url.render_as_string(hide_password=True)}: {exc}") from exc
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # -- the service's state ------------------------------------------------------------------------
+
+    def load(self) -> tuple[list[Alert], list[Group], list[tuple[str, str, dict[str, Any]]]]:
+        """Live alerts (firing, or with a resolve to send), their groups, and the facts."""
+        with self._conn() as c:
+            alerts = [self._alert(r) for r in c.execute(sa.select(alerts_t).where(
+                sa.or_(alerts_t.c.state == "firing", alerts_t.c.resolve_pending.is_(True))))]
+            groups = [Group(r.key, r.labels, tuple(r.channels), _utc(r.first_pending_at), _utc(r.last_sent_at))
+                      for r in c.execute(sa.select(groups_t))]
+            facts = [(r.kind, r.key, r.value) for r in c.execute(sa.select(facts_t))]
+        return alerts, groups, facts
+
+    def save(self, alerts: Iterable[Alert], groups: Iterable[Group], outbox: Iterable[tuple[str, dict[str, Any]]],
+             facts: Iterable[tuple[str, str, dict[str, Any] | None]], now: dt.datetime) -> list[int]:
+        """Write changes and new outbox rows in one transaction; the ids of the outbox rows."""
+        ids: list[int] = []
+        with self._begin() as c:
+            for a in alerts:
+                row = {"rule": a.rule, "labels": a.labels, "annotations": a.annotations, "channels": list(a.channels),
+                       "group_key": a.group_key, "state": a.state, "starts_at": a.starts_at, "ends_at": a.ends_at,
+                       "updated_at": a.updated_at, "notified": a.notified, "last_notified_at": a.last_notified_at,
+                       "resolve_pending": a.resolve_pending}
+                if c.execute(alerts_t.update().where(alerts_t.c.fingerprint == a.fingerprint).values(**row)
+                             ).rowcount == 0:
+                    c.execute(alerts_t.insert().values(fingerprint=a.fingerprint, **row))
+            for g in groups:
+                row = {"labels": g.labels, "channels": list(g.channels), "first_pending_at": g.first_pending_at,
+                       "last_sent_at": g.last_sent_at}
+                if c.execute(groups_t.update().where(groups_t.c.key == g.key).values(**row)).rowcount == 0:
+                    c.execute(groups_t.insert().values(key=g.key, **row))
+            for channel, payload in outbox:
+                res = c.execute(outbox_t.insert().values(channel=channel, payload=payload, created_at=now,
+                                                         state="pending", attempts=0, next_attempt_at=now))
+                ids.append(int(res.inserted_primary_key[0]))
+            for kind, key, value in facts:
+                c.execute(facts_t.delete().where(facts_t.c.kind == kind, facts_t.c.key == key))
+                if value is not None:
+                    c.execute(facts_t.insert().values(kind=kind, key=key, value=value))
+        return ids
+
+    # -- alerts, for the CLI -------------------------------------------------------------------------
+
+    def list_alerts(self, *, include_resolved: bool = False) -> list[Alert]:
+        q = sa.select(alerts_t).order_by(alerts_t.c.starts_at)
+        if not include_resolved:
+            q = q.where(alerts_t.c.state == "firing")
+        with self._conn() as c:
+            return [self._alert(r) for r in c.execute(q)]
+
+    def find_alert(self, prefix: str) -> list[Alert]:
+        with self._conn() as c:
+            return [self._alert(r) for r in c.execute(sa.select(alerts_t).where(
+                alerts_t.c.fingerprint.startswith(prefix, autoescape=True)))]
+
+    @staticmethod
+    def _alert(r: Any) -> Alert:
+        return Alert(r.fingerprint, r.rule, r.labels, r.annotations, tuple(r.channels), r.group_key,
+                     starts_at=_utc(r.starts_at), updated_at=_utc(r.updated_at), state=r.state,  # type: ignore[arg-type]
+                     ends_at=_utc(r.ends_at), notified=r.notified, last_notified_at=_utc(r.last_notified_at),
+                     resolve_pending=r.resolve_pending)
+
+    # -- silences ------------------------------------------------------------------------------------
+
+    def add_silence(self, matchers: dict[str, str], ends_at: dt.datetime, *, comment: str, created_by: str,
+                    starts_at: dt.datetime | None = None) -> Silence:
+        s = Silence(str(uuid.uuid4()), dict(matchers), starts_at or dt.datetime.now(dt.UTC), ends_at, created_by,
+                    comment)
+        with self._begin() as c:
+            c.execute(silences_t.insert().values(id=s.id, matchers=s.matchers, starts_at=s.starts_at,
+                                                 ends_at=s.ends_at, created_by=s.created_by, comment=s.comment))
+        return s
+
+    def silences(self, now: dt.datetime | None = None) -> list[Silence]:
+        """All silences, or those not yet ended at ``now``."""
+        q = sa.select(silences_t).order_by(silences_t.c.starts_at)
+        if now is not None:
+            q = q.where(silences_t.c.ends_at > now)
+        with self._conn() as c:
+            return [Silence(r.id, r.matchers, _utc(r.starts_at), _utc(r.ends_at), r.created_by,  # type: ignore[arg-type]
+                            r.comment) for r in c.execute(q)]
+
+    def expire_silence(self, prefix: str, now: dt.datetime) -> list[str]:
+        with self._begin() as c:
+            ids = [r.id for r in c.execute(sa.select(silences_t.c.id).where(
+                silences_t.c.id.startswith(prefix, autoescape=True), silences_t.c.ends_at > now))]
+            if len(ids) == 1:
+                c.execute(silences_t.update().where(silences_t.c.id == ids[0]).values(ends_at=now))
+        return ids
+
+    # -- outbox --------------------------------------------------------------------------------------
+
+    def due_outbox(self, now: dt.datetime, limit: int = 100) -> list[OutboxRow]:
+        with self._conn() as c:
+            rows = c.execute(sa.select(outbox_t).where(outbox_t.c.state == "pending",
+                                                       outbox_t.c.next_attempt_at <= now)
+                             .order_by(outbox_t.c.id).limit(limit))
+            return [self._outbox(r) for r in rows]
+
+    def outbox(self, state: str | None = None) -> list[OutboxRow]:
+        q = sa.select(outbox_t).order_by(outbox_t.c.id)
+        if state is not None:
+            q = q.where(outbox_t.c.state == state)
+        with self._conn() as c:
+            return [self._outbox(r) for r in c.execute(q)]
+
+    @staticmethod
+    def _outbox(r: Any) -> OutboxRow:
+        return OutboxRow(r.id, r.channel, r.payload, r.attempts, r.state, _utc(r.created_at),  # type: ignore[arg-type]
+                         _utc(r.next_attempt_at), r.last_error)  # type: ignore[arg-type]
+
+    def mark_outbox(self, row_id: int, *, state: str, attempts: int, now: dt.datetime,
+                    next_attempt_at: dt.datetime | None = None, error: str | None = None) -> None:
+        values: dict[str, Any] = {"state": state, "attempts": attempts, "last_error": error}
+        if state == "delivered":
+            values["delivered_at"] = now
+        if next_attempt_at is not None:
+            values["next_attempt_at"] = next_attempt_at
+        with self._begin() as c:
+            c.execute(outbox_t.update().where(outbox_t.c.id == row_id).values(**values))
+
+    def prune_outbox(self, before: dt.datetime) -> int:
+        with self._begin() as c:
+            return int(c.execute(outbox_t.delete().where(outbox_t.c.state == "delivered",
+                                                         outbox_t.c.delivered_at < before)).rowcount)
+
+    # -- plumbing ------------------------------------------------------------------------------------
+
+    def _conn(self) -> Any:
+        return self._guard(self.engine.connect)
+
+    def _begin(self) -> Any:
+        return self._guard(self.engine.begin)
+
+    @contextlib.contextmanager
+    def _guard(self, opener: Any) -> Iterator[sa.Connection]:
+        """A connection or transaction whose database errors become ``StoreError`` (retried by the runtime)."""
+        try:
+            with opener() as c:
+                yield c
+        except SQLAlchemyError as exc:
+            raise StoreError(f"alert database {self.engine.url.render_as_string(hide_password=True)}: "
+                             f"{exc}") from exc
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    # WAL lets `lineagewire alerts ...` read and write silences while the service writes.
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.close()
+

@@ -1,0 +1,194 @@
+"""The alert lifecycle through the service handler with a real SQLite database and recording channels:
+grouping, repeat_interval, resolve, silences, inhibition, the outbox, and restarts."""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import uuid
+
+import pytest
+
+from lineagewire.consumers.alerting.config import parse_config
+from lineagewire.consumers.alerting.service import AlertingHandler
+from lineagewire.consumers.alerting.store import AlertStore
+
+from .events import RunBuilder, at, error
+from .fakes import Clock, Recorder, record
+
+_offsets = itertools.count()
+
+
+def handler(tmp_path, clock: Clock, channels: dict[str, Recorder], *, route: dict | None = None,
+            rules: list[dict] | None = None) -> AlertingHandler:
+    cfg = parse_config({
+        "route": {"group_by": ["alertname", "job"], "group_wait": "30s", "group_interval": "5m",
+                  "repeat_interval": "4h", "channels": sorted(channels), **(route or {})},
+        "channels": {name: {"type": "webhook", "url": "http://127.0.0.1:9/unused"} for name in channels},
+        "rules": rules or [{"name": "failed", "kind": "run_failed"}],
+    })
+    h = AlertingHandler(cfg, database=f"sqlite:///{tmp_path / 'alerts.db'}", channels=dict(channels), clock=clock)
+    h.open()
+    return h
+
+
+def feed(h: AlertingHandler, events: list[dict]) -> None:
+    for ev in events:
+        h.handle(record(ev, next(_offsets)))
+
+
+def fail(job: str = "nightly_orders", **kw) -> list[dict]:
+    return RunBuilder(job, **kw).life(at(0), 5, end="FAILED", error=error())
+
+
+def ok(job: str = "nightly_orders", **kw) -> list[dict]:
+    return RunBuilder(job, **kw).life(at(0), 5)
+
+
+def test_group_wait_collects_siblings_then_repeat_interval_holds_back_repeats(tmp_path) -> None:
+    clock, rec = Clock(), Recorder()
+    h = handler(tmp_path, clock, {"rec": rec}, route={"group_by": ["alertname"]})
+    feed(h, fail("a"))
+    h.tick(clock())
+    assert rec.sent == []  # group_wait: 30 s to collect the group
+    clock.advance(10)
+    feed(h, fail("b"))
+    clock.advance(21)
+    h.tick(clock())
+    assert len(rec.sent) == 1 and sorted(a.labels["job"] for a in rec.sent[0].alerts) == ["a", "b"]
+    feed(h, fail("a"))  # the same condition again: no new notification
+    clock.advance(3600)
+    h.tick(clock())
+    assert len(rec.sent) == 1
+    clock.advance(3 * 3600 + 1)  # repeat_interval (4 h) after the last notification
+    h.tick(clock())
+    assert len(rec.sent) == 2 and {a.status for a in rec.sent[1].alerts} == {"firing"}
+    h.close()
+
+
+def test_resolve_goes_to_the_same_channels_after_group_interval(tmp_path) -> None:
+    clock, pager, chat, other = Clock(), Recorder("pager"), Recorder("chat"), Recorder("other")
+    h = handler(tmp_path, clock, {"pager": pager, "chat": chat, "other": other},
+                rules=[{"name": "failed", "kind": "run_failed", "channels": ["pager", "chat"]}])
+    feed(h, fail())
+    clock.advance(31)
+    h.tick(clock())
+    fp = pager.sent[0].alerts[0].fingerprint
+    assert pager.statuses() == chat.statuses() == [("failed", "firing")]
+    feed(h, ok())
+    h.tick(clock())
+    assert len(pager.sent) == 1  # group_interval (5 m) since the last notification of the group
+    clock.advance(300)
+    h.tick(clock())
+    assert pager.statuses() == chat.statuses() == [("failed", "firing"), ("failed", "resolved")]
+    assert pager.sent[1].alerts[0].fingerprint == fp
+    assert other.sent == []
+    h.close()
+
+
+def test_an_alert_cleared_within_group_wait_is_never_sent(tmp_path) -> None:
+    clock, rec = Clock(), Recorder()
+    h = handler(tmp_path, clock, {"rec": rec})
+    feed(h, fail())
+    clock.advance(5)
+    feed(h, ok())
+    clock.advance(600)
+    h.tick(clock())
+    assert rec.sent == [] and rec.attempts == 0
+    assert [a.state for a in h.store.list_alerts(include_resolved=True)] == ["resolved"]
+    h.close()
+
+
+def test_a_silence_mutes_matching_alerts_only_and_its_end_lets_them_through(tmp_path) -> None:
+    clock, rec = Clock(), Recorder()
+    h = handler(tmp_path, clock, {"rec": rec})
+    now = dt.datetime.fromtimestamp(clock(), dt.UTC)
+    AlertStore(h.database).add_silence({"job": "nightly_*"}, now + dt.timedelta(hours=2), comment="maintenance",
+                                       created_by="test", starts_at=now)
+    h.tick(clock())  # re-reads silences
+    feed(h, fail("nightly_orders") + fail("hourly_clicks"))
+    clock.advance(31)
+    h.tick(clock())
+    assert [a.labels["job"] for n in rec.sent for a in n.alerts] == ["hourly_clicks"]
+    clock.advance(2 * 3600)
+    h.tick(clock())
+    assert sorted(a.labels["job"] for n in rec.sent for a in n.alerts) == ["hourly_clicks", "nightly_orders"]
+    h.close()
+
+
+def test_refresh_missed_inhibits_the_run_failed_of_the_same_table_only(tmp_path) -> None:
+    clock, rec = Clock(), Recorder()
+    h = handler(tmp_path, clock, {"rec": rec}, rules=[
+        {"name": "failed", "kind": "run_failed"},
+        {"name": "missed", "kind": "refresh_missed", "max_attempts": 1}])
+    cid = str(uuid.uuid4())
+    sched = {"workflow_id": "wf", "command_id": cid, "nominal_time": at(0), "attempt": 1}
+    feed(h, RunBuilder("refresh sales.daily", "lake", tags={"table": "sales.daily"}, schedule=sched)
+         .life(at(0), 5, end="FAILED", error=error()))
+    feed(h, fail("unrelated", tags={"table": "other.table"}))
+    clock.advance(31)
+    h.tick(clock())
+    got = sorted((a.labels["alertname"], a.labels.get("table")) for n in rec.sent for a in n.alerts)
+    assert got == [("failed", "other.table"), ("missed", "sales.daily")]
+    assert {a.labels["alertname"] for a in h.store.list_alerts()} == {"failed", "missed"}  # muted, not dropped
+    h.close()
+
+
+def test_a_down_channel_keeps_the_notification_in_the_outbox_and_retries_with_backoff(tmp_path) -> None:
+    clock, rec, fine = Clock(), Recorder("rec"), Recorder("fine")
+    rec.down = True
+    h = handler(tmp_path, clock, {"rec": rec, "fine": fine})
+    feed(h, fail())
+    clock.advance(31)
+    h.tick(clock())
+    assert fine.statuses() == [("failed", "firing")] and rec.sent == [] and rec.attempts == 1
+    h.tick(clock())
+    assert rec.attempts == 1  # backing off
+    pending = h.store.outbox("pending")
+    assert [r.channel for r in pending] == ["rec"] and "receiver down" in (pending[0].last_error or "")
+    rec.down = False
+    clock.advance(5)
+    h.tick(clock())
+    assert rec.statuses() == [("failed", "firing")]
+    assert h.store.outbox("pending") == []
+    h.close()
+
+
+def test_after_a_restart_an_open_alert_is_not_renotified_and_its_resolve_is_not_forgotten(tmp_path) -> None:
+    clock, rec = Clock(), Recorder()
+    h = handler(tmp_path, clock, {"rec": rec})
+    feed(h, fail())
+    clock.advance(31)
+    h.tick(clock())
+    h.close()
+    assert rec.statuses() == [("failed", "firing")]
+
+    rec2 = Recorder()
+    h2 = handler(tmp_path, clock, {"rec": rec2})
+    feed(h2, fail())  # the same failure again (e.g. a replay)
+    clock.advance(60)
+    h2.tick(clock())
+    feed(h2, ok())
+    h2.tick(clock())
+    h2.close()  # the resolve is due only after group_interval (5 m after the firing): it waits in the database
+    assert rec2.sent == []
+
+    rec3 = Recorder()
+    h3 = handler(tmp_path, clock, {"rec": rec3})
+    clock.advance(301)
+    h3.tick(clock())
+    assert rec3.statuses() == [("failed", "resolved")]
+    h3.close()
+
+
+def test_a_wrong_channel_setting_names_the_channel_and_field_without_echoing_secrets() -> None:
+    from lineagewire.consumers.alerting.exceptions import RulesError
+
+    cfg = parse_config({"channels": {"pager": {"type": "pagerduty", "routing_key": "s3cr3t-key", "urll": "x"}}})
+    with pytest.raises(RulesError) as info:
+        cfg.build_channels()
+    assert "channels.pager" in str(info.value) and "urll" in str(info.value)
+    assert "s3cr3t" not in str(info.value)
+    cfg = parse_config({"channels": {"hook": {"type": "webhook", "url": {"env": "LW_TEST_UNSET_VAR"}}}})
+    with pytest.raises(RulesError, match="environment variable LW_TEST_UNSET_VAR is not set"):
+        cfg.build_channels()
