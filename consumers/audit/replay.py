@@ -13,6 +13,16 @@ Outputs (``--into``):
 * ``openlineage``: the OpenLineage events sent through the OpenLineage
   transport configured as for ``lineagewire consume openlineage``.
 
+``--output F`` is written to a temporary file beside F that replaces F
+(``--force``) or is appended to it (``--append``) only when the replay ends,
+so a replay that fails leaves F as it was; an existing F without either flag
+is refused. ``--to`` before ``--from`` is refused too (exit 2).
+
+With ``--archive DIR_OR_URL`` (or ``LINEAGEWIRE_ARCHIVE``) the part of the
+range older than the topic's earliest offset is read from the audit archive
+and the rest from the topic, each (partition, offset) once
+(``archive_read.read_across``); every target and filter works the same.
+
 The translation is deterministic (run ids derived from the events, times
 from the events), so replaying the same range twice gives identical
 OpenLineage events, and a backend that already has them sees the same runs.
@@ -23,23 +33,32 @@ a summary (events, per kind, outputs, errors) ends the run.
 from __future__ import annotations
 
 import collections
+import datetime as dt
 import io
 import json
+import os
+import pathlib
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import click
 
 from lineagewire.cli import settings_from
 from lineagewire.config import Settings
+from lineagewire.consumers.runtime.record import Record
 from lineagewire.exceptions import ConfigError, LineagewireError
 from lineagewire.kafka.reader import Position, TopicReader, parse_position
 from lineagewire.schemas import kind_of
 
-from .subscribe import Record, read_events
+from .subscribe import read_events
+
+if TYPE_CHECKING:
+    from .storage import Storage
 
 __all__ = ["ReplaySummary", "replay", "replay_range"]
 
@@ -86,25 +105,34 @@ Sink = Callable[[Record], int]
 
 
 def replay_range(settings: Settings, topic: str, *, start: Position, end: Position, sink: Sink,
-                 job: str | None = None, progress: bool = False, echo: Callable[[str], None] | None = None
-                 ) -> ReplaySummary:
+                 job: str | None = None, progress: bool = False, echo: Callable[[str], None] | None = None,
+                 archive: Storage | None = None) -> ReplaySummary:
     """Feed every decoded event of the range (filtered by ``job``) to ``sink``; errors are counted, not raised.
 
     ``sink(record)`` returns how many outputs it wrote and raises ``LineagewireError`` for an event it
-    cannot take (counted as an error naming ``topic[partition]@offset``).
+    cannot take (counted as an error naming ``topic[partition]@offset``). With ``archive``, the part of
+    the range older than the topic's earliest offset comes from the archive (``archive_read.read_across``).
     """
     echo = echo or (lambda line: print(line, file=sys.stderr, flush=True))
     summary = ReplaySummary(topic)
     # Resolve the range once up front for the progress bar (same inputs, same offsets as read_events).
     with TopicReader(settings, topic, start=start, end=end) as probe:
         starts, total = dict(probe.start_offsets), probe.total() or 0
+    if archive is not None:
+        from .archive_read import archived_count, read_across  # pyarrow only when an archive is read
+
+        starts = {}  # offsets now start in the archive; the bar counts from 0 (an estimate over the archive)
+        total += archived_count(archive, topic)
     bar = _Progress(total, enabled=progress)
     echo = bar.wrap_echo(echo)
     errors = _ErrorLines(summary, echo)
     reached: dict[int, int] = {}
     t0 = time.perf_counter()
     try:
-        for rec in read_events(settings, topic, start=start, end=end, job=job, errors=errors):  # type: ignore[arg-type]
+        records = (read_across(settings, archive, topic, start=start, end=end, job=job, errors=errors)  # type: ignore[arg-type]
+                   if archive is not None else
+                   read_events(settings, topic, start=start, end=end, job=job, errors=errors))  # type: ignore[arg-type]
+        for rec in records:
             summary.events += 1
             summary.per_kind[kind_of(rec.event)] += 1
             try:
@@ -219,7 +247,12 @@ def _openlineage_sink(url: str | None, ol_config: str | None) -> tuple[Sink, Cal
 @click.option("--format", "fmt", type=click.Choice(["events", "openlineage"]), default="events", show_default=True,
               help="For stdout and file: the decoded events, or the OpenLineage events they translate to.")
 @click.option("--output", "output", type=click.Path(dir_okay=False, writable=True), default=None,
-              help="The file for --into file (JSON lines; overwritten).")
+              help="The file for --into file (JSON lines), written in full or not at all.")
+@click.option("--force", is_flag=True, help="For --into file: replace an existing --output file.")
+@click.option("--append", is_flag=True, help="For --into file: add to an existing --output file.")
+@click.option("--archive", "archive", envvar="LINEAGEWIRE_ARCHIVE", default=None, metavar="DIR_OR_URL",
+              help="The audit archive (env LINEAGEWIRE_ARCHIVE): the range older than the topic's earliest "
+                   "offset is read from it, the rest from the topic, each record once.")
 @click.option("--url", default=None, help="For --into openlineage: the OpenLineage HTTP backend.")
 @click.option("--openlineage-config", "ol_config", type=click.Path(dir_okay=False, exists=True), default=None,
               help="For --into openlineage: an openlineage.yml (else the usual OpenLineage configuration).")
@@ -227,37 +260,91 @@ def _openlineage_sink(url: str | None, ol_config: str | None) -> tuple[Sink, Cal
               help="Progress bar on stderr (only drawn when stderr is a terminal).")
 @click.pass_context
 def replay(ctx: click.Context, topic: str | None, from_: str, to: str, job: str | None, into: str, fmt: str,
-           output: str | None, url: str | None, ol_config: str | None, progress: bool) -> None:
+           output: str | None, force: bool, append: bool, archive: str | None, url: str | None,
+           ol_config: str | None, progress: bool) -> None:
     """Replay a time or offset range for audit, without moving any consumer group's offsets."""
     settings = settings_from(ctx)
     topic = topic or settings.topics.jobs
     start, end = parse_position(from_), parse_position(to)
     if start is None or end is None:
         raise ConfigError("--from and --to need a value")
+    _check_range(start, end, from_, to)
     if into == "file" and not output:
         raise click.UsageError("--into file needs --output PATH")
-    if into != "file" and output:
-        raise click.UsageError("--output goes with --into file")
+    if into != "file" and (output or force or append):
+        raise click.UsageError("--output, --force and --append go with --into file")
+    if force and append:
+        raise click.UsageError("--force (replace) and --append (add) exclude each other")
+    if output and not (force or append) and pathlib.Path(output).exists():
+        raise click.UsageError(f"--output {output} exists; pass --force to replace it or --append to add to it")
+    storage = None
+    if archive:
+        from .storage import Storage
+
+        storage = Storage(archive)
     close: Callable[[], None] = lambda: None  # noqa: E731
-    out: IO[str] | None = None
+    out: _FileOutput | None = None
     if into == "openlineage":
         sink, close = _openlineage_sink(url, ol_config)
     elif into == "file":
-        out = open(output, "w", encoding="utf-8")  # type: ignore[arg-type]  # noqa: SIM115 - closed below
-        sink = _json_lines_sink(out, fmt)
+        out = _FileOutput(pathlib.Path(output), append=append)  # type: ignore[arg-type]
+        sink = _json_lines_sink(out.stream, fmt)
     else:
         sink = _json_lines_sink(sys.stdout, fmt)
     try:
         summary = replay_range(settings, topic, start=start, end=end, sink=sink, job=job,
-                               progress=progress,
+                               progress=progress, archive=storage,
                                echo=lambda line: click.echo(line, err=True))
+    except BaseException:
+        if out is not None:
+            out.discard()  # an existing --output stays as it was
+        raise
     finally:
         close()
-        if out is not None:
-            out.close()
+    if out is not None:
+        out.commit()
     _print_summary(summary)
     if summary.errors:
         ctx.exit(1)
+
+
+def _check_range(start: Position, end: Position, from_: str, to: str) -> None:
+    """An end before the start is a mistake, not an empty replay: say so (exit 2)."""
+    backwards = ((isinstance(start, dt.datetime) and isinstance(end, dt.datetime) and end < start)
+                 or (type(start) is int and type(end) is int and end < start)
+                 or (start == "end" and end == "beginning"))
+    if backwards:
+        raise click.BadParameter(f"{to!r} is before --from {from_!r}, so the range is empty; expected --to at or "
+                                 "after --from (--to is exclusive)", param_hint="--to")
+
+
+class _FileOutput:
+    """``--into file``: lines go to a temporary file next to the output, which replaces (or is appended to)
+    the output only when the replay finished, so a failed replay leaves an existing file untouched."""
+
+    def __init__(self, path: pathlib.Path, *, append: bool) -> None:
+        self.path = path
+        self.append = append
+        self._fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
+        self.tmp = pathlib.Path(tmp)
+        self.stream: IO[str] = os.fdopen(self._fd, "w", encoding="utf-8")
+
+    def commit(self) -> None:
+        self.stream.flush()
+        os.fsync(self.stream.fileno())
+        self.stream.close()
+        if self.append and self.path.exists():
+            with open(self.path, "ab") as dst, open(self.tmp, "rb") as src:
+                shutil.copyfileobj(src, dst)
+                dst.flush()
+                os.fsync(dst.fileno())
+            self.tmp.unlink()
+        else:
+            os.replace(self.tmp, self.path)
+
+    def discard(self) -> None:
+        self.stream.close()
+        self.tmp.unlink(missing_ok=True)
 
 
 def _print_summary(s: ReplaySummary) -> None:

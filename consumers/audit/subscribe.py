@@ -11,38 +11,18 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import IO, Any
 
 import click
 
 from lineagewire.cli import settings_from
 from lineagewire.config import Settings
+from lineagewire.consumers.runtime.record import Record
 from lineagewire.exceptions import DecodeError
 from lineagewire.kafka.reader import Position, TopicReader, parse_position
-from lineagewire.schemas import Codec, kind_of, summary, to_jsonable
+from lineagewire.schemas import Codec, kind_of, summary
 
 __all__ = ["Record", "read_events", "subscribe"]
-
-
-@dataclass
-class Record:
-    """One decoded message and where it came from."""
-
-    topic: str
-    partition: int
-    offset: int
-    key: str | None
-    timestamp_ms: int
-    event: dict[str, Any]
-
-    @property
-    def where(self) -> str:
-        return f"{self.topic}[{self.partition}]@{self.offset}"
-
-    def as_json(self) -> dict[str, Any]:
-        return {"topic": self.topic, "partition": self.partition, "offset": self.offset, "key": self.key,
-                "kind": kind_of(self.event), "event": to_jsonable(self.event)}
 
 
 def matches(event: dict[str, Any], job: str | None, status: str | None) -> bool:
@@ -56,12 +36,19 @@ def matches(event: dict[str, Any], job: str | None, status: str | None) -> bool:
 
 def read_events(settings: Settings, topic: str, *, start: Position, end: Position | None,
                 job: str | None = None, status: str | None = None, codec: Codec | None = None,
-                errors: IO[str] | None = None, idle_timeout: float | None = None) -> Iterator[Record]:
-    """Decoded, filtered records of a topic range; bad messages reported to ``errors`` and skipped."""
+                errors: IO[str] | None = None, idle_timeout: float | None = None,
+                skip_through: dict[int, int] | None = None) -> Iterator[Record]:
+    """Decoded, filtered records of a topic range; bad messages reported to ``errors`` and skipped.
+
+    ``skip_through``: per partition, the last offset already served elsewhere (the archive); those and
+    the ones before them are skipped without decoding.
+    """
     codec = codec or Codec(schema_registry_url=settings.schema_registry_url, registry_config=settings.registry_config())
     errors = errors or sys.stderr
     with TopicReader(settings, topic, start=start, end=end) as reader:
         for msg in reader.messages(idle_timeout=idle_timeout):
+            if skip_through and msg.offset() <= skip_through.get(msg.partition(), -1):
+                continue
             where = f"{msg.topic()}[{msg.partition()}]@{msg.offset()}"
             try:
                 event = codec.decode(msg.value())

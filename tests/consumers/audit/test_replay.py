@@ -140,3 +140,38 @@ def test_bad_arguments_are_named(settings, tmp_path: pathlib.Path) -> None:  # n
     assert r.exit_code != 0 and "--into file needs --output" in r.output
     r = CliRunner().invoke(main_group, ["replay", "--from", "yesterday-ish"])
     assert r.exit_code != 0
+
+
+def test_to_before_from_says_why_and_exits_2(settings) -> None:  # noqa: ANN001
+    for frm, to in (("2026-02-01T00:00:00Z", "2026-01-01T00:00:00Z"), ("10", "3")):
+        r = cli(settings, "--from", frm, "--to", to)
+        assert r.exit_code == 2, r.output
+        assert f"'{to}' is before --from '{frm}', so the range is empty" in r.stderr
+
+
+def test_into_file_refuses_to_overwrite_and_can_append_or_force(settings, published, tmp_path) -> None:  # noqa: ANN001
+    out = tmp_path / "events.jsonl"
+    out.write_text("kept\n")
+    r = cli(settings, "--into", "file", "--output", str(out))
+    assert r.exit_code == 2 and "exists; pass --force to replace it or --append to add to it" in r.stderr
+    assert out.read_text() == "kept\n"
+    r = cli(settings, "--into", "file", "--output", str(out), "--append")
+    assert r.exit_code == 0, r.stderr
+    lines = out.read_text().splitlines()
+    assert lines[0] == "kept" and len(lines) == 1 + len(published)
+    r = cli(settings, "--into", "file", "--output", str(out), "--force")
+    assert r.exit_code == 0, r.stderr
+    assert len(out.read_text().splitlines()) == len(published)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["events.jsonl"]  # no temporary file left behind
+
+
+@pytest.mark.slow
+def test_into_file_leaves_an_existing_output_untouched_when_the_broker_is_down(tmp_path) -> None:  # noqa: ANN001
+    out = tmp_path / "events.jsonl"
+    out.write_text("kept\n")
+    for flags in ([], ["--force"], ["--append"]):
+        r = CliRunner().invoke(main_group, ["--bootstrap-servers", "127.0.0.1:1", "replay", "--into", "file",
+                                            "--output", str(out), *flags])
+        assert r.exit_code != 0
+        assert out.read_text() == "kept\n"
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["events.jsonl"]

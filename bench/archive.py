@@ -1,0 +1,124 @@
+"""The audit archive: archiving, bytes per event, verify, query, and replay from the archive.
+
+    .venv/bin/python -m bench.archive [--events 1000000] [--partitions 6]
+
+Synthetic history (application runs of 50 jobs: JobCreated with lineage, status changes, actions with
+column lineage) spread over ``--days`` (3) is encoded once, then:
+
+1. ``archive``: each message -> ``Codec.decode`` (what the runtime does) -> ``ArchiveHandler.handle``,
+   files closed by size/hour, written with fsync + rename and hash-chained. One process, one thread, no
+   broker (the broker's own fetch rate is measured by bench/consumers). Target: >= 50,000 events/s.
+2. ``bytes_per_event`` on disk (zstd Parquet, raw value bytes kept plus decoded columns).
+3. ``verify``: ``audit verify`` over the whole archive, MB/s and files/s.
+4. ``query``: "runs of one job in a month with final status" (the docs/audit.md SQL), seconds.
+5. ``replay``: ``read_archive`` over everything, each value decoded to an event. Target: >= 100,000 events/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import datetime as dt
+import pathlib
+import tempfile
+import time
+import uuid
+
+from bench._common import save
+from lineagewire.consumers.audit.archive import ArchiveHandler
+from lineagewire.consumers.audit.archive_read import read_archive
+from lineagewire.consumers.audit.manifest import verify
+from lineagewire.consumers.audit.query import run_query
+from lineagewire.consumers.audit.storage import Storage
+from lineagewire.consumers.runtime.record import Record
+from lineagewire.schemas import Codec, job_key
+from tests.consumers.openlineage.samples import app_run
+
+TOPIC = "lineage.jobs"
+START = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
+
+
+def history(n: int, partitions: int, days: float) -> list[tuple[int, int, bytes, bytes]]:
+    """(partition, timestamp ms, key, value) of ``n`` encoded events spread over ``days``."""
+    codec = Codec()
+    template = app_run("job", actions=3)  # 6 events a run
+    out: list[tuple[int, int, bytes, bytes]] = []
+    runs = n // len(template) + 1
+    step = dt.timedelta(days=days) / runs
+    for r in range(runs):
+        job = f"job{r % 50}"
+        when = START + r * step
+        run_id = str(uuid.uuid4())
+        for i, tmpl in enumerate(template):
+            e = copy.copy(tmpl)
+            h = dict(e["header"], job_name=job, run_id=run_id, event_id=str(uuid.uuid4()),
+                     event_time=when + dt.timedelta(seconds=i))
+            e["header"] = h
+            out.append(((r % 50) % partitions, int(h["event_time"].timestamp() * 1000), job_key(e).encode(),
+                        codec.encode(e)))
+            if len(out) == n:
+                return out
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--days", type=float, default=3.0,
+                        help="Span of the history; each UTC hour of each partition is at least one file.")
+    args = parser.parse_args()
+
+    t = time.perf_counter()
+    msgs = history(args.events, args.partitions, args.days)
+    generate_s = time.perf_counter() - t
+    offsets = [0] * args.partitions
+    with tempfile.TemporaryDirectory(prefix="bench-archive-") as root:
+        codec = Codec()
+        handler = ArchiveHandler(root, roll_records=200_000)
+        t = time.perf_counter()
+        for p, ts, key, value in msgs:
+            event = codec.decode(value)
+            handler.handle(Record(TOPIC, p, offsets[p], key.decode(), ts, event, value=value, timestamp_type=0,
+                                  key_bytes=key))
+            offsets[p] += 1
+        handler.close()
+        archive_s = time.perf_counter() - t
+        files = list(pathlib.Path(root).rglob("*.parquet"))
+        disk = sum(f.stat().st_size for f in files)
+
+        storage = Storage(root)
+        t = time.perf_counter()
+        report = verify(storage)
+        verify_s = time.perf_counter() - t
+        assert report.ok and report.records == len(msgs), report.problems[:3]
+
+        sql = ("SELECT run_id, min(event_time) AS started, arg_max(status, sequence) FILTER "
+               "(WHERE kind = 'JobStatusChangedEvent') AS final_status FROM events WHERE job_namespace = 'spark' "
+               "AND job_name = 'job7' AND event_time >= TIMESTAMPTZ '2025-01-01' "
+               "AND event_time < TIMESTAMPTZ '2025-02-01' GROUP BY run_id ORDER BY started")
+        t = time.perf_counter()
+        result = run_query(storage, sql)
+        query_s = time.perf_counter() - t
+
+        t = time.perf_counter()
+        replayed = sum(1 for _ in read_archive(storage, TOPIC, start="beginning", end="end", codec=Codec()))
+        replay_s = time.perf_counter() - t
+        assert replayed == len(msgs)
+
+    n = len(msgs)
+    save("archive", {
+        "events": n, "days": args.days, "partitions": args.partitions, "generate_s": round(generate_s, 1),
+        "archive": {"seconds": round(archive_s, 2), "events_per_s": round(n / archive_s), "target": 50_000,
+                    "files": len(files)},
+        "bytes_per_event": round(disk / n, 1), "disk_bytes": disk,
+        "verify": {"seconds": round(verify_s, 2), "mb_per_s": round(disk / verify_s / 1e6, 1),
+                   "files_per_s": round(report.files / verify_s, 1)},
+        "query_runs_of_one_job_in_a_month": {"seconds": round(query_s, 3), "rows": len(result.rows)},
+        "replay_from_archive": {"seconds": round(replay_s, 2), "events_per_s": round(n / replay_s),
+                                "target": 100_000},
+    })
+
+
+if __name__ == "__main__":
+    main()

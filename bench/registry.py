@@ -1,0 +1,87 @@
+"""The job registry: events applied per second, and ``lineage downstream`` latency on a large graph.
+
+    .venv/bin/python -m bench.registry [--events 3000] [--datasets 10000] [--edges 50000] [--queries 200]
+
+1. ``apply``: application runs (JobCreated with lineage, status changes, actions with column lineage)
+   applied one transaction per event to SQLite (WAL, synchronous=NORMAL), as ``consume registry`` does.
+2. ``lineage``: a layered graph of ``--datasets`` datasets in 20 layers with ``--edges`` dataset edges
+   (each edge from one layer to the next; bulk-inserted), then ``lineage(..., direction="downstream")``
+   from random datasets: p50/p99 with no depth limit and with ``--depth 3``. Target: p99 <= 50 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import random
+import tempfile
+import time
+
+from bench._common import percentile, save
+from lineagewire.consumers.audit import registry_model as m
+from lineagewire.consumers.audit.registry_query import lineage
+from lineagewire.consumers.audit.registry_store import RegistryStore
+from tests.consumers.openlineage.samples import app_run
+
+LAYERS = 20
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=3000)
+    parser.add_argument("--datasets", type=int, default=10_000)
+    parser.add_argument("--edges", type=int, default=50_000)
+    parser.add_argument("--queries", type=int, default=200)
+    args = parser.parse_args()
+    rng = random.Random(7)
+    results: dict[str, object] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-registry-") as d:
+        store = RegistryStore(f"sqlite:///{d}/apply.db")
+        events = []
+        while len(events) < args.events:
+            events += app_run(f"job{len(events) % 40}", actions=3)
+        events = events[:args.events]
+        t = time.perf_counter()
+        for e in events:
+            store.apply(e)
+        apply_s = time.perf_counter() - t
+        store.close()
+        results["apply"] = {"events": len(events), "seconds": round(apply_s, 2),
+                            "events_per_s": round(len(events) / apply_s)}
+
+        store = RegistryStore(f"sqlite:///{d}/graph.db")
+        now = dt.datetime.now(dt.UTC)
+        per_layer = args.datasets // LAYERS
+        with store.engine.begin() as conn:
+            conn.execute(m.jobs.insert(), [{"id": 1, "namespace": "bench", "name": "job", "first_seen": now,
+                                            "last_seen": now}])
+            conn.execute(m.datasets.insert(), [{"id": i + 1, "namespace": "file",
+                                                "name": f"/data/l{i // per_layer}/d{i}", "first_seen": now,
+                                                "last_seen": now} for i in range(per_layer * LAYERS)])
+            edges: set[tuple[int, int]] = set()
+            while len(edges) < args.edges:
+                layer = rng.randrange(LAYERS - 1)
+                src = layer * per_layer + rng.randrange(per_layer) + 1
+                dst = (layer + 1) * per_layer + rng.randrange(per_layer) + 1
+                edges.add((src, dst))
+            conn.execute(m.dataset_edges.insert(), [{"source_id": s, "sink_id": t, "job_id": 1, "last_run_id": "r",
+                                                     "first_seen": now, "last_seen": now} for s, t in edges])
+        for depth in (None, 3):
+            times, sizes = [], []
+            with store.engine.connect() as conn:
+                for _ in range(args.queries):
+                    i = rng.randrange(per_layer * LAYERS)
+                    t = time.perf_counter()
+                    out = lineage(conn, f"/data/l{i // per_layer}/d{i}", direction="downstream", depth=depth)
+                    times.append((time.perf_counter() - t) * 1000)
+                    sizes.append(len(out["nodes"]))
+            results[f"lineage_downstream_depth_{depth or 'all'}"] = {
+                "queries": args.queries, "p50_ms": round(percentile(times, 50), 1),
+                "p99_ms": round(percentile(times, 99), 1), "target_p99_ms": 50,
+                "median_nodes": sorted(sizes)[len(sizes) // 2], "max_nodes": max(sizes)}
+        store.close()
+    save("registry", {"datasets": per_layer * LAYERS, "edges": args.edges, **results})
+
+
+if __name__ == "__main__":
+    main()

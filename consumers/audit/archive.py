@@ -1,0 +1,196 @@
+"""``ArchiveHandler``: every record of the topics, kept losslessly in hash-chained Parquet files.
+
+A ``Handler`` on the shared runtime (``consumers.runtime``), so group,
+retries, metrics, health and shutdown are the runtime's. What it adds:
+
+* **Every message**: ``accepts_undecodable = True``, so a message the contract
+  cannot decode is archived as it is (its decode error in ``decode_error``)
+  instead of dead-lettered. The CLI also turns the runtime's event-id dedup
+  off: a record published twice is two records at two offsets, and both are kept.
+* **One open file per topic partition**, rows buffered in memory, closed
+  (``_close``) when it reaches ``roll_bytes`` or ``roll_records``, when a
+  record of another UTC hour arrives, or on ``tick`` once it has been open
+  ``roll_seconds`` or its hour is over, so a quiet topic still closes its hour.
+* **Durable before committed**: a closed file is written with ``Storage.put``
+  (fsync + rename locally; one PUT on an object store), then its manifest line
+  (``manifest.py``); only then does ``durable_offsets`` move past its records,
+  and the runtime never commits past that.
+* **No duplicates after a restart**: records at or below the manifest's last
+  archived offset are skipped; a file that was written but not yet listed is
+  rewritten under the same name (topic+partition+first offset).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lineagewire.consumers.runtime import Handler, Record
+from lineagewire.exceptions import ConfigError
+
+from .layout import ARCHIVE_SCHEMA, data_path, decoded_columns, hour_bucket
+from .manifest import Manifest
+from .storage import Storage
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ArchiveHandler", "rows_to_table"]
+
+
+def rows_to_table(rows: list[tuple[Any, ...]]) -> pa.Table:
+    """A table of ``ARCHIVE_SCHEMA`` from row tuples in schema order."""
+    columns = list(zip(*rows, strict=True)) if rows else [[] for _ in ARCHIVE_SCHEMA]
+    return pa.Table.from_arrays([pa.array(col, type=f.type) for col, f in zip(columns, ARCHIVE_SCHEMA, strict=True)],
+                                schema=ARCHIVE_SCHEMA)
+
+
+def record_row(rec: Record) -> tuple[Any, ...]:
+    """One archive row of a record, in ``ARCHIVE_SCHEMA`` order."""
+    headers = [{"key": k, "value": v} for k, v in rec.headers]
+    return (rec.topic, rec.partition, rec.offset, rec.timestamp_ms, rec.timestamp_type, rec.key_bytes, headers,
+            rec.value, rec.key, rec.decode_error, *decoded_columns(rec))
+
+
+@dataclass
+class _Buffer:
+    bucket: tuple[str, str]
+    opened: float
+    rows: list[tuple[Any, ...]] = field(default_factory=list)
+    size: int = 0
+    first: int = -1
+    last: int = -1
+    min_ts: int = 2**62
+    max_ts: int = -1
+
+
+class ArchiveHandler(Handler):
+    """Archives every record it is handed to Parquet under ``location`` (a folder or an fsspec URL)."""
+
+    name: ClassVar[str] = "archive"
+    accepts_undecodable: ClassVar[bool] = True
+    tick_interval: ClassVar[float | None] = 5.0
+
+    def __init__(self, location: str | Storage, *, roll_bytes: int = 64 << 20, roll_records: int = 1_000_000,
+                 roll_seconds: float = 600.0, compression: str = "zstd",
+                 storage_options: dict[str, Any] | None = None) -> None:
+        for name, value in (("roll_bytes", roll_bytes), ("roll_records", roll_records), ("roll_seconds", roll_seconds)):
+            if value <= 0:
+                raise ConfigError(f"archive {name}={value!r}; expected a positive number")
+        self.storage = location if isinstance(location, Storage) else Storage(location, storage_options)
+        self.roll_bytes = roll_bytes
+        self.roll_records = roll_records
+        self.roll_seconds = roll_seconds
+        self.compression = compression
+        self._manifests: dict[tuple[str, int], Manifest] = {}
+        self._buffers: dict[tuple[str, int], _Buffer] = {}
+        self._handled: dict[tuple[str, int], int] = {}  # next offset after the last record handed to us
+        self.files_written = 0
+
+    # -- the Handler contract ----------------------------------------------------------------------
+
+    def handle(self, record: Record) -> int:
+        tp = (record.topic, record.partition)
+        manifest = self._manifest(tp)
+        if record.offset <= manifest.last_offset:
+            # Archived before a restart whose commit had not caught up: keep the first copy only.
+            self._handled[tp] = record.offset + 1
+            return 0
+        bucket = hour_bucket(record.timestamp_ms)
+        buf = self._buffers.get(tp)
+        if buf is not None and buf.bucket != bucket and record.offset > buf.last:
+            self._close(tp)  # a file never spans two hours
+            buf = None
+        if buf is None:
+            buf = self._buffers[tp] = _Buffer(bucket, time.monotonic())
+        if record.offset > buf.last:  # a retried handle() after a failed close must not add the row twice
+            buf.rows.append(record_row(record))
+            buf.size += len(record.value or b"") + len(record.key_bytes or b"") + 64
+            if buf.first < 0:
+                buf.first = record.offset
+            buf.last = record.offset
+            buf.min_ts = min(buf.min_ts, record.timestamp_ms)
+            buf.max_ts = max(buf.max_ts, record.timestamp_ms)
+        self._handled[tp] = record.offset + 1
+        if buf.size >= self.roll_bytes or len(buf.rows) >= self.roll_records:
+            self._close(tp)
+        return 1
+
+    def tick(self, now: float) -> int:
+        closed = 0
+        mono = time.monotonic()
+        for tp, buf in list(self._buffers.items()):
+            hour_over = now >= _bucket_end(buf.bucket)
+            if hour_over or mono - buf.opened >= self.roll_seconds:
+                self._close(tp)
+                closed += 1
+        return closed
+
+    def durable_offsets(self) -> dict[tuple[str, int], int]:
+        out = {}
+        for tp, nxt in self._handled.items():
+            buf = self._buffers.get(tp)
+            out[tp] = buf.first if buf is not None and buf.rows else nxt
+        return out
+
+    def on_revoke(self, partitions: list[tuple[str, int]]) -> None:
+        for tp in partitions:
+            if tp in self._buffers:
+                self._close(tp)
+            # Another member may archive it next; re-read its manifest if it comes back.
+            self._manifests.pop(tp, None)
+            self._handled.pop(tp, None)
+
+    def close(self) -> None:
+        for tp in list(self._buffers):
+            self._close(tp)
+
+    # -- files -------------------------------------------------------------------------------------
+
+    def _manifest(self, tp: tuple[str, int]) -> Manifest:
+        m = self._manifests.get(tp)
+        if m is None:
+            m = self._manifests[tp] = Manifest.load(self.storage, *tp)
+        return m
+
+    def _close(self, tp: tuple[str, int]) -> None:
+        """Write the partition's open file durably, then its manifest line; drop the buffer."""
+        buf = self._buffers.get(tp)
+        if buf is None:
+            return
+        if not buf.rows:
+            del self._buffers[tp]
+            return
+        topic, partition = tp
+        rel = data_path(topic, partition, buf.first, buf.bucket)
+        sink = pa.BufferOutputStream()
+        pq.write_table(rows_to_table(buf.rows), sink, compression=self.compression)
+        data = sink.getvalue().to_pybytes()
+        digest = hashlib.sha256(data).hexdigest()
+        self.storage.put(rel, data)
+        manifest = self._manifest(tp)
+        manifest.append(file=rel, sha256=digest, first_offset=buf.first, last_offset=buf.last,
+                        records=len(buf.rows), size=len(data), min_timestamp_ms=buf.min_ts, max_timestamp_ms=buf.max_ts)
+        try:
+            self.storage.put(manifest.rel, manifest.dumps())
+        except BaseException:
+            manifest.entries.pop()  # the retry appends it again
+            raise
+        del self._buffers[tp]
+        self.files_written += 1
+        log.info("archived %s[%s] offsets %s..%s (%s records, %s bytes) to %s", topic, partition, buf.first, buf.last,
+                 len(buf.rows), len(data), rel)
+
+
+def _bucket_end(bucket: tuple[str, str]) -> float:
+    """Epoch seconds at which the UTC hour ``bucket`` ends."""
+    import datetime as dt
+
+    date, hour = bucket
+    start = dt.datetime.fromisoformat(f"{date}T{hour}:00:00+00:00")
+    return (start + dt.timedelta(hours=1)).timestamp()

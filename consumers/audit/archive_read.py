@@ -1,0 +1,139 @@
+"""Reading a topic range from the archive, and across archive and topic with no gap and no duplicate.
+
+``read_archive`` yields ``Record``s from the archived Parquet files of one
+topic with the same range semantics as ``TopicReader`` on the live topic: a
+time start is, per partition, the first offset whose timestamp is at or after
+it (what Kafka's ``offsets_for_times`` answers) and everything after it; an
+offset is an offset; ``beginning`` is the first archived offset; ``end`` is
+the last archived one.
+
+``read_across`` serves each partition from the archive first, then from the
+topic, skipping topic records at or below the last offset the archive served
+for that partition (dedup by topic, partition, offset). If the topic's
+earliest retained offset lies beyond the archive's last one, the offsets in
+between exist nowhere any more: that gap is reported on ``errors``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+from collections.abc import Iterator
+from typing import IO
+
+import pyarrow.parquet as pq
+
+from lineagewire.config import Settings
+from lineagewire.consumers.runtime.record import Record
+from lineagewire.exceptions import DecodeError
+from lineagewire.kafka.reader import Position, TopicReader
+from lineagewire.schemas import Codec
+
+from .manifest import load_manifests
+from .storage import Storage
+
+__all__ = ["archived_count", "read_across", "read_archive"]
+
+_COLUMNS = ["offset", "timestamp", "timestamp_type", "key_bytes", "key", "headers", "value", "job_namespace",
+            "job_name"]
+
+
+def _ms(pos: dt.datetime) -> int:
+    return int(pos.timestamp() * 1000)
+
+
+def _job_matches(job: str | None, namespace: str | None, name: str | None) -> bool:
+    """The archive's decoded columns answer the --job filter without decoding the value."""
+    return job is None or name is None or job in (name, f"{namespace}/{name}")
+
+
+def archived_count(storage: Storage, topic: str) -> int:
+    """Records archived for ``topic`` (for a progress bar's total)."""
+    return sum(int(e["records"]) for m in load_manifests(storage, topic) for e in m.entries)
+
+
+def read_archive(storage: Storage, topic: str, *, start: Position, end: Position | None, job: str | None = None,
+                 status: str | None = None, codec: Codec | None = None, errors: IO[str] | None = None,
+                 seen: dict[int, int] | None = None) -> Iterator[Record]:
+    """Decoded, filtered records of ``topic`` in ``[start, end)`` from the archive.
+
+    ``seen`` (if given) receives, per partition, the last offset inside the range that was read
+    (filtered out or not): the topic must not serve it again.
+    """
+    from .subscribe import matches
+
+    codec = codec or Codec()
+    errors = errors or sys.stderr
+    if start == "end":
+        return
+    for manifest in load_manifests(storage, topic):
+        p = manifest.partition
+        started = not isinstance(start, dt.datetime)
+        for entry in manifest.entries:
+            if isinstance(start, int) and int(entry["last_offset"]) < start:
+                continue
+            if not started and int(entry["max_timestamp_ms"]) < _ms(start):  # type: ignore[arg-type]
+                continue  # wholly before the start time, and before the first offset at or after it
+            if isinstance(end, int) and int(entry["first_offset"]) >= end:
+                break
+            table = pq.read_table(storage.open(entry["file"]), columns=_COLUMNS)
+            cols = {name: table.column(name).to_pylist() for name in _COLUMNS if name != "timestamp"}
+            stamps = table.column("timestamp").cast("int64").to_pylist()
+            done = False
+            for i, offset in enumerate(cols["offset"]):
+                ts = stamps[i]
+                if not started:
+                    if ts < _ms(start):  # type: ignore[arg-type]
+                        continue
+                    started = True
+                if isinstance(start, int) and offset < start:
+                    continue
+                if (isinstance(end, int) and offset >= end) or (isinstance(end, dt.datetime) and ts >= _ms(end)):
+                    done = True
+                    break
+                if seen is not None:
+                    seen[p] = offset
+                if not _job_matches(job, cols["job_namespace"][i], cols["job_name"][i]):
+                    continue
+                value = cols["value"][i]
+                where = f"{topic}[{p}]@{offset}"
+                try:
+                    event = codec.decode(value)
+                except DecodeError as exc:
+                    print(f"{where}: skipped undecodable message ({exc.reason}): {exc}", file=errors, flush=True)
+                    continue
+                if not matches(event, job, status):
+                    continue
+                yield Record(topic, p, offset, cols["key"][i], ts, event, value=value,
+                             headers=[(h["key"], h["value"]) for h in cols["headers"][i]],
+                             timestamp_type=cols["timestamp_type"][i], key_bytes=cols["key_bytes"][i])
+            if done:
+                break
+
+
+def read_across(settings: Settings, storage: Storage, topic: str, *, start: Position, end: Position,
+                job: str | None = None, status: str | None = None, codec: Codec | None = None,
+                errors: IO[str] | None = None) -> Iterator[Record]:
+    """The range from the archive, then from the topic, each (partition, offset) once; see the module docstring."""
+    from .subscribe import read_events
+
+    codec = codec or Codec(schema_registry_url=settings.schema_registry_url,
+                           registry_config=settings.registry_config())
+    errors = errors or sys.stderr
+    seen: dict[int, int] = {}
+    yield from read_archive(storage, topic, start=start, end=end, job=job, status=status, codec=codec,
+                            errors=errors, seen=seen)
+    last_archived = {m.partition: m.last_offset for m in load_manifests(storage, topic)}
+    with TopicReader(settings, topic, start="beginning", end="end") as low_probe:
+        lows = dict(low_probe.start_offsets)
+    with TopicReader(settings, topic, start=start, end="end") as start_probe:
+        starts = dict(start_probe.start_offsets)
+    for p, low in sorted(lows.items()):
+        archived = last_archived.get(p, -1)
+        # Offsets below the earliest retained one belong to the range when it starts at or before it.
+        reaches_below = starts.get(p) == low and not (isinstance(start, int) and start >= low)
+        if archived + 1 < low and reaches_below:
+            print(f"{topic}[{p}]: offsets {archived + 1}..{low - 1} are neither in the archive nor on the topic "
+                  "(deleted by retention before they were archived)", file=errors, flush=True)
+    yield from read_events(settings, topic, start=start, end=end, job=job, status=status, codec=codec,
+                           errors=errors, skip_through=seen)

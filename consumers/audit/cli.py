@@ -1,0 +1,113 @@
+"""Commands of the audit tools: ``consume archive``, ``audit verify|query``; the registry's from ``registry_cli``.
+
+Registered lazily by ``lineagewire.cli.COMMANDS`` (``audit``) and
+``lineagewire.consumers.cli.SERVICES`` (``archive``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import click
+
+from lineagewire.cli import settings_from
+from lineagewire.consumers.cli import run_service, runtime_options
+
+# The registry's commands live in registry_cli; lineagewire.cli.COMMANDS and consumers.cli.SERVICES name them here.
+from .registry_cli import jobs, lineage, registry, registry_group, runs
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ARCHIVE_ENV", "archive", "audit", "jobs", "lineage", "registry", "registry_group", "runs"]
+
+#: where ``--archive`` / ``--to`` default from
+ARCHIVE_ENV = "LINEAGEWIRE_ARCHIVE"
+
+
+def _pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
+    out = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"{item!r}: expected KEY=VALUE", param_hint=option)
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _storage(location: str, storage_options: tuple[str, ...] = ()) -> Any:
+    from .storage import Storage
+
+    return Storage(location, _pairs(storage_options, "--storage-option"))
+
+
+storage_option = click.option(
+    "--storage-option", "storage_options", multiple=True, metavar="KEY=VALUE",
+    help="An fsspec option for a remote archive (repeatable), e.g. endpoint_url=http://127.0.0.1:9000.")
+
+
+@click.command("archive")
+@click.option("--to", "location", envvar=ARCHIVE_ENV, required=True, metavar="DIR_OR_URL",
+              help=f"Archive folder or fsspec URL (s3://, gs://, abfs://; env {ARCHIVE_ENV}).")
+@click.option("--roll-mb", type=click.FloatRange(min=0.001), default=64.0, show_default=True,
+              help="Close a file when its records reach this many MiB.")
+@click.option("--roll-records", type=click.IntRange(min=1), default=1_000_000, show_default=True,
+              help="Close a file at this many records.")
+@click.option("--roll-seconds", type=click.FloatRange(min=0.001), default=600.0, show_default=True,
+              help="Close a file open this long (a file also closes when its UTC hour is over).")
+@storage_option
+@runtime_options
+@click.pass_context
+def archive(ctx: click.Context, location: str, roll_mb: float, roll_records: int, roll_seconds: float,
+            storage_options: tuple[str, ...], **runtime: Any) -> None:
+    """Archive every record of the jobs and refresh-command topics to hash-chained Parquet (docs/audit.md)."""
+    from .archive import ArchiveHandler
+
+    settings = settings_from(ctx)
+    if not runtime.get("topics"):
+        runtime["topics"] = (settings.topics.jobs, settings.topics.refresh_commands)
+    # Two records with one event id are two records at two offsets: the archive keeps both.
+    runtime["dedup_window"] = 0
+    handler = ArchiveHandler(_storage(location, storage_options), roll_bytes=int(roll_mb * (1 << 20)),
+                             roll_records=roll_records, roll_seconds=roll_seconds)
+    run_service(ctx, handler, **runtime)
+
+
+@click.group("audit")
+def audit() -> None:
+    """Verify and query the audit archive."""
+
+
+@audit.command("verify")
+@click.argument("location", metavar="DIR_OR_URL", envvar=ARCHIVE_ENV)
+@storage_option
+def verify(location: str, storage_options: tuple[str, ...]) -> None:
+    """Re-read every archived file and check it against the hash-chained manifests; exit 1 on any finding."""
+    from .manifest import verify as run_verify
+
+    report = run_verify(_storage(location, storage_options))
+    for problem in report.problems:
+        click.echo(str(problem))
+    for where, head in sorted(report.heads.items()):
+        click.echo(f"head {where}: {head}", err=True)
+    verdict = "FAILED" if report.problems else "ok"
+    click.echo(f"verify {verdict}: {report.files} files, {report.records} records, {report.bytes} bytes, "
+               f"{len(report.heads)} partitions, {len(report.problems)} problems", err=True)
+    if report.problems:
+        raise SystemExit(1)
+
+
+@audit.command("query")
+@click.option("--archive", "location", envvar=ARCHIVE_ENV, required=True, metavar="DIR_OR_URL",
+              help=f"The archive (env {ARCHIVE_ENV}).")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True,
+              help="table: aligned text; json: one object per line; csv. Bytes are base64.")
+@storage_option
+@click.argument("sql")
+def query(location: str, fmt: str, storage_options: tuple[str, ...], sql: str) -> None:
+    """Run SQL (DuckDB) over the archive's view ``events``; quote "offset"."""
+    from .query import format_result, run_query
+
+    result = run_query(_storage(location, storage_options), sql)
+    for line in format_result(result, fmt):
+        click.echo(line)

@@ -1,0 +1,217 @@
+"""Commands of the job registry: ``consume registry``, ``jobs``, ``runs``, ``lineage``, ``registry serve``.
+
+Every command takes ``--db-url`` (env ``LINEAGEWIRE_REGISTRY_DB_URL``; default
+the local SQLite file ``lineagewire-registry.db``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import secrets
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from lineagewire.consumers.cli import run_service, runtime_options
+from lineagewire.exceptions import ConfigError
+from lineagewire.kafka.reader import parse_position
+
+log = logging.getLogger(__name__)
+
+__all__ = ["DB_URL_ENV", "jobs", "lineage", "registry", "registry_group", "runs"]
+
+DB_URL_ENV = "LINEAGEWIRE_REGISTRY_DB_URL"
+TOKEN_ENV = "LINEAGEWIRE_REGISTRY_TOKEN"
+
+db_url_option = click.option("--db-url", envvar=DB_URL_ENV, default="sqlite:///lineagewire-registry.db",
+                             show_default=True, help=f"SQLAlchemy URL of the registry (env {DB_URL_ENV}).")
+format_option = click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
+                             show_default=True)
+
+
+def _read(db_url: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    from .registry_store import engine_for
+
+    engine = engine_for(db_url)
+    try:
+        with engine.connect() as conn:
+            return fn(conn, *args, **kwargs)
+    finally:
+        engine.dispose()
+
+
+def _table(rows: list[dict[str, Any]], columns: list[str]) -> None:
+    cells = [["" if r.get(c) is None else str(r.get(c)) for c in columns] for r in rows]
+    widths = [max([len(c), *(len(x[i]) for x in cells)]) for i, c in enumerate(columns)]
+    click.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
+    for x in cells:
+        click.echo("  ".join(v.ljust(w) for v, w in zip(x, widths, strict=True)).rstrip())
+
+
+@click.command("registry")
+@db_url_option
+@runtime_options
+@click.pass_context
+def registry(ctx: click.Context, db_url: str, **runtime: Any) -> None:
+    """Keep every job, run, spec, transition, dataset and lineage edge in a SQL database (docs/audit.md)."""
+    from .registry import RegistryHandler
+    from .registry_store import engine_for
+
+    engine_for(db_url).dispose()  # a bad URL fails here, in one line, before the consumer starts
+    run_service(ctx, RegistryHandler(db_url), **runtime)
+
+
+@click.group("jobs")
+def jobs() -> None:
+    """Jobs and their runs, from the job registry."""
+
+
+@jobs.command("list")
+@db_url_option
+@format_option
+def jobs_list(db_url: str, fmt: str) -> None:
+    """Every job with its number of runs and last status."""
+    from .registry_query import list_jobs
+
+    rows = _read(db_url, list_jobs)
+    if fmt == "json":
+        click.echo(json.dumps(rows, indent=2))
+    else:
+        _table(rows, ["job", "runs", "last_status", "last_run", "last_seen"])
+
+
+@jobs.command("show")
+@click.argument("job")
+@db_url_option
+@format_option
+def jobs_show(job: str, db_url: str, fmt: str) -> None:
+    """JOB's runs (name or namespace/name): times, duration, outcome, error."""
+    from .registry_query import job_runs
+
+    info = _read(db_url, job_runs, job)
+    if fmt == "json":
+        click.echo(json.dumps(info, indent=2))
+        return
+    click.echo(info["job"])
+    _table(info["runs"], ["run_id", "status", "created_at", "ended_at", "duration_ms", "error_class"])
+
+
+@jobs.command("history")
+@click.argument("job")
+@db_url_option
+@format_option
+def jobs_history(job: str, db_url: str, fmt: str) -> None:
+    """JOB's runs, and how its spec changed between runs (a unified diff)."""
+    from .registry_query import job_history
+
+    info = _read(db_url, job_history, job)
+    if fmt == "json":
+        click.echo(json.dumps(info, indent=2))
+        return
+    click.echo(info["job"])
+    for run in info["runs"]:
+        click.echo(f"{run['created_at'] or '-'}  {run['run_id']}  {run['status'] or '-'}  "
+                   f"{run['duration_ms'] if run['duration_ms'] is not None else '-'} ms  spec {run['spec_id']}")
+        if run["spec_diff"]:
+            for line in run["spec_diff"].splitlines():
+                click.echo(f"    {line}")
+
+
+@click.group("runs")
+def runs() -> None:
+    """One run's transitions, inputs, outputs and error, from the job registry."""
+
+
+@runs.command("show")
+@click.argument("run_id", metavar="RUN")
+@db_url_option
+@format_option
+def runs_show(run_id: str, db_url: str, fmt: str) -> None:
+    """RUN's status transitions with times, inputs, outputs and error."""
+    from .registry_query import run_detail
+
+    info = _read(db_url, run_detail, run_id)
+    if fmt == "json":
+        click.echo(json.dumps(info, indent=2))
+        return
+    click.echo(f"run {info['run_id']} of {info['job']}: {info['status']} "
+               f"({info['created_at']} .. {info['ended_at'] or 'not ended'}, {info['duration_ms']} ms)")
+    if info["error_class"]:
+        click.echo(f"error: {info['error_class']}: {info['error_message']}")
+    click.echo("transitions:")
+    for t in info["transitions"]:
+        click.echo(f"  {t['time']}  {t['old_status'] or '-'} -> {t['new_status']} ({t['lifecycle_state']})")
+    for label in ("inputs", "outputs"):
+        click.echo(f"{label}:")
+        for d in info[label]:
+            click.echo(f"  {d['namespace']} {d['name']}")
+
+
+def _lineage_command(direction: str) -> click.Command:
+    @click.command(direction)
+    @click.argument("dataset")
+    @click.option("--namespace", default=None, help="The OpenLineage namespace; DATASET is then its name.")
+    @click.option("--column", default=None, help="Follow this column of DATASET (column lineage).")
+    @click.option("--depth", type=click.IntRange(min=1), default=None, help="At most this many hops (default: all).")
+    @click.option("--since", default=None, metavar="TIME", help="Only edges seen at or after this ISO-8601 time.")
+    @click.option("--format", "fmt", type=click.Choice(["tree", "json"]), default="tree", show_default=True)
+    @db_url_option
+    def command(dataset: str, namespace: str | None, column: str | None, depth: int | None, since: str | None,
+                fmt: str, db_url: str) -> None:
+        from .registry_query import lineage as run_lineage
+        from .registry_query import render_tree
+
+        when = parse_position(since) if since else None
+        if since and not isinstance(when, dt.datetime):
+            raise click.BadParameter(f"{since!r}; expected an ISO-8601 time such as 2026-01-31T00:00:00Z",
+                                     param_hint="--since")
+        result = _read(db_url, run_lineage, dataset, direction=direction, namespace=namespace, column=column,
+                       depth=depth, since=when)
+        if fmt == "json":
+            click.echo(json.dumps(result, indent=2))
+        else:
+            for line in render_tree(result):
+                click.echo(line)
+
+    command.help = (f"Datasets {'fed by' if direction == 'downstream' else 'feeding'} DATASET, across jobs "
+                    "(a path, a URI, a table name, or --namespace NS NAME).")
+    return command
+
+
+@click.group("lineage")
+def lineage() -> None:
+    """Upstream and downstream of a dataset, from the job registry."""
+
+
+lineage.add_command(_lineage_command("upstream"))
+lineage.add_command(_lineage_command("downstream"))
+
+
+@click.group("registry")
+def registry_group() -> None:
+    """Serve the job registry over REST."""
+
+
+@registry_group.command("serve")
+@db_url_option
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (loopback by default).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8766, show_default=True)
+@click.option("--token", envvar=TOKEN_ENV, default=None,
+              help=f"Bearer token for changes (env {TOKEN_ENV}; default: a generated one, logged once).")
+def serve(db_url: str, host: str, port: int, token: str | None) -> None:
+    """REST API over the registry (OpenAPI docs at /docs); reads are open, changes need the token."""
+    import uvicorn
+
+    from .registry_api import create_app
+    from .registry_store import RegistryStore
+
+    if token is not None and len(token) < 16:
+        raise ConfigError(f"--token is {len(token)} characters; expected at least 16")
+    if token is None:
+        token = secrets.token_urlsafe(24)
+        click.echo(f"no {TOKEN_ENV} set; changes need this generated token: {token}", err=True)
+    app = create_app(RegistryStore(db_url), token)
+    uvicorn.run(app, host=host, port=port, log_level="warning")

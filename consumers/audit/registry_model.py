@@ -1,0 +1,167 @@
+"""The job registry's tables (SQLAlchemy Core): jobs, runs, spec snapshots, transitions, datasets, lineage.
+
+One schema for SQLite (the default, a local file) and PostgreSQL. Every
+table that an event fills has a natural unique key, so applying the same
+event twice changes nothing (``applied_events`` also remembers event ids).
+
+=================  ==========================================================
+table              one row per
+=================  ==========================================================
+jobs               job (namespace, name)
+runs               run id: latest status by sequence, times, error, spec
+specs              distinct spec snapshot of a job (by SHA-256 of its JSON)
+transitions        status event of a run
+datasets           dataset (OpenLineage namespace, name)
+dataset_aliases    other name of a dataset (catalog table symlink)
+run_datasets       dataset a run read (``in``) or wrote (``out``)
+dataset_edges      source -> sink dataset, per job; first and last seen
+column_edges       source column -> sink column, per job; first and last seen
+applied_events     event id already applied
+=================  ==========================================================
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+__all__ = ["METADATA", "applied_events", "column_edges", "dataset_aliases", "dataset_edges", "datasets", "jobs",
+           "run_datasets", "runs", "specs", "transitions"]
+
+METADATA = MetaData()
+
+
+def _ts(name: str, **kw: object) -> Column:
+    return Column(name, DateTime(timezone=True), **kw)  # type: ignore[arg-type]
+
+
+jobs = Table(
+    "jobs", METADATA,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("namespace", String(512), nullable=False),
+    Column("name", String(512), nullable=False),
+    _ts("first_seen", nullable=False),
+    _ts("last_seen", nullable=False),
+    UniqueConstraint("namespace", "name", name="uq_jobs_identity"),
+)
+
+specs = Table(
+    "specs", METADATA,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("job_id", Integer, ForeignKey("jobs.id"), nullable=False),
+    Column("sha256", String(64), nullable=False),
+    Column("spec_json", Text, nullable=False),
+    Column("first_run_id", String(128), nullable=False),
+    _ts("first_seen", nullable=False),
+    UniqueConstraint("job_id", "sha256", name="uq_specs_job_hash"),
+)
+
+runs = Table(
+    "runs", METADATA,
+    Column("run_id", String(128), primary_key=True),
+    Column("job_id", Integer, ForeignKey("jobs.id"), nullable=False, index=True),
+    Column("parent_run_id", String(128)),
+    Column("status", String(32)),
+    Column("lifecycle_state", String(32)),
+    Column("last_sequence", BigInteger, nullable=False, default=-1),
+    _ts("created_at"),
+    _ts("started_at"),
+    _ts("ended_at"),
+    Column("duration_ms", BigInteger),
+    Column("restarts", Integer, nullable=False, default=0),
+    Column("error_class", Text),
+    Column("error_message", Text),
+    Column("spec_id", Integer, ForeignKey("specs.id")),
+    Column("workflow_id", String(128)),
+    _ts("nominal_time"),
+)
+
+transitions = Table(
+    "transitions", METADATA,
+    Column("event_id", String(64), primary_key=True),
+    Column("run_id", String(128), nullable=False, index=True),
+    Column("sequence", BigInteger, nullable=False),
+    Column("old_status", String(32)),
+    Column("new_status", String(32), nullable=False),
+    Column("lifecycle_state", String(32)),
+    _ts("transition_time", nullable=False),
+    Column("restarts", Integer, nullable=False, default=0),
+    Column("duration_ms", BigInteger),
+    Column("error_class", Text),
+    Column("error_message", Text),
+    Column("error_stack", Text),
+)
+
+datasets = Table(
+    "datasets", METADATA,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("namespace", String(1024), nullable=False),
+    Column("name", String(2048), nullable=False),
+    Column("format", String(64)),
+    _ts("first_seen", nullable=False),
+    _ts("last_seen", nullable=False),
+    UniqueConstraint("namespace", "name", name="uq_datasets_identity"),
+)
+
+dataset_aliases = Table(
+    "dataset_aliases", METADATA,
+    Column("dataset_id", Integer, ForeignKey("datasets.id"), nullable=False),
+    Column("namespace", String(1024), nullable=False),
+    Column("name", String(2048), nullable=False, index=True),
+    Column("type", String(32)),
+    UniqueConstraint("dataset_id", "namespace", "name", name="uq_aliases"),
+)
+
+run_datasets = Table(
+    "run_datasets", METADATA,
+    Column("run_id", String(128), nullable=False),
+    Column("dataset_id", Integer, ForeignKey("datasets.id"), nullable=False, index=True),
+    Column("direction", String(3), nullable=False),
+    Column("operation", String(64)),
+    _ts("seen_at", nullable=False),
+    UniqueConstraint("run_id", "dataset_id", "direction", name="uq_run_datasets"),
+)
+
+dataset_edges = Table(
+    "dataset_edges", METADATA,
+    Column("source_id", Integer, ForeignKey("datasets.id"), nullable=False),
+    Column("sink_id", Integer, ForeignKey("datasets.id"), nullable=False),
+    Column("job_id", Integer, ForeignKey("jobs.id"), nullable=False),
+    Column("last_run_id", String(128), nullable=False),
+    _ts("first_seen", nullable=False),
+    _ts("last_seen", nullable=False),
+    UniqueConstraint("source_id", "sink_id", "job_id", name="uq_dataset_edges"),
+    Index("ix_dataset_edges_sink", "sink_id"),
+)
+
+column_edges = Table(
+    "column_edges", METADATA,
+    Column("source_id", Integer, ForeignKey("datasets.id"), nullable=False),
+    Column("source_field", String(512), nullable=False),
+    Column("sink_id", Integer, ForeignKey("datasets.id"), nullable=False),
+    Column("sink_field", String(512), nullable=False),
+    Column("job_id", Integer, ForeignKey("jobs.id"), nullable=False),
+    Column("transformation", String(128)),
+    Column("last_run_id", String(128), nullable=False),
+    _ts("first_seen", nullable=False),
+    _ts("last_seen", nullable=False),
+    UniqueConstraint("source_id", "source_field", "sink_id", "sink_field", "job_id", name="uq_column_edges"),
+    Index("ix_column_edges_sink", "sink_id", "sink_field"),
+)
+
+applied_events = Table(
+    "applied_events", METADATA,
+    Column("event_id", String(64), primary_key=True),
+    _ts("applied_at", nullable=False),
+)

@@ -1,0 +1,277 @@
+"""Questions to the job registry: jobs, runs, spec history, and lineage upstream/downstream.
+
+Pure reads over ``registry_model``; the CLI (``registry_cli``) and the REST
+API (``registry_api``) both answer from here, as plain dicts ready for JSON.
+
+A dataset is named as a user writes it (``resolve_dataset``): a path
+(``/data/orders``), a URI (``file:/data/orders``, ``s3://bucket/key``), a
+catalog table name (``sales.orders``, matched against the symlinks the
+emitter records), or an OpenLineage namespace and name.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import difflib
+import json
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import urlsplit
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from lineagewire.exceptions import ConfigError
+
+from . import registry_model as m
+
+__all__ = ["NotFoundError", "job_history", "job_runs", "lineage", "list_jobs", "resolve_dataset", "run_detail"]
+
+_OBJECT_STORES = {"s3": "s3", "s3a": "s3", "s3n": "s3", "gs": "gs", "abfs": "abfs", "abfss": "abfss",
+                  "wasb": "wasb", "wasbs": "wasbs"}
+_CHUNK = 500
+
+
+class NotFoundError(ConfigError):
+    """A job, run or dataset the registry does not know; the message names it."""
+
+
+def _utc(value: Any) -> str | None:
+    if value is None:
+        return None
+    if value.tzinfo is None:  # SQLite hands datetimes back without their zone; they were stored in UTC
+        value = value.replace(tzinfo=dt.UTC)
+    return str(value.astimezone(dt.UTC).isoformat().replace("+00:00", "Z"))
+
+
+def _candidates(text: str, namespace: str | None) -> list[tuple[str, str]]:
+    """(namespace, name) pairs ``text`` may mean, following the OpenLineage naming the emitter uses."""
+    if namespace is not None:
+        return [(namespace, text)]
+    out: list[tuple[str, str]] = []
+    if text.startswith("/"):
+        out.append(("file", text.rstrip("/") or "/"))
+    elif "://" in text or text.startswith("file:"):
+        parts = urlsplit(text)
+        scheme, path = parts.scheme.lower(), parts.path.rstrip("/") or "/"
+        if scheme == "file":
+            out.append(("file", path))
+        elif scheme in _OBJECT_STORES:
+            out.append((f"{_OBJECT_STORES[scheme]}://{parts.netloc}", path.lstrip("/")))
+        else:
+            out.append((f"{scheme}://{parts.netloc.rsplit('@', 1)[-1]}", path))
+            out.append((f"{scheme}://{parts.netloc.rsplit('@', 1)[-1]}", path.lstrip("/")))
+    return out
+
+
+def resolve_dataset(conn: Connection, text: str, namespace: str | None = None) -> tuple[int, str, str]:
+    """(id, namespace, name) of the dataset ``text`` names; NotFoundError says what was tried."""
+    d = m.datasets.c
+    for ns, name in _candidates(text, namespace):
+        row = conn.execute(sa.select(d.id, d.namespace, d.name).where(d.namespace == ns, d.name == name)).first()
+        if row is not None:
+            return int(row.id), row.namespace, row.name
+    if namespace is None:
+        a = m.dataset_aliases.c
+        rows = conn.execute(sa.select(d.id, d.namespace, d.name).join(m.dataset_aliases, a.dataset_id == d.id)
+                            .where(a.name == text).distinct()).fetchall()
+        rows = rows or conn.execute(sa.select(d.id, d.namespace, d.name).where(d.name == text)).fetchall()
+        if len(rows) == 1:
+            return int(rows[0].id), rows[0].namespace, rows[0].name
+        if len(rows) > 1:
+            names = ", ".join(f"{r.namespace} {r.name}" for r in rows[:5])
+            raise NotFoundError(f"dataset {text!r} is ambiguous: {names}; give --namespace")
+    tried = ", ".join(f"{ns} {name}" for ns, name in _candidates(text, namespace)) or "table names and dataset names"
+    raise NotFoundError(f"dataset {text!r} is not in the registry (tried {tried}); expected a path, a URI, a "
+                        "catalog table name, or --namespace NS with the dataset name")
+
+
+def _job_id(conn: Connection, job: str) -> tuple[int, str, str]:
+    j = m.jobs.c
+    ns, sep, name = job.rpartition("/")
+    query = sa.select(j.id, j.namespace, j.name)
+    query = query.where(j.namespace == ns, j.name == name) if sep else query.where(j.name == job)
+    rows = conn.execute(query).fetchall()
+    if not rows:
+        raise NotFoundError(f"job {job!r} is not in the registry; expected a job name or namespace/name "
+                            "(see: lineagewire jobs list)")
+    if len(rows) > 1:
+        raise NotFoundError(f"job {job!r} is ambiguous: {', '.join(f'{r.namespace}/{r.name}' for r in rows)}; "
+                            "give namespace/name")
+    return int(rows[0].id), rows[0].namespace, rows[0].name
+
+
+def list_jobs(conn: Connection) -> list[dict[str, Any]]:
+    """Every job with its run count and last run."""
+    j, r = m.jobs.c, m.runs.c
+    counts = dict(conn.execute(sa.select(r.job_id, sa.func.count()).group_by(r.job_id)).fetchall())
+    out = []
+    for row in conn.execute(sa.select(j.id, j.namespace, j.name, j.last_seen).order_by(j.namespace, j.name)):
+        last = conn.execute(sa.select(r.run_id, r.status).where(r.job_id == row.id)
+                            .order_by(r.created_at.desc().nulls_last(), r.run_id).limit(1)).first()
+        out.append({"job": f"{row.namespace}/{row.name}", "runs": counts.get(row.id, 0),
+                    "last_run": last.run_id if last else None, "last_status": last.status if last else None,
+                    "last_seen": _utc(row.last_seen)})
+    return out
+
+
+def _run_dict(row: Any) -> dict[str, Any]:
+    return {"run_id": row.run_id, "status": row.status, "lifecycle_state": row.lifecycle_state,
+            "created_at": _utc(row.created_at), "started_at": _utc(row.started_at), "ended_at": _utc(row.ended_at),
+            "duration_ms": row.duration_ms, "restarts": row.restarts, "error_class": row.error_class,
+            "error_message": row.error_message, "parent_run_id": row.parent_run_id, "workflow_id": row.workflow_id,
+            "nominal_time": _utc(row.nominal_time), "spec_id": row.spec_id}
+
+
+def job_runs(conn: Connection, job: str) -> dict[str, Any]:
+    """A job's runs, oldest first, with outcome and duration."""
+    job_id, ns, name = _job_id(conn, job)
+    r = m.runs.c
+    rows = conn.execute(sa.select(m.runs).where(r.job_id == job_id).order_by(r.created_at.nulls_last(), r.run_id))
+    return {"job": f"{ns}/{name}", "runs": [_run_dict(row) for row in rows]}
+
+
+def job_history(conn: Connection, job: str) -> dict[str, Any]:
+    """A job's runs with, wherever the spec changed from the run before, a unified diff of the spec."""
+    info = job_runs(conn, job)
+    s = m.specs.c
+    specs = {row.id: row.spec_json for row in conn.execute(sa.select(s.id, s.spec_json))}
+    previous: int | None = None
+    for run in info["runs"]:
+        spec_id = run["spec_id"]
+        run["spec_diff"] = None
+        if spec_id is None:
+            continue
+        if previous is not None and spec_id != previous:
+            run["spec_diff"] = "".join(difflib.unified_diff(
+                specs[previous].splitlines(keepends=True), specs[spec_id].splitlines(keepends=True),
+                fromfile=f"spec {previous}", tofile=f"spec {spec_id}"))
+        previous = spec_id
+    return info
+
+
+def run_detail(conn: Connection, run_id: str) -> dict[str, Any]:
+    """One run: status, transitions with times, inputs, outputs, error."""
+    row = conn.execute(sa.select(m.runs, m.jobs.c.namespace, m.jobs.c.name).join(m.jobs, m.jobs.c.id == m.runs.c.job_id)
+                       .where(m.runs.c.run_id == run_id)).first()
+    if row is None:
+        raise NotFoundError(f"run {run_id!r} is not in the registry; expected a run id "
+                            "(see: lineagewire jobs show JOB)")
+    out = {"job": f"{row.namespace}/{row.name}", **_run_dict(row)}
+    t = m.transitions.c
+    out["transitions"] = [{"sequence": x.sequence, "time": _utc(x.transition_time), "old_status": x.old_status,
+                           "new_status": x.new_status, "lifecycle_state": x.lifecycle_state,
+                           "error_class": x.error_class, "error_message": x.error_message}
+                          for x in conn.execute(sa.select(m.transitions).where(t.run_id == run_id)
+                                                .order_by(t.sequence))]
+    rd, d = m.run_datasets.c, m.datasets.c
+    io = conn.execute(sa.select(rd.direction, rd.operation, d.namespace, d.name).join(m.datasets, d.id == rd.dataset_id)
+                      .where(rd.run_id == run_id).order_by(d.namespace, d.name)).fetchall()
+    out["inputs"] = [{"namespace": x.namespace, "name": x.name} for x in io if x.direction == "in"]
+    out["outputs"] = [{"namespace": x.namespace, "name": x.name, "operation": x.operation}
+                      for x in io if x.direction == "out"]
+    return out
+
+
+def _chunks(ids: list[Any]) -> Iterable[list[Any]]:
+    for i in range(0, len(ids), _CHUNK):
+        yield ids[i:i + _CHUNK]
+
+
+def lineage(conn: Connection, dataset: str, *, direction: str, namespace: str | None = None,
+            column: str | None = None, depth: int | None = None, since: dt.datetime | None = None) -> dict[str, Any]:
+    """Datasets (or columns) reachable from ``dataset`` downstream or upstream, level by level.
+
+    Returns ``{"root", "direction", "nodes": [{id, namespace, name, field, depth}], "edges": [{source, sink,
+    jobs, transformation}]}``; node ids are "namespace name" (plus " field" for columns).
+    """
+    if direction not in ("upstream", "downstream"):
+        raise ConfigError(f"direction {direction!r}; expected upstream or downstream")
+    if depth is not None and depth < 1:
+        raise ConfigError(f"--depth {depth}; expected 1 or more (omit it for no limit)")
+    root_id, root_ns, root_name = resolve_dataset(conn, dataset, namespace)
+    table = m.column_edges if column else m.dataset_edges
+    c = table.c
+    here, there = (c.source_id, c.sink_id) if direction == "downstream" else (c.sink_id, c.source_id)
+    j = m.jobs.c
+    cols = [here, there, j.namespace.label("job_ns"), j.name.label("job_name")]
+    if column:
+        here_f, there_f = ((c.source_field, c.sink_field) if direction == "downstream"
+                           else (c.sink_field, c.source_field))
+        cols += [here_f.label("here_field"), there_f.label("there_field"), c.transformation]
+    base = sa.select(*cols).join(m.jobs, j.id == c.job_id)
+    if since is not None:
+        # Stored in UTC; SQLite keeps no zone, so compare UTC with UTC.
+        base = base.where(c.last_seen >= since.astimezone(dt.UTC).replace(tzinfo=None)
+                          if conn.dialect.name == "sqlite" else since)
+    root = (root_id, column)
+    depth_of: dict[tuple[int, str | None], int] = {root: 0}
+    edges: dict[tuple[Any, Any], dict[str, Any]] = {}
+    frontier = [root]
+    level = 0
+    while frontier and (depth is None or level < depth):
+        level += 1
+        found: list[tuple[int, str | None]] = []
+        for part in _chunks(sorted({node[0] for node in frontier})):
+            wanted = set(frontier)
+            for row in conn.execute(base.where(here.in_(part))):
+                src = (row[0], row.here_field if column else None)
+                if src not in wanted:
+                    continue
+                dst = (row[1], row.there_field if column else None)
+                edge = edges.setdefault((src, dst), {"jobs": set(), "transformation": None})
+                edge["jobs"].add(f"{row.job_ns}/{row.job_name}")
+                if column:
+                    edge["transformation"] = row.transformation
+                if dst not in depth_of:
+                    depth_of[dst] = level
+                    found.append(dst)
+        frontier = found
+    names = {}
+    ids = sorted({node[0] for node in depth_of})
+    d = m.datasets.c
+    for part in _chunks(ids):
+        names.update({row.id: (row.namespace, row.name) for row in
+                      conn.execute(sa.select(d.id, d.namespace, d.name).where(d.id.in_(part)))})
+
+    def node_id(node: tuple[int, str | None]) -> str:
+        ns, name = names[node[0]]
+        return f"{ns} {name}" + (f" {node[1]}" if node[1] is not None else "")
+
+    nodes = [{"id": node_id(n), "namespace": names[n[0]][0], "name": names[n[0]][1], "field": n[1], "depth": dep}
+             for n, dep in sorted(depth_of.items(), key=lambda kv: (kv[1], names[kv[0][0]], kv[0][1] or ""))]
+    out_edges = [{"source": node_id(s) if direction == "downstream" else node_id(t),
+                  "sink": node_id(t) if direction == "downstream" else node_id(s),
+                  "jobs": sorted(e["jobs"]), **({"transformation": e["transformation"]} if column else {})}
+                 for (s, t), e in sorted(edges.items(), key=lambda kv: (node_id(kv[0][0]), node_id(kv[0][1])))]
+    return {"root": node_id(root), "root_namespace": root_ns, "root_name": root_name, "direction": direction,
+            "column": column, "nodes": nodes, "edges": out_edges}
+
+
+def render_tree(result: dict[str, Any]) -> list[str]:
+    """The lineage result as an indented tree; a node reached again is marked, not expanded twice."""
+    downstream = result["direction"] == "downstream"
+    children: dict[str, list[dict[str, Any]]] = {}
+    for e in result["edges"]:
+        parent, child = (e["source"], e["sink"]) if downstream else (e["sink"], e["source"])
+        children.setdefault(parent, []).append({"node": child, **e})
+    lines = [result["root"]]
+    shown = {result["root"]}
+
+    def walk(node: str, indent: str) -> None:
+        kids = children.get(node, [])
+        for i, kid in enumerate(kids):
+            last = i == len(kids) - 1
+            via = ", ".join(kid["jobs"])
+            again = kid["node"] in shown
+            lines.append(f"{indent}{'└── ' if last else '├── '}{kid['node']}  [{via}]" + ("  (above)" if again else ""))
+            if not again:
+                shown.add(kid["node"])
+                walk(kid["node"], indent + ("    " if last else "│   "))
+
+    walk(result["root"], "")
+    return lines
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=False)

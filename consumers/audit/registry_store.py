@@ -1,0 +1,227 @@
+"""``RegistryStore``: applies events to the job registry's tables (``registry_model``), idempotently.
+
+``apply(event)`` runs in one transaction: an event id already in
+``applied_events`` is a no-op; every other write is an insert that ignores
+its natural key's conflict or an update guarded by the event's sequence, so
+even an event replayed without its id record (or out of order) lands where
+it belongs: a run's status is the one of its highest sequence.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from lineagewire.exceptions import ConfigError, MissingExtraError
+
+try:
+    import sqlalchemy as sa
+    from sqlalchemy.engine import Connection, Engine
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    raise MissingExtraError("sqlalchemy", "audit", "The job registry") from exc
+
+from lineagewire.schemas import TERMINAL_STATUSES, to_jsonable
+
+from . import registry_model as m
+
+log = logging.getLogger(__name__)
+
+__all__ = ["DEFAULT_DB_URL", "RegistryStore", "engine_for"]
+
+#: the local SQLite file used when no --db-url is given
+DEFAULT_DB_URL = "sqlite:///lineagewire-registry.db"
+
+
+def engine_for(db_url: str) -> Engine:
+    """An engine for ``db_url`` with the registry's tables created; ConfigError names a bad URL."""
+    try:
+        url = sa.engine.make_url(db_url)
+        kwargs: dict[str, Any] = {}
+        if url.get_backend_name() == "sqlite":
+            kwargs["connect_args"] = {"timeout": 30}
+        engine = sa.create_engine(url, **kwargs)
+    except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ImportError) as exc:
+        raise ConfigError(f"--db-url {db_url!r}: {exc}; expected an SQLAlchemy URL such as "
+                          "sqlite:///registry.db or postgresql+psycopg://user@host/db") from exc
+    if engine.dialect.name == "sqlite":
+        @sa.event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+            cur = dbapi_conn.cursor()
+            # WAL: the REST server and the CLI read while the consumer writes.
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.close()
+    try:
+        m.METADATA.create_all(engine)
+    except sa.exc.OperationalError as exc:
+        raise ConfigError(f"--db-url {db_url!r}: cannot open the database: {exc.orig}") from exc
+    return engine
+
+
+def _insert(conn: Connection, table: sa.Table, values: dict[str, Any], keys: list[str]) -> None:
+    """INSERT that ignores a conflict on ``keys`` (SQLite and PostgreSQL)."""
+    if conn.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert  # type: ignore[assignment]
+    conn.execute(insert(table).values(**values).on_conflict_do_nothing(index_elements=keys))
+
+
+def _spec_json(spec: dict[str, Any]) -> str:
+    return json.dumps(to_jsonable(spec), sort_keys=True, indent=1)
+
+
+class RegistryStore:
+    """The registry in the database at ``db_url`` (created if missing)."""
+
+    def __init__(self, db_url: str = DEFAULT_DB_URL, engine: Engine | None = None) -> None:
+        self.db_url = db_url
+        self.engine = engine or engine_for(db_url)
+        self._job_ids: dict[tuple[str, str], int] = {}
+        self._dataset_ids: dict[tuple[str, str], int] = {}
+        self._appliers: dict[str, Callable[[Connection, dict[str, Any], int], None]] = {
+            "JobCreatedEvent": self._created,
+            "JobStatusChangedEvent": self._status,
+            "ActionLineageEvent": self._action,
+            "RefreshCommand": self._refresh,
+            "CancelRefresh": lambda conn, event, job_id: None,
+        }
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def apply(self, event: dict[str, Any]) -> bool:
+        """Apply one decoded event; False if it was applied before (nothing changes)."""
+        h = event["header"]
+        kind = h["schema_name"].rsplit(".", 1)[1]
+        with self.engine.begin() as conn:
+            seen = conn.execute(sa.select(m.applied_events.c.event_id)
+                                .where(m.applied_events.c.event_id == h["event_id"])).first()
+            if seen is not None:
+                return False
+            job_id = self._job(conn, h["job_namespace"], h["job_name"], h["event_time"])
+            self._run(conn, h, job_id)
+            applier = self._appliers.get(kind)
+            if applier is not None:
+                applier(conn, event, job_id)
+            conn.execute(m.applied_events.insert().values(event_id=h["event_id"], applied_at=dt.datetime.now(dt.UTC)))
+        return True
+
+    # -- identities -------------------------------------------------------------------------------
+
+    def _job(self, conn: Connection, namespace: str, name: str, when: dt.datetime) -> int:
+        key = (namespace, name)
+        _insert(conn, m.jobs, {"namespace": namespace, "name": name, "first_seen": when, "last_seen": when},
+                ["namespace", "name"])
+        conn.execute(m.jobs.update().where(m.jobs.c.namespace == namespace, m.jobs.c.name == name,
+                                           m.jobs.c.last_seen < when).values(last_seen=when))
+        if key not in self._job_ids:
+            self._job_ids[key] = conn.execute(sa.select(m.jobs.c.id).where(
+                m.jobs.c.namespace == namespace, m.jobs.c.name == name)).scalar_one()
+        return self._job_ids[key]
+
+    def _dataset(self, conn: Connection, ds: dict[str, Any], when: dt.datetime) -> int:
+        key = (ds["namespace"], ds["name"])
+        _insert(conn, m.datasets, {"namespace": key[0], "name": key[1], "format": ds.get("format"),
+                                   "first_seen": when, "last_seen": when}, ["namespace", "name"])
+        conn.execute(m.datasets.update().where(m.datasets.c.namespace == key[0], m.datasets.c.name == key[1],
+                                               m.datasets.c.last_seen < when).values(last_seen=when))
+        if key not in self._dataset_ids:
+            self._dataset_ids[key] = conn.execute(sa.select(m.datasets.c.id).where(
+                m.datasets.c.namespace == key[0], m.datasets.c.name == key[1])).scalar_one()
+        ds_id = self._dataset_ids[key]
+        for link in ds.get("symlinks") or []:
+            _insert(conn, m.dataset_aliases, {"dataset_id": ds_id, "namespace": link["namespace"],
+                                              "name": link["name"], "type": link.get("type")},
+                    ["dataset_id", "namespace", "name"])
+        return ds_id
+
+    def _run(self, conn: Connection, h: dict[str, Any], job_id: int) -> None:
+        parent = h.get("parent_run")
+        schedule = h.get("schedule")
+        _insert(conn, m.runs, {"run_id": h["run_id"], "job_id": job_id, "last_sequence": -1,
+                               "parent_run_id": parent["run_id"] if parent else None, "restarts": 0,
+                               "workflow_id": schedule["workflow_id"] if schedule else None,
+                               "nominal_time": schedule["nominal_time"] if schedule else None}, ["run_id"])
+
+    # -- events -----------------------------------------------------------------------------------
+
+    def _io(self, conn: Connection, run_id: str, job_id: int, when: dt.datetime, inputs: list[dict[str, Any]],
+            outputs: list[dict[str, Any]], column_lineage: list[dict[str, Any]]) -> None:
+        ins = [self._dataset(conn, d, when) for d in inputs]
+        outs = [self._dataset(conn, d, when) for d in outputs]
+        for direction, ids, items in (("in", ins, inputs), ("out", outs, outputs)):
+            for ds_id, d in zip(ids, items, strict=True):
+                _insert(conn, m.run_datasets, {"run_id": run_id, "dataset_id": ds_id, "direction": direction,
+                                               "operation": d.get("operation"), "seen_at": when},
+                        ["run_id", "dataset_id", "direction"])
+        for src in ins:
+            for dst in outs:
+                _insert(conn, m.dataset_edges, {"source_id": src, "sink_id": dst, "job_id": job_id,
+                                                "last_run_id": run_id, "first_seen": when, "last_seen": when},
+                        ["source_id", "sink_id", "job_id"])
+                e = m.dataset_edges.c
+                conn.execute(m.dataset_edges.update().where(e.source_id == src, e.sink_id == dst, e.job_id == job_id,
+                                                            e.last_seen < when)
+                             .values(last_seen=when, last_run_id=run_id))
+        for col in column_lineage:
+            sink = self._dataset(conn, {"namespace": col["namespace"], "name": col["name"]}, when)
+            for inp in col["inputs"]:
+                source = self._dataset(conn, {"namespace": inp["namespace"], "name": inp["name"]}, when)
+                kinds = sorted({f"{t['type']}/{t['subtype']}" for t in inp.get("transformations") or []})
+                _insert(conn, m.column_edges, {"source_id": source, "source_field": inp["field"], "sink_id": sink,
+                                               "sink_field": col["field"], "job_id": job_id,
+                                               "transformation": ",".join(kinds) or None, "last_run_id": run_id,
+                                               "first_seen": when, "last_seen": when},
+                        ["source_id", "source_field", "sink_id", "sink_field", "job_id"])
+
+    def _created(self, conn: Connection, ev: dict[str, Any], job_id: int) -> None:
+        h = ev["header"]
+        text = _spec_json(ev["spec"])
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        _insert(conn, m.specs, {"job_id": job_id, "sha256": digest, "spec_json": text, "first_run_id": h["run_id"],
+                                "first_seen": h["event_time"]}, ["job_id", "sha256"])
+        spec_id = conn.execute(sa.select(m.specs.c.id).where(m.specs.c.job_id == job_id,
+                                                             m.specs.c.sha256 == digest)).scalar_one()
+        r = m.runs.c
+        conn.execute(m.runs.update().where(r.run_id == h["run_id"]).values(spec_id=spec_id, created_at=h["event_time"]))
+        conn.execute(m.runs.update().where(r.run_id == h["run_id"], r.last_sequence < h["sequence"])
+                     .values(status=ev["status"], last_sequence=h["sequence"]))
+        lin = ev["lineage"]
+        self._io(conn, h["run_id"], job_id, h["event_time"], lin["sources"], lin["sinks"], lin["column_lineage"])
+
+    def _status(self, conn: Connection, ev: dict[str, Any], job_id: int) -> None:
+        h = ev["header"]
+        err = ev.get("error")
+        when = ev["transition_time"]
+        _insert(conn, m.transitions, {
+            "event_id": h["event_id"], "run_id": h["run_id"], "sequence": h["sequence"],
+            "old_status": ev["old_status"], "new_status": ev["new_status"], "lifecycle_state": ev["lifecycle_state"],
+            "transition_time": when, "restarts": ev["restarts"], "duration_ms": ev.get("duration_ms"),
+            "error_class": err["error_class"] if err else None, "error_message": err["message"] if err else None,
+            "error_stack": err["stack_trace"] if err else None}, ["event_id"])
+        r = m.runs.c
+        run = m.runs.update().where(r.run_id == h["run_id"])
+        conn.execute(run.where(r.last_sequence < h["sequence"]).values(
+            status=ev["new_status"], lifecycle_state=ev["lifecycle_state"], last_sequence=h["sequence"]))
+        if ev["new_status"] == "RUNNING":
+            conn.execute(run.where(r.started_at.is_(None)).values(started_at=when))
+        if ev["new_status"] in TERMINAL_STATUSES:
+            conn.execute(run.values(ended_at=when, duration_ms=ev.get("duration_ms")))
+        if err:
+            conn.execute(run.values(error_class=err["error_class"], error_message=err["message"]))
+        conn.execute(run.where(r.restarts < ev["restarts"]).values(restarts=ev["restarts"]))
+
+    def _action(self, conn: Connection, ev: dict[str, Any], job_id: int) -> None:
+        h = ev["header"]
+        self._io(conn, h["run_id"], job_id, h["event_time"], ev["inputs"], ev["outputs"], ev["column_lineage"])
+
+    def _refresh(self, conn: Connection, ev: dict[str, Any], job_id: int) -> None:
+        h = ev["header"]
+        conn.execute(m.runs.update().where(m.runs.c.run_id == h["run_id"]).values(
+            workflow_id=ev["workflow_id"], nominal_time=ev["nominal_time"]))

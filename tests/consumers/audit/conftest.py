@@ -1,0 +1,51 @@
+"""Fixtures of the audit tests: produce records with chosen timestamps and headers, read a topic raw."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from lineagewire.config import Settings
+from lineagewire.kafka.producer import new_producer
+from lineagewire.kafka.reader import TopicReader
+from lineagewire.schemas import Codec, job_key
+
+
+@pytest.fixture
+def produce(kafka_settings: Settings) -> Callable[..., None]:
+    """produce(topic, events_or_bytes, timestamp_ms=None, headers=None, partition=None): write and flush."""
+
+    def send(topic: str, items: list[Any], *, timestamps: list[int] | None = None,
+             headers: list[tuple[str, bytes | None]] | None = None, partition: int | None = None) -> None:
+        codec = Codec()
+        producer = new_producer(kafka_settings, {"linger.ms": 20})
+        for i, item in enumerate(items):
+            kwargs: dict[str, Any] = {}
+            if isinstance(item, bytes):
+                value, key = item, b"raw"
+            else:
+                value, key = codec.encode(item), job_key(item).encode()
+            if timestamps is not None:
+                kwargs["timestamp"] = timestamps[i]
+            if headers is not None:
+                kwargs["headers"] = headers
+            if partition is not None:
+                kwargs["partition"] = partition
+            producer.produce(topic, value=value, key=key, **kwargs)
+            producer.poll(0)
+        assert producer.flush(30) == 0
+    return send
+
+
+def raw_records(settings: Settings, topic: str) -> list[dict[str, Any]]:
+    """Every retained record of ``topic`` as Kafka returns it, sorted by partition and offset."""
+    out = []
+    with TopicReader(settings, topic, start="beginning", end="end") as reader:
+        for m in reader.messages():
+            ts_type, ts = m.timestamp()
+            out.append({"topic": m.topic(), "partition": m.partition(), "offset": m.offset(), "timestamp_type": ts_type,
+                        "timestamp": ts, "key_bytes": m.key(), "value": m.value(),
+                        "headers": [{"key": k, "value": v} for k, v in (m.headers() or [])]})
+    return sorted(out, key=lambda r: (r["partition"], r["offset"]))

@@ -1,0 +1,182 @@
+"""The job registry: ``consume registry`` on the real broker, the CLI answers, REST, PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+
+import httpx
+import pytest
+import sqlalchemy as sa
+from click.testing import CliRunner
+
+from lineagewire.cli import main_group
+from lineagewire.consumers.audit.registry import RegistryHandler
+from lineagewire.consumers.audit.registry_store import RegistryStore
+from lineagewire.consumers.runtime import ConsumerRuntime
+from lineagewire.kafka.local import free_port
+from lineagewire.kafka.publisher import Publisher
+from lineagewire.schemas import Codec, dataset
+from tests.consumers.openlineage.samples import app_run
+from tests.helpers import wait_for
+from tests.postgres import LocalPostgres, find_bin_dir
+
+TABLES = ["jobs", "runs", "specs", "transitions", "datasets", "dataset_aliases", "run_datasets", "dataset_edges",
+          "column_edges", "applied_events"]
+
+
+def history() -> list[dict]:
+    """daily_orders three times (the third with a changed spec, one failed), then report reading its output."""
+    runs = [app_run("daily_orders"), app_run("daily_orders", fail=True), app_run("daily_orders")]
+    runs[2][0]["spec"]["conf"] = {"spark.sql.shuffle.partitions": "8"}
+    report = app_run("report", actions=1)
+    src = dataset("file", "/data/daily_orders_out", format="parquet")
+    dst = dataset("file", "/data/report", format="parquet")
+    report[0]["lineage"]["sources"], report[0]["lineage"]["sinks"] = [src], [dst]
+    report[2]["inputs"], report[2]["outputs"] = [src], [dst]
+    report[2]["column_lineage"] = [{"namespace": "file", "name": "/data/report", "field": "total", "inputs": [
+        {"namespace": "file", "name": "/data/daily_orders_out", "field": "amount", "transformations": []}]}]
+    report[0]["lineage"]["column_lineage"] = []
+    return [e for run in runs for e in run] + report
+
+
+def counts(url: str) -> dict[str, int]:
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return {t: conn.execute(sa.text(f"SELECT count(*) FROM {t}")).scalar_one() for t in TABLES}
+    finally:
+        engine.dispose()
+
+
+def cli(db: str, *args: str):  # noqa: ANN201
+    r = CliRunner().invoke(main_group, [*args, "--db-url", db], catch_exceptions=False)
+    return r
+
+
+@pytest.mark.integration
+def test_consume_registry_then_ask_it(settings, group_id, tmp_path) -> None:  # noqa: ANN001
+    events = history()
+    with Publisher(settings) as pub:
+        for e in events:
+            pub.publish(e)
+    db = f"sqlite:///{tmp_path / 'registry.db'}"
+    h = RegistryHandler(db)
+    ConsumerRuntime(settings, h, group_id=group_id).run(max_events=len(events))
+    assert h.applied == len(events)
+    before = counts(db)
+    assert before["runs"] == 4 and before["specs"] == 3 and before["transitions"] == 8
+    # Re-applying everything (another group from the start) is a no-op.
+    h2 = RegistryHandler(db)
+    ConsumerRuntime(settings, h2, group_id=group_id + "-again").run(max_events=len(events))
+    assert h2.applied == 0 and counts(db) == before
+
+    r = cli(db, "jobs", "list", "--format", "json")
+    jobs = {j["job"]: j for j in json.loads(r.stdout)}
+    assert jobs["spark/daily_orders"]["runs"] == 3 and jobs["spark/report"]["last_status"] == "FINISHED"
+    r = cli(db, "jobs", "show", "daily_orders", "--format", "json")
+    assert [x["status"] for x in json.loads(r.stdout)["runs"]].count("FAILED") == 1
+    r = cli(db, "jobs", "history", "spark/daily_orders")
+    assert r.exit_code == 0 and '+  "spark.sql.shuffle.partitions": "8"' in r.stdout
+    failed = next(x for x in json.loads(cli(db, "jobs", "show", "daily_orders", "--format", "json").stdout)["runs"]
+                  if x["status"] == "FAILED")
+    r = cli(db, "runs", "show", failed["run_id"])
+    assert "error: org.apache.spark.SparkException: Job aborted" in r.stdout
+    assert "CREATED -> RUNNING" in r.stdout and "RUNNING -> FAILED" in r.stdout
+    assert "file /data/orders" in r.stdout.split("outputs:")[0] and "file /data/daily_orders_out" in r.stdout
+
+    # The raw input named four ways gives the same downstream: both jobs' outputs, two hops.
+    answers = set()
+    for args in (["/data/orders"], ["file:/data/orders"], ["sales.orders"], ["--namespace", "file", "/data/orders"]):
+        r = cli(db, "lineage", "downstream", *args, "--format", "json")
+        assert r.exit_code == 0, r.output
+        answers.add(json.dumps(json.loads(r.stdout)["nodes"]))
+    assert len(answers) == 1
+    nodes = json.loads(answers.pop())
+    assert [(n["name"], n["depth"]) for n in nodes] == [("/data/orders", 0), ("/data/daily_orders_out", 1),
+                                                         ("/data/report", 2)]
+    r = cli(db, "lineage", "downstream", "/data/orders")
+    assert r.stdout.splitlines() == ["file /data/orders", "└── file /data/daily_orders_out  [spark/daily_orders]",
+                                     "    └── file /data/report  [spark/report]"]
+    r = cli(db, "lineage", "downstream", "/data/orders", "--depth", "1", "--format", "json")
+    assert len(json.loads(r.stdout)["nodes"]) == 2
+    r = cli(db, "lineage", "upstream", "/data/report", "--column", "total", "--format", "json")
+    assert [(n["name"], n["field"]) for n in json.loads(r.stdout)["nodes"]] == [
+        ("/data/report", "total"), ("/data/daily_orders_out", "amount"), ("/data/orders", "amount"),
+        ("/data/orders", "id")]
+    r = cli(db, "lineage", "downstream", "/data/orders", "--since", "2030-01-01", "--format", "json")
+    assert len(json.loads(r.stdout)["nodes"]) == 1
+    from lineagewire.cli import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["lineage", "downstream", "/no/such", "--db-url", db])
+    assert info.value.code == 2
+
+
+@pytest.fixture
+def server(tmp_path) -> Iterator[tuple[str, RegistryStore]]:  # noqa: ANN001
+    import uvicorn
+
+    from lineagewire.consumers.audit.registry_api import create_app
+
+    store = RegistryStore(f"sqlite:///{tmp_path / 'api.db'}")
+    port = free_port()
+    srv = uvicorn.Server(uvicorn.Config(create_app(store, "s3cret-token-0123456789"), host="127.0.0.1", port=port,
+                                        log_level="warning"))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    wait_for(lambda: srv.started, timeout=30)
+    try:
+        yield f"http://127.0.0.1:{port}", store
+    finally:
+        srv.should_exit = True
+        thread.join(10)
+        store.close()
+
+
+def test_rest_reads_are_open_and_writes_need_the_token_first(server) -> None:  # noqa: ANN001
+    url, store = server
+    codec = Codec()
+    events = history()
+    for e in events[:-5]:
+        store.apply(e)
+    body = codec.encode(events[-5])
+    assert httpx.post(f"{url}/events", content=b"not json, not avro").status_code == 401
+    assert httpx.post(f"{url}/events", content=body, headers={"Authorization": "Bearer wrong"}).status_code == 401
+    auth = {"Authorization": "Bearer s3cret-token-0123456789"}
+    r = httpx.post(f"{url}/events", content=body, headers=auth)
+    assert r.status_code == 200 and r.json()["applied"] is True
+    assert httpx.post(f"{url}/events", content=body, headers=auth).json()["applied"] is False
+    r = httpx.post(f"{url}/events", content=b"garbage", headers=auth)
+    assert r.status_code == 422 and "not a lineagewire event" in r.json()["detail"]
+    assert httpx.post(f"{url}/events", content=b"x" * (2 << 20), headers=auth).status_code == 413
+    for e in events[-4:]:
+        httpx.post(f"{url}/events", content=codec.encode(e), headers=auth).raise_for_status()
+    assert {j["job"] for j in httpx.get(f"{url}/jobs").json()} == {"spark/daily_orders", "spark/report"}
+    r = httpx.get(f"{url}/lineage/downstream", params={"dataset": "file:/data/orders"})
+    assert [n["name"] for n in r.json()["nodes"]] == ["/data/orders", "/data/daily_orders_out", "/data/report"]
+    assert httpx.get(f"{url}/lineage/downstream", params={"dataset": "/nope"}).status_code == 404
+    assert httpx.get(f"{url}/openapi.json").status_code == 200
+
+
+@pytest.mark.slow
+def test_the_registry_on_postgresql() -> None:
+    bin_dir = find_bin_dir()
+    if bin_dir is None:
+        pytest.skip("PostgreSQL is not installed (apt-get install postgresql); the SQLite tests still ran")
+    with LocalPostgres(bin_dir) as pg:
+        url = pg.new_database()
+        store = RegistryStore(url)
+        try:
+            events = history()
+            assert all(store.apply(e) for e in events)
+            assert not any(store.apply(e) for e in events)
+            with store.engine.connect() as conn:
+                from lineagewire.consumers.audit.registry_query import lineage
+
+                nodes = lineage(conn, "sales.orders", direction="downstream")["nodes"]
+            assert [n["name"] for n in nodes] == ["/data/orders", "/data/daily_orders_out", "/data/report"]
+        finally:
+            store.close()
+        assert counts(url)["runs"] == 4
