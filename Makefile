@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: setup kafka-jars test demo lint bench clean
+.PHONY: setup system-deps kafka-jars test demo lint layers bench clean
 
 setup: $(VENV)/.installed
 
@@ -15,6 +15,21 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $@
 
+# Debian's PostgreSQL and Prometheus Alertmanager, which the tests start in temporary folders on
+# 127.0.0.1. Installed only where missing and where apt-get can run (root); elsewhere those tests
+# skip and say why.
+system-deps:
+	@missing=""; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	command -v prometheus-alertmanager >/dev/null 2>&1 || missing="$$missing prometheus-alertmanager"; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing$$missing from Debian's packages"; \
+	  apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	else \
+	  echo "not installing$$missing (needs root and apt-get); their tests will skip"; \
+	fi
+
 # Apache Kafka's jars from Maven Central into ~/.lineagewire (once).
 kafka-jars: setup
 	$(BIN)/lineagewire kafka fetch
@@ -22,8 +37,15 @@ kafka-jars: setup
 lint: setup
 	$(BIN)/ruff check .
 
+# The import-linter contracts (pyproject.toml). import-linter walks folders, and the package maps
+# schemas/, producers/ and consumers/ under lineagewire, so the check runs on a copy laid out as installed.
+layers: setup
+	rm -rf build/layers && mkdir -p build/layers
+	cp -r lineagewire build/layers/ && for d in schemas producers consumers; do cp -r $$d build/layers/lineagewire/$$d; done
+	cd build/layers && PYTHONPATH=$$PWD $(CURDIR)/$(BIN)/lint-imports --config $(CURDIR)/pyproject.toml --no-cache
+
 # Sets everything up, then runs every test (the session starts its own broker).
-test: kafka-jars lint
+test: system-deps kafka-jars lint layers
 	$(BIN)/pytest
 
 # Sets everything up, then runs the main job: a real PySpark job whose events

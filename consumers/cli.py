@@ -6,6 +6,7 @@ Each service is a subcommand; they share the runtime options below
 
 from __future__ import annotations
 
+import importlib
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -34,6 +35,9 @@ def runtime_options(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--give-up-after", type=float, default=None,
                      help="Dead-letter an event whose output is still down after this many seconds "
                           "(default: retry until it is back)."),
+        click.option("--max-handler-retries", type=click.IntRange(min=0), default=5, show_default=True,
+                     help="Retries of an event whose handler raised an unexpected exception (a bug, not an output "
+                          "that is down) before it is dead-lettered with the traceback in its headers."),
         click.option("--dedup-window", type=int, default=100_000, show_default=True,
                      help="How many recent event ids to remember to skip redelivered events."),
         click.option("--no-dlq", is_flag=True, help="Skip (log) bad events instead of writing a dead-letter topic."),
@@ -47,7 +51,8 @@ def runtime_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 def run_service(ctx: click.Context, handler: Any, *, topics: tuple[str, ...], group_id: str | None,
                 metrics_port: int | None, retry_initial: float, retry_max: float, give_up_after: float | None,
-                dedup_window: int, no_dlq: bool, consumer_properties: tuple[str, ...] = ()) -> None:
+                dedup_window: int, no_dlq: bool, consumer_properties: tuple[str, ...] = (),
+                max_handler_retries: int = 5) -> None:
     """Run ``handler`` until SIGTERM/SIGINT, then print what was done to stderr."""
     from lineagewire.consumers.runtime import ConsumerRuntime, RetryPolicy
 
@@ -58,21 +63,57 @@ def run_service(ctx: click.Context, handler: Any, *, topics: tuple[str, ...], gr
             raise click.BadParameter(f"{prop!r}: expected KEY=VALUE", param_hint="--consumer-property")
         consumer_config[key.strip()] = value.strip()
 
+    try:
+        retry = RetryPolicy(initial=retry_initial, maximum=retry_max, give_up_after=give_up_after,
+                            max_handler_retries=max_handler_retries)
+    except ValueError as exc:
+        raise click.UsageError(f"retry options: {exc}") from exc
     settings = settings_from(ctx)
     runtime = ConsumerRuntime(
-        settings, handler, topics=list(topics) or None, group_id=group_id,
-        retry=RetryPolicy(initial=retry_initial, maximum=retry_max, give_up_after=give_up_after),
+        settings, handler, topics=list(topics) or None, group_id=group_id, retry=retry,
         dedup_window=dedup_window, dead_letters=not no_dlq, metrics_port=metrics_port,
         consumer_config=consumer_config)
-    click.echo(f"{handler.name}: consuming {', '.join(runtime.topics)} as group {runtime.group_id} "
-               f"(Ctrl-C or SIGTERM to stop)", err=True)
-    stats = runtime.run(install_signal_handlers=True)
+
+    def started() -> None:  # once the settings were accepted, so a wrong one is the only line printed
+        click.echo(f"{handler.name}: consuming {', '.join(runtime.topics)} as group {runtime.group_id} "
+                   f"(Ctrl-C or SIGTERM to stop)", err=True)
+
+    stats = runtime.run(install_signal_handlers=True, on_open=started)
     click.echo(f"{handler.name}: stopped; consumed {stats.consumed}, emitted {stats.emitted}, "
                f"dead-lettered {stats.dead_lettered}, duplicates skipped {stats.duplicates}, "
                f"retries {stats.retries}", err=True)
 
 
-@click.group()
+#: services that live in their own package: name -> "module:click command" (imported when run)
+SERVICES: dict[str, str] = {
+    "datahub": "lineagewire.consumers.datahub.cli:datahub",
+    "alerting": "lineagewire.consumers.alerting.cli:alerting",
+    "archive": "lineagewire.consumers.audit.cli:archive",
+    "registry": "lineagewire.consumers.audit.cli:registry",
+}
+
+
+class _ServiceGroup(click.Group):
+    """The commands defined here plus ``SERVICES``, each imported only when it is run."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *SERVICES})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in SERVICES:
+            return super().get_command(ctx, name)
+        module, _, attr = SERVICES[name].partition(":")
+        try:
+            return getattr(importlib.import_module(module), attr)  # type: ignore[no-any-return]
+        except ModuleNotFoundError as exc:
+            if exc.name and module.startswith(exc.name):
+                return None  # that service is not built yet
+            raise click.ClickException(str(exc)) from exc
+        except ImportError as exc:  # a missing optional extra: the error carries the pip line
+            raise click.ClickException(str(exc)) from exc
+
+
+@click.group(cls=_ServiceGroup)
 def consume() -> None:
     """Run a consumer service in its own consumer group (at-least-once; see docs/consumers.md)."""
 
@@ -87,8 +128,10 @@ def consume() -> None:
 @click.pass_context
 def openlineage(ctx: click.Context, url: str | None, ol_config: str | None, **runtime: Any) -> None:
     """Translate events to OpenLineage RunEvents and send them through an OpenLineage transport."""
+    from lineagewire.consumers.openlineage import serde
     from lineagewire.consumers.openlineage.handler import OpenLineageHandler, load_openlineage_config
 
+    serde.install()  # this process is the service: the one-pass JSON rendering is wanted (serde.py)
     handler = OpenLineageHandler(config=load_openlineage_config(ol_config, url))
     run_service(ctx, handler, **runtime)
 

@@ -30,6 +30,12 @@ COMMANDS: dict[str, str] = {
     "workflows": "lineagewire.producers.scheduler.cli:workflows",
     "refresh-runner": "lineagewire.producers.refresh_runner.cli:refresh_runner",
     "demo": "lineagewire.demo:demo",
+    "alerts": "lineagewire.consumers.alerting.cli:alerts",
+    "audit": "lineagewire.consumers.audit.cli:audit",
+    "jobs": "lineagewire.consumers.audit.cli:jobs",
+    "runs": "lineagewire.consumers.audit.cli:runs",
+    "lineage": "lineagewire.consumers.audit.cli:lineage",
+    "registry": "lineagewire.consumers.audit.cli:registry_group",
 }
 
 _HELP: dict[str, str] = {
@@ -37,12 +43,18 @@ _HELP: dict[str, str] = {
     "topics": "Create and list lineagewire's topics.",
     "subscribe": "Tail decoded events from a topic.",
     "replay": "Replay a time or offset range of events for audit.",
-    "consume": "Run a consumer service (openlineage, ...).",
+    "consume": "Run a consumer service (openlineage, datahub, alerting, archive, registry, ...).",
     "instrument": "Run an unchanged PySpark script with the emitter active.",
     "scheduler": "Run the refresh scheduler service.",
     "workflows": "Create and manage materialized-table refresh workflows.",
     "refresh-runner": "Run the Spark runner that executes refresh commands.",
     "demo": "Run the main demo end to end.",
+    "alerts": "List, show and silence alerts of the alerting service.",
+    "audit": "Verify and query the audit archive.",
+    "jobs": "Jobs and their runs, from the job registry.",
+    "runs": "One run's transitions, inputs, outputs and error, from the job registry.",
+    "lineage": "Upstream and downstream of a dataset, from the job registry.",
+    "registry": "Serve the job registry over REST.",
 }
 
 

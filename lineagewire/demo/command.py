@@ -1,0 +1,194 @@
+"""The demo's steps, in the order a user would take them.
+
+1. start the local Kafka (unless ``--bootstrap-servers`` names a cluster) and create the topics;
+2. start the consumer services, each a separate process in its own consumer group, writing to
+   this run's own folder or to a local receiver standing in for the backend;
+3. run an unchanged PySpark script (examples/daily_orders.py) under ``lineagewire instrument``;
+4. wait until every service has committed past the job's last event (the runtime commits only
+   after the output is durable, so then everything has arrived), and show what each made of it.
+
+Every run gets a fresh folder ``<out>/<UTC time>``, so the job's tables and the services' outputs
+never meet those of an earlier run; ``<out>/latest`` points at the newest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import IO
+
+import click
+
+from .receiver import Receiver
+from .show import show_openlineage, show_subscribe
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "daily_orders.py"
+VALIDATOR = ROOT.parent / "shared" / "tools" / "validate_openlineage.py"
+
+
+def step(text: str) -> None:
+    click.secho(f"\n== {text}", fg="cyan", bold=True)
+
+
+def lw(*args: str) -> list[str]:
+    return [sys.executable, "-m", "lineagewire", *args]
+
+
+@dataclass
+class Service:
+    """One consumer service the demo runs as its own process."""
+
+    name: str
+    args: list[str]
+    group: str
+    topics: list[str] = field(default_factory=list)
+    process: subprocess.Popen[bytes] | None = None
+    log: IO[bytes] | None = None
+
+    def start(self, run_dir: pathlib.Path, env: dict[str, str]) -> None:
+        self.log = (run_dir / f"consume-{self.name}.log").open("wb")
+        self.process = subprocess.Popen(lw("consume", self.name, *self.args, "--group", self.group), env=env,
+                                        stdout=self.log, stderr=subprocess.STDOUT)
+        click.echo(f"  consume {self.name:<12} pid {self.process.pid}, group {self.group}, log {self.log.name}")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        if self.log is not None:
+            self.log.close()
+
+
+def new_run_dir(out: pathlib.Path) -> pathlib.Path:
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")
+    run_dir = out / f"{stamp}-{uuid.uuid4().hex[:4]}"
+    run_dir.mkdir(parents=True)
+    latest = out / "latest"
+    with contextlib.suppress(OSError):
+        if latest.is_symlink() or latest.exists():
+            latest.unlink()
+        latest.symlink_to(run_dir.name)
+    return run_dir
+
+
+def wait_caught_up(settings: object, services: list[Service], topic: str, timeout: float) -> list[str]:
+    """Wait until each service's group has committed up to the topic's end; the names that did not."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from lineagewire.config import Settings
+
+    assert isinstance(settings, Settings)
+    conf = settings.as_librdkafka_dict()
+    probe = Consumer({**conf, "group.id": f"demo-probe-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False})
+    try:
+        meta = probe.list_topics(topic, timeout=10)
+        parts = [TopicPartition(topic, p) for p in meta.topics[topic].partitions]
+        ends = {tp.partition: probe.get_watermark_offsets(tp, timeout=10)[1] for tp in parts}
+    finally:
+        probe.close()
+    behind = [s.name for s in services]
+    deadline = time.monotonic() + timeout
+    while behind and time.monotonic() < deadline:
+        still = []
+        for svc in services:
+            if svc.name not in behind:
+                continue
+            if svc.process is not None and svc.process.poll() is not None:
+                continue  # it died: reported by the caller from its log
+            c = Consumer({**conf, "group.id": svc.group, "enable.auto.commit": False})
+            try:
+                committed = c.committed([TopicPartition(topic, p) for p in ends], timeout=10)
+            finally:
+                c.close()
+            if any(ends[tp.partition] > 0 and tp.offset < ends[tp.partition] for tp in committed):
+                still.append(svc.name)
+        behind = still
+        if behind:
+            time.sleep(0.5)
+    return behind
+
+
+@click.command()
+@click.option("--out", type=click.Path(file_okay=False), default="demo-output", show_default=True,
+              help="Folder for the runs; each run writes to a fresh <out>/<UTC time> folder.")
+@click.option("--port", type=int, default=9092, show_default=True, help="Port of the local Kafka.")
+@click.option("--keep-kafka", is_flag=True, help="Leave the local Kafka running afterwards.")
+@click.option("--timeout", type=float, default=120, show_default=True,
+              help="Seconds to wait for the services to handle the job's events.")
+@click.pass_context
+def demo(ctx: click.Context, out: str, port: int, keep_kafka: bool, timeout: float) -> None:
+    """Run a real PySpark job and show its events flowing through Kafka into the consumer services."""
+    from lineagewire.cli import settings_from
+    from lineagewire.kafka.local import LocalKafka
+    from lineagewire.kafka.topics import create_topics
+
+    if not EXAMPLE.is_file():
+        raise click.ClickException(f"the demo needs the repository checkout ({EXAMPLE} is missing)")
+    run_dir = new_run_dir(pathlib.Path(out).resolve())
+    explicit = (ctx.find_root().obj or {}).get("bootstrap_servers") or os.environ.get("LINEAGEWIRE_BOOTSTRAP_SERVERS")
+    broker = None
+    if explicit:
+        settings = settings_from(ctx)
+    else:
+        step(f"Starting the local Kafka on 127.0.0.1:{port}")
+        broker = LocalKafka(port=port).start(progress=click.echo)
+        settings = settings_from(ctx, bootstrap_servers=broker.bootstrap_servers)
+    create_topics(settings)
+    jobs_topic = settings.topics.jobs
+    env = {**os.environ, "LINEAGEWIRE_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
+           "LINEAGEWIRE_TOPICS__JOBS": jobs_topic}
+
+    step(f"Starting the consumer services (this run's folder: {run_dir})")
+    receiver = Receiver(run_dir)
+    click.echo(f"  local receiver {receiver.url} stands in for the OpenLineage backend")
+    services = [
+        Service("openlineage", ["--url", receiver.url], "lineagewire-demo-openlineage"),
+    ]
+    started = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=1)
+    try:
+        for svc in services:
+            svc.start(run_dir, env)
+
+        step("Running examples/daily_orders.py, unchanged, under `lineagewire instrument`")
+        job = subprocess.run(lw("instrument", "--", sys.executable, str(EXAMPLE), str(run_dir / "data")),
+                             env=env, check=False, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        (run_dir / "job.log").write_text(job.stdout)
+        lines = [line for line in job.stdout.splitlines() if line.startswith("daily_orders")]
+        click.echo("  " + ("\n  ".join(lines) or f"(job output in {run_dir / 'job.log'})"))
+        if job.returncode != 0:
+            raise click.ClickException(f"the job failed (exit {job.returncode}); see {run_dir / 'job.log'}")
+
+        step("Its events on Kafka: `lineagewire subscribe --from <start> --exit-at-end --format table`")
+        show_subscribe(lw, env, started)
+
+        behind = wait_caught_up(settings, services, jobs_topic, timeout)
+        if behind:
+            raise click.ClickException(f"{', '.join(behind)} did not handle the job's events within {timeout:.0f}s; "
+                                       f"see the consume-*.log files in {run_dir}")
+
+        step("What the OpenLineage backend received")
+        if not show_openlineage(receiver, VALIDATOR, started):
+            raise click.ClickException(f"no OpenLineage events arrived; see {run_dir / 'consume-openlineage.log'}")
+        click.echo(f"\nEverything this run wrote is in {run_dir}")
+    finally:
+        for svc in services:
+            svc.stop()
+        receiver.close()
+        if broker is not None and not keep_kafka:
+            broker.stop()
+            click.echo("\nStopped the local Kafka (its data stays; `lineagewire kafka start` brings it back).")
+        elif broker is not None:
+            click.echo(f"\nKafka keeps running on {broker.bootstrap_servers}; stop it with `lineagewire kafka stop`.")
