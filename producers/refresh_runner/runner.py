@@ -31,11 +31,15 @@ are redelivered to the next runner.
   with the command's run id, the workflow as parent run and
   ``header.schedule``: its status and lineage flow back to
   ``settings.topics.jobs``, where the scheduler reads its status.
+  With ``install_emitter=False`` the caller owns the emitter: refreshes report
+  through the one open on the session, and without one they report nothing
+  (a default emitter is never started behind the caller's back).
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import datetime as dt
 import logging
 import sqlite3
@@ -208,10 +212,15 @@ class RefreshHandler(Handler):
         finally:
             release_thread_connection()
 
+    def _status_run(self, job_name: str, **kwargs: Any) -> contextlib.AbstractContextManager[Any]:
+        """The refresh's own run on the session's emitter (ours, or the caller's), or nothing without one."""
+        from lineagewire.producers.spark import running
+
+        emitter = self._emitter or running(self.spark)
+        return emitter.job_run(job_name, **kwargs) if emitter is not None else contextlib.nullcontext()
+
     def refresh(self, command: dict[str, Any]) -> str:
         """Execute one RefreshCommand on this thread; returns COMPLETED, FAILED, CANCELED or SKIPPED."""
-        from lineagewire.producers.spark import job_run
-
         cid = command["command_id"]
         attempt = command.get("attempt", 1)
         with self._lock:
@@ -226,10 +235,10 @@ class RefreshHandler(Handler):
         log.info("refreshing %s for %s (attempt %d, partitions %s)", command["table"],
                  command["nominal_time"].isoformat(), attempt, command.get("static_partitions"))
         try:
-            with job_run(self.spark, h["job_name"], namespace=h["job_namespace"], parent=h["parent_run"],
-                         schedule=h["schedule"], run_id=h["run_id"], sql=command["query"],
-                         tags={"table": command["table"], "command_id": cid, "attempt": str(attempt),
-                               "nominal_time": command["nominal_time"].astimezone(dt.UTC).isoformat()}):
+            with self._status_run(h["job_name"], namespace=h["job_namespace"], parent=h["parent_run"],
+                                  schedule=h["schedule"], run_id=h["run_id"], sql=command["query"],
+                                  tags={"table": command["table"], "command_id": cid, "attempt": str(attempt),
+                                        "nominal_time": command["nominal_time"].astimezone(dt.UTC).isoformat()}):
                 try:
                     execute_refresh(self.spark, command, table_format=self.table_format,
                                     check_canceled=lambda: self._check_canceled(cid))

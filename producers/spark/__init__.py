@@ -14,7 +14,7 @@ Listener plugins: ``listeners/base.py``. User guide: docs/emitter.md.
 
 from .callbacks import SparkCallbacks
 from .config import EmitterConfig
-from .emitter import Emitter, install, job_run
+from .emitter import Emitter, install, job_run, running
 from .exceptions import EmitterConfigError, EmitterError, OutboxError, UnknownListenerError
 from .listeners.base import JobStatusListener, JobStatusListenerFactory, ListenerContext
 from .runs import Run
@@ -33,4 +33,5 @@ __all__ = [
     "UnknownListenerError",
     "install",
     "job_run",
+    "running",
 ]

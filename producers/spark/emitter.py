@@ -362,8 +362,8 @@ def install(spark: Any, *, settings: Settings | None = None, listeners: list[str
     available names) or ``EmitterConfigError`` before anything starts.
     """
     with process_hooks.INSTALL_LOCK:
-        existing = getattr(spark, "_lineagewire_emitter", None)
-        if existing is not None and not existing._closing:
+        existing = running(spark)
+        if existing is not None:
             return existing
         conf = {k: v for k, v in spark.sparkContext.getConf().getAll() if k.startswith(CONF_PREFIX)}
         cfg = resolve_config(spark_conf=conf, config=config, listeners=listeners, namespace=job_namespace,
@@ -373,6 +373,12 @@ def install(spark: Any, *, settings: Settings | None = None, listeners: list[str
         spark._lineagewire_emitter = emitter
         process_hooks.register(emitter)
         return emitter
+
+
+def running(spark: Any) -> Emitter | None:
+    """The emitter open on ``spark``, or None: for code that reports through the user's emitter if there is one."""
+    emitter = getattr(spark, "_lineagewire_emitter", None)
+    return emitter if emitter is not None and not emitter._closing else None
 
 
 def _kafka_settings(settings: Settings | None, cfg: EmitterConfig, conf: dict[str, str],

@@ -73,3 +73,16 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator:  # noqa: ANN001
         yield session
     finally:
         session.stop()
+
+
+@pytest.fixture(autouse=True)
+def no_emitter_left_open() -> Iterator[None]:
+    """A test that leaves an emitter open on the shared session makes every later ``install()`` return it (and its
+    listeners, not the later test's): close it and fail the test that left it, not the one that trips over it."""
+    yield
+    hooks = sys.modules.get("lineagewire.producers.spark.process_hooks")
+    left = hooks.active() if hooks is not None else []
+    for emitter in left:
+        emitter.close(5)
+    assert not left, (f"this test left {len(left)} emitter(s) open, listeners "
+                      f"{[e.config.listeners for e in left]}; close what the test installed")
