@@ -26,7 +26,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from lineagewire.exceptions import ConfigError
 
-__all__ = ["ENV_PREFIX", "KafkaSecurity", "Settings", "TopicNames", "load_settings"]
+__all__ = ["ENV_PREFIX", "KafkaSecurity", "Settings", "TopicNames", "find_config_file", "load_settings"]
 
 ENV_PREFIX = "LINEAGEWIRE_"
 CONFIG_ENV = "LINEAGEWIRE_CONFIG"
@@ -120,7 +120,7 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        path = _config_file()
+        path = find_config_file()
         sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
         if path is not None:
             sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=path))
@@ -140,7 +140,15 @@ class Settings(BaseSettings):
 _explicit_file: pathlib.Path | None = None
 
 
-def _config_file() -> pathlib.Path | None:
+def find_config_file(explicit: str | os.PathLike[str] | None = None) -> pathlib.Path | None:
+    """The YAML config file every part of lineagewire reads: ``explicit`` (a ``--config`` flag), else the one
+    ``load_settings`` was given, else ``$LINEAGEWIRE_CONFIG``, else ``./lineagewire.yaml`` when it exists.
+    A named file that does not exist is a ConfigError; the default one is optional."""
+    if explicit:
+        path = pathlib.Path(explicit)
+        if not path.is_file():
+            raise ConfigError(f"config file {str(explicit)!r} does not exist; expected a YAML file")
+        return path
     if _explicit_file is not None:
         return _explicit_file
     env = os.environ.get(CONFIG_ENV)
@@ -163,7 +171,7 @@ def load_settings(config_file: str | os.PathLike[str] | None = None, **overrides
         raise ConfigError(f"config file {str(config_file)!r} does not exist; expected a YAML file")
     previous, _explicit_file = _explicit_file, pathlib.Path(config_file) if config_file else None
     try:
-        path = _config_file()
+        path = find_config_file()
         if path is not None:
             _check_yaml(path)
         return Settings(**{k: v for k, v in overrides.items() if v is not None})

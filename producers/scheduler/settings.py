@@ -26,26 +26,14 @@ import yaml
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, YamlConfigSettingsSource
 
-from lineagewire.config import CONFIG_ENV, DEFAULT_CONFIG_FILE
+from lineagewire.config import find_config_file
 from lineagewire.exceptions import ConfigError
 
 from .options import SchedulerOptions
 
-__all__ = ["ENV_PREFIX", "ServiceConfig", "default_config_file"]
+__all__ = ["ENV_PREFIX", "ServiceConfig"]
 
 ENV_PREFIX = "LINEAGEWIRE_SCHEDULER__"
-
-
-def default_config_file(explicit: str | os.PathLike[str] | None = None) -> pathlib.Path | None:
-    """The YAML config file lineagewire's settings read too: ``explicit``, ``$LINEAGEWIRE_CONFIG`` or
-    ``./lineagewire.yaml`` (when it exists)."""
-    if explicit:
-        return pathlib.Path(explicit)
-    env = os.environ.get(CONFIG_ENV)
-    if env:
-        return pathlib.Path(env)
-    path = pathlib.Path(DEFAULT_CONFIG_FILE)
-    return path if path.is_file() else None
 
 
 class ServiceConfig(BaseSettings, SchedulerOptions):
@@ -105,9 +93,7 @@ class ServiceConfig(BaseSettings, SchedulerOptions):
     def load(cls, config_file: str | os.PathLike[str] | None = None, **flags: Any) -> ServiceConfig:
         """Settings from ``flags`` (None values ignored), the environment and the config file's ``scheduler:``
         section; ConfigError naming each bad setting."""
-        path = default_config_file(config_file)
-        if path is not None and not path.is_file():
-            raise ConfigError(f"config file {str(path)!r} does not exist; expected a YAML file")
+        path = find_config_file(config_file)
         try:
             return cls(config_file=path, **{k: v for k, v in flags.items() if v is not None})
         except ValidationError as exc:

@@ -36,7 +36,8 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
-from lineagewire.config import CONFIG_ENV, DEFAULT_CONFIG_FILE
+from lineagewire.config import find_config_file
+from lineagewire.exceptions import ConfigError
 from lineagewire.redact import Redactor
 
 from .exceptions import EmitterConfigError
@@ -163,14 +164,10 @@ class EmitterConfig(BaseSettings):
 
 def _config_file() -> pathlib.Path | None:
     # The file lineagewire.config.Settings reads (a Spark driver gets no --config flag: the variable or ./).
-    named = os.environ.get(CONFIG_ENV)
-    if named:
-        path = pathlib.Path(named)
-        if not path.is_file():
-            raise EmitterConfigError(f"{CONFIG_ENV}={named!r}: no such file; expected a YAML config file")
-        return path
-    path = pathlib.Path(DEFAULT_CONFIG_FILE)
-    return path if path.is_file() else None
+    try:
+        return find_config_file()
+    except ConfigError as exc:
+        raise EmitterConfigError(str(exc)) from None
 
 
 def _file_section() -> dict[str, Any]:
