@@ -1,7 +1,7 @@
 """``lineagewire consume <service>``: run a consumer service on the shared runtime.
 
 Each service is a subcommand; they share the runtime options below
-(``runtime_options``). ``lineagewire consume openlineage`` is the first.
+(``runtime_options``). Each service's command lives in its own package (``SERVICES``).
 """
 
 from __future__ import annotations
@@ -86,6 +86,7 @@ def run_service(ctx: click.Context, handler: Any, *, topics: tuple[str, ...], gr
 
 #: services that live in their own package: name -> "module:click command" (imported when run)
 SERVICES: dict[str, str] = {
+    "openlineage": "lineagewire.consumers.openlineage.cli:openlineage",
     "datahub": "lineagewire.consumers.datahub.cli:datahub",
     "alerting": "lineagewire.consumers.alerting.cli:alerting",
     "archive": "lineagewire.consumers.audit.cli:archive",
@@ -116,24 +117,6 @@ class _ServiceGroup(click.Group):
 @click.group(cls=_ServiceGroup)
 def consume() -> None:
     """Run a consumer service in its own consumer group (at-least-once; see docs/consumers.md)."""
-
-
-@consume.command("openlineage")
-@click.option("--url", default=None,
-              help="OpenLineage HTTP backend (e.g. http://127.0.0.1:5000 for Marquez). Default: the OpenLineage "
-                   "configuration (openlineage.yml, OPENLINEAGE__TRANSPORT__*, OPENLINEAGE_URL).")
-@click.option("--openlineage-config", "ol_config", type=click.Path(dir_okay=False, exists=True), default=None,
-              help="An openlineage.yml with the transport (http, kafka, file, console, composite).")
-@runtime_options
-@click.pass_context
-def openlineage(ctx: click.Context, url: str | None, ol_config: str | None, **runtime: Any) -> None:
-    """Translate events to OpenLineage RunEvents and send them through an OpenLineage transport."""
-    from lineagewire.consumers.openlineage import serde
-    from lineagewire.consumers.openlineage.handler import OpenLineageHandler, load_openlineage_config
-
-    serde.install()  # this process is the service: the one-pass JSON rendering is wanted (serde.py)
-    handler = OpenLineageHandler(config=load_openlineage_config(ol_config, url))
-    run_service(ctx, handler, **runtime)
 
 
 @consume.command("plugin")

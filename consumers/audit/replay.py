@@ -50,6 +50,7 @@ import click
 
 from lineagewire.cli import settings_from
 from lineagewire.config import Settings
+from lineagewire.consumers.runtime import OutputError, load_handler_class
 from lineagewire.consumers.runtime.record import Record
 from lineagewire.exceptions import ConfigError, LineagewireError
 from lineagewire.kafka.reader import Position, TopicReader, parse_position
@@ -203,33 +204,27 @@ def _json_lines_sink(out: IO[str], fmt: str) -> Sink:
             out.write(json.dumps(rec.as_json(), separators=(",", ":"), sort_keys=True) + "\n")
             return 1
         return write_event
-    from openlineage.client.serde import Serde
+    handler = load_handler_class(fmt).from_options()  # the service's own rendering, through the handler registry
 
-    from lineagewire.consumers.openlineage.translate import Translator
-
-    translator = Translator()
-
-    def write_ol(rec: Record) -> int:
-        events = translator.translate(rec.event)
-        for ev in events:
-            out.write(Serde.to_json(ev) + "\n")
-        return len(events)
-    return write_ol
+    def write_rendered(rec: Record) -> int:
+        texts = handler.render(rec)
+        for text in texts:
+            out.write(text + "\n")
+        return len(texts)
+    return write_rendered
 
 
 def _openlineage_sink(url: str | None, ol_config: str | None) -> tuple[Sink, Callable[[], None]]:
     from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-    from lineagewire.consumers.openlineage.exceptions import EmitError
-    from lineagewire.consumers.openlineage.handler import OpenLineageHandler, load_openlineage_config
-
-    handler = OpenLineageHandler(config=load_openlineage_config(ol_config, url))
+    handler = load_handler_class("openlineage").from_options(url=url, openlineage_config=ol_config)
     handler.open()
 
     def send(rec: Record) -> int:
         # A short retry for a blip; a backend that stays down is reported per event in the summary.
-        for attempt in Retrying(retry=retry_if_exception_type(EmitError), stop=stop_after_attempt(4),
-                                wait=wait_exponential(multiplier=0.5, max=5), reraise=True):
+        for attempt in Retrying(retry=retry_if_exception_type((OutputError, *handler.retryable_errors)),
+                                stop=stop_after_attempt(4), wait=wait_exponential(multiplier=0.5, max=5),
+                                reraise=True):
             with attempt:
                 return handler.handle(rec)
         return 0

@@ -119,6 +119,18 @@ class OpenLineageHandler(Handler):
         self._config = config
         self.translator = translator or Translator()
 
+    @classmethod
+    def from_options(cls, *, url: str | None = None, openlineage_config: str | None = None,
+                     **options: Any) -> OpenLineageHandler:
+        """``--url`` / ``--openlineage-config`` as ``lineagewire consume openlineage`` takes them."""
+        return cls(config=load_openlineage_config(openlineage_config, url), **options)
+
+    def render(self, record: Record) -> list[str]:
+        """The RunEvents of ``record`` as OpenLineage JSON (what the transport would send)."""
+        from openlineage.client.serde import Serde
+
+        return [Serde.to_json(ev) for ev in self.translator.translate(record.event)]
+
     @property
     def client(self) -> Any:
         if self._client is None:

@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import importlib
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from lineagewire.exceptions import ConfigError
 
@@ -88,6 +88,15 @@ class Handler:
     #: exceptions of the handler's own clients that mean "output down" (e.g. ``(httpx.TransportError,)``):
     #: retried until the output is back, like ``OutputError``
     retryable_errors: ClassVar[tuple[type[BaseException], ...]] = ()
+
+    @classmethod
+    def from_options(cls, **options: Any) -> Handler:
+        """The handler built from command-line style options (``replay --into NAME`` passes its own)."""
+        return cls(**options)
+
+    def render(self, record: Record) -> list[str]:
+        """This service's outputs for ``record`` as JSON texts, without sending them (``replay --format NAME``)."""
+        raise NotImplementedError(f"the {self.name} service has no text rendering of its outputs")
 
     def open(self) -> None:
         """Acquire outputs (clients, files). Called once before the first event."""

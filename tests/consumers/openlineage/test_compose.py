@@ -5,6 +5,7 @@ from __future__ import annotations
 import pathlib
 import re
 
+import click
 import yaml
 
 from lineagewire.cli import main_group
@@ -62,5 +63,7 @@ def test_openlineage_consumer_command_parses() -> None:
     global_opts, rest = cmd[1:cmd.index("consume")], cmd[cmd.index("consume") + 1:]
     main_group.make_context("lineagewire", [*global_opts, "consume"])  # the global flags parse
     assert rest[0] == "openlineage"
-    params = consume.commands["openlineage"].make_context("openlineage", rest[1:]).params
+    command = consume.get_command(click.Context(consume), "openlineage")
+    assert command is not None
+    params = command.make_context("openlineage", rest[1:]).params
     assert params["metrics_port"] == 9464

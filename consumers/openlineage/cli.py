@@ -1,0 +1,29 @@
+"""``lineagewire consume openlineage``: the OpenLineage service on the shared consumer runtime."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from lineagewire.consumers.cli import run_service, runtime_options
+
+__all__ = ["openlineage"]
+
+
+@click.command("openlineage")
+@click.option("--url", default=None,
+              help="OpenLineage HTTP backend (e.g. http://127.0.0.1:5000 for Marquez). Default: the OpenLineage "
+                   "configuration (openlineage.yml, OPENLINEAGE__TRANSPORT__*, OPENLINEAGE_URL).")
+@click.option("--openlineage-config", "ol_config", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="An openlineage.yml with the transport (http, kafka, file, console, composite).")
+@runtime_options
+@click.pass_context
+def openlineage(ctx: click.Context, url: str | None, ol_config: str | None, **runtime: Any) -> None:
+    """Translate events to OpenLineage RunEvents and send them through an OpenLineage transport."""
+    from . import serde
+    from .handler import OpenLineageHandler, load_openlineage_config
+
+    serde.install()  # this process is the service: the one-pass JSON rendering is wanted (serde.py)
+    handler = OpenLineageHandler(config=load_openlineage_config(ol_config, url))
+    run_service(ctx, handler, **runtime)
