@@ -53,3 +53,11 @@ def _field(urn: str) -> str:
 
 def summarize_file(path: str | pathlib.Path) -> str:
     return "\n".join(summarize(json.loads(pathlib.Path(path).read_text())))
+
+
+if __name__ == "__main__":  # python -m lineagewire.consumers.datahub.summary FILE
+    import sys
+
+    if len(sys.argv) != 2:
+        sys.exit("usage: python -m lineagewire.consumers.datahub.summary PROPOSALS.json")
+    print(summarize_file(sys.argv[1]))

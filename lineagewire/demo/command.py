@@ -1,9 +1,11 @@
 """The demo's steps, in the order a user would take them.
 
 1. start the local Kafka (unless ``--bootstrap-servers`` names a cluster) and create the topics;
-2. start the consumer services, each a separate process in its own consumer group, writing to
-   this run's own folder or to a local receiver standing in for the backend;
-3. run an unchanged PySpark script (examples/daily_orders.py) under ``lineagewire instrument``;
+2. start the consumer services (OpenLineage, DataHub, alerting, archive, registry), each a separate
+   process in its own consumer group, writing to this run's own folder or to a local receiver
+   standing in for the OpenLineage backend and the alert webhook;
+3. run an unchanged PySpark script (examples/daily_orders.py) under ``lineagewire instrument``:
+   first its failing variant (a bad day: the alert fires), then the good run (the alert resolves);
 4. wait until every service has committed past the job's last event (the runtime commits only
    after the output is durable, so then everything has arrived), and show what each made of it.
 
@@ -22,13 +24,14 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import IO
+from typing import IO, Any
 
 import click
 
+from . import show
 from .receiver import Receiver
-from .show import show_openlineage, show_subscribe
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "daily_orders.py"
@@ -70,6 +73,31 @@ class Service:
                 self.process.wait()
         if self.log is not None:
             self.log.close()
+
+
+def rules_file(run_dir: pathlib.Path, webhook: str) -> pathlib.Path:
+    """The demo's alert rules: a failed ``daily_orders`` run notifies the local webhook at once."""
+    path = run_dir / "demo-rules.yaml"
+    path.write_text(
+        "route: {group_by: [alertname, job], group_wait: 0s, group_interval: 0s, repeat_interval: 4h,\n"
+        "        channels: [hook]}\n"
+        f"channels:\n  hook: {{type: webhook, url: \"{webhook}\"}}\n"
+        "rules:\n  - {name: daily-orders-failed, kind: run_failed, match: {job: daily_orders}, severity: critical}\n")
+    return path
+
+
+def run_job(env: dict[str, str], data: pathlib.Path, log: pathlib.Path, *args: str) -> subprocess.CompletedProcess[str]:
+    job = subprocess.run(lw("instrument", "--", sys.executable, str(EXAMPLE), str(data), *args),
+                         env=env, check=False, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    log.write_text(job.stdout)
+    return job
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float) -> Any:
+    deadline = time.monotonic() + timeout
+    while not (result := predicate()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return result
 
 
 def new_run_dir(out: pathlib.Path) -> pathlib.Path:
@@ -128,8 +156,9 @@ def wait_caught_up(settings: object, services: list[Service], topic: str, timeou
 @click.option("--keep-kafka", is_flag=True, help="Leave the local Kafka running afterwards.")
 @click.option("--timeout", type=float, default=120, show_default=True,
               help="Seconds to wait for the services to handle the job's events.")
+@click.option("--skip-bad-day", is_flag=True, help="Skip the failing run (and so the alert) and run only the good job.")
 @click.pass_context
-def demo(ctx: click.Context, out: str, port: int, keep_kafka: bool, timeout: float) -> None:
+def demo(ctx: click.Context, out: str, port: int, keep_kafka: bool, timeout: float, skip_bad_day: bool) -> None:
     """Run a real PySpark job and show its events flowing through Kafka into the consumer services."""
     from lineagewire.cli import settings_from
     from lineagewire.kafka.local import LocalKafka
@@ -153,35 +182,40 @@ def demo(ctx: click.Context, out: str, port: int, keep_kafka: bool, timeout: flo
 
     step(f"Starting the consumer services (this run's folder: {run_dir})")
     receiver = Receiver(run_dir)
-    click.echo(f"  local receiver {receiver.url} stands in for the OpenLineage backend")
+    click.echo(f"  local receiver {receiver.url} stands in for the OpenLineage backend and the alert webhook")
+    show.use_run_dir(run_dir)
+    alerts_db, registry_db = f"sqlite:///{run_dir / 'alerts.db'}", f"sqlite:///{run_dir / 'registry.db'}"
+    rules = rules_file(run_dir, receiver.url + show.ALERTS_PATH)
     services = [
         Service("openlineage", ["--url", receiver.url], "lineagewire-demo-openlineage"),
+        Service("datahub", ["--file", str(run_dir / "datahub.json")], "lineagewire-demo-datahub"),
+        Service("alerting", ["--rules", str(rules), "--database", alerts_db], "lineagewire-demo-alerting"),
+        Service("archive", ["--to", str(run_dir / "archive"), "--roll-seconds", "2"], "lineagewire-demo-archive"),
+        Service("registry", ["--db-url", registry_db], "lineagewire-demo-registry"),
     ]
-    started = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=1)
     try:
         for svc in services:
             svc.start(run_dir, env)
 
-        step("Running examples/daily_orders.py, unchanged, under `lineagewire instrument`")
-        job = subprocess.run(lw("instrument", "--", sys.executable, str(EXAMPLE), str(run_dir / "data")),
-                             env=env, check=False, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        (run_dir / "job.log").write_text(job.stdout)
+        if not skip_bad_day:
+            _bad_day(env, run_dir, receiver, timeout)
+
+        step("The good run: examples/daily_orders.py, unchanged, under `lineagewire instrument`")
+        good_started = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=1)
+        job = run_job(env, run_dir / "data", run_dir / "job.log")
         lines = [line for line in job.stdout.splitlines() if line.startswith("daily_orders")]
         click.echo("  " + ("\n  ".join(lines) or f"(job output in {run_dir / 'job.log'})"))
         if job.returncode != 0:
             raise click.ClickException(f"the job failed (exit {job.returncode}); see {run_dir / 'job.log'}")
 
         step("Its events on Kafka: `lineagewire subscribe --from <start> --exit-at-end --format table`")
-        show_subscribe(lw, env, started)
+        show.show_subscribe(lw, env, good_started)
 
         behind = wait_caught_up(settings, services, jobs_topic, timeout)
         if behind:
             raise click.ClickException(f"{', '.join(behind)} did not handle the job's events within {timeout:.0f}s; "
                                        f"see the consume-*.log files in {run_dir}")
-
-        step("What the OpenLineage backend received")
-        if not show_openlineage(receiver, VALIDATOR, started):
-            raise click.ClickException(f"no OpenLineage events arrived; see {run_dir / 'consume-openlineage.log'}")
+        _show_outputs(receiver, run_dir, good_started, alerts_db, registry_db, timeout, alert=not skip_bad_day)
         click.echo(f"\nEverything this run wrote is in {run_dir}")
     finally:
         for svc in services:
@@ -192,3 +226,44 @@ def demo(ctx: click.Context, out: str, port: int, keep_kafka: bool, timeout: flo
             click.echo("\nStopped the local Kafka (its data stays; `lineagewire kafka start` brings it back).")
         elif broker is not None:
             click.echo(f"\nKafka keeps running on {broker.bootstrap_servers}; stop it with `lineagewire kafka stop`.")
+
+
+def _bad_day(env: dict[str, str], run_dir: pathlib.Path, receiver: Receiver, timeout: float) -> None:
+    step("A bad day: examples/daily_orders.py with `fail` dies in a Python UDF, under `lineagewire instrument`")
+    bad = run_job(env, run_dir / "data-bad-day", run_dir / "job-bad-day.log", "fail")
+    click.echo(f"  the job exited {bad.returncode}, as it should (its log: {run_dir / 'job-bad-day.log'})")
+    if bad.returncode == 0:
+        raise click.ClickException("the failing variant of the job did not fail")
+    if not wait_until(lambda: show.alert_notifications(receiver, "firing"), timeout):
+        raise click.ClickException(f"no alert reached the webhook within {timeout:.0f}s; "
+                                   f"see {run_dir / 'consume-alerting.log'}")
+    click.echo("  the alerting service notified the webhook:")
+    show.show_alert(show.alert_notifications(receiver, "firing")[0])
+
+
+def _show_outputs(receiver: Receiver, run_dir: pathlib.Path, started: dt.datetime, alerts_db: str, registry_db: str,
+                  timeout: float, *, alert: bool) -> None:
+    step("OpenLineage: what the backend received")
+    if not show.show_openlineage(receiver, VALIDATOR, started):
+        raise click.ClickException(f"no OpenLineage events arrived; see {run_dir / 'consume-openlineage.log'}")
+
+    if alert:
+        step("Alerting: the good run resolved the bad day's alert")
+        if not wait_until(lambda: show.alert_notifications(receiver, "resolved"), timeout):
+            raise click.ClickException(f"the alert was not resolved within {timeout:.0f}s; "
+                                       f"see {run_dir / 'consume-alerting.log'}")
+        show.show_alert(show.alert_notifications(receiver, "resolved")[0])
+        click.echo("  $ lineagewire alerts list --all")
+        show.show_alert_list(lw, alerts_db)
+
+    step(f"DataHub: the metadata change proposals in {run_dir / 'datahub.json'}")
+    if not show.show_datahub(run_dir / "datahub.json"):
+        raise click.ClickException("DataHub's own check refused the proposals file")
+
+    step("Job registry: what the example's raw orders feed, across jobs")
+    if not show.show_registry(lw, run_dir / "data" / "raw" / "orders", registry_db):
+        raise click.ClickException("the registry could not answer; see consume-registry.log")
+
+    step("Audit archive: every event kept as Parquet with a hash chain, queried with SQL")
+    if not show.show_archive(lw, run_dir / "archive"):
+        raise click.ClickException("the archive query or verify failed; see consume-archive.log")
