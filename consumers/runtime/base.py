@@ -110,7 +110,12 @@ class Handler:
         return 0
 
     def durable_offsets(self) -> dict[tuple[str, int], int] | None:
-        """Per (topic, partition), the next offset not yet durable; None: all handled events are durable."""
+        """Per (topic, partition), the next offset not yet durable; None: all handled events are durable.
+
+        A partition missing from the mapping is not committed at all (the safe default for a handler that has
+        not yet made anything of it durable). A handler that holds back only some partitions answers with a
+        mapping whose missing keys mean "durable to the end" (see the refresh runner's ``_HeldBack``).
+        """
         return None
 
     def on_revoke(self, partitions: list[tuple[str, int]]) -> None:
