@@ -13,6 +13,8 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import random
+import threading
+from collections.abc import Callable
 
 from .channels import Channel
 from .exceptions import ChannelError
@@ -21,7 +23,7 @@ from .store import AlertStore
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Outbox"]
+__all__ = ["Outbox", "OutboxWorker"]
 
 
 class Outbox:
@@ -36,6 +38,7 @@ class Outbox:
         self._down_until: dict[str, dt.datetime] = {}
         self.delivered = 0
         self.failures = 0
+        self.last_page = 0
 
     def backoff(self, attempts: int) -> float:
         return min(self.initial * 2 ** max(attempts - 1, 0), self.maximum) * (1 + 0.1 * random.random())
@@ -43,7 +46,9 @@ class Outbox:
     def deliver(self, now: dt.datetime, limit: int = 200) -> int:
         """Try every due row once (skipping channels known to be down); how many were delivered."""
         sent = 0
-        for row in self.store.due_outbox(now, limit):
+        rows = self.store.due_outbox(now, limit)
+        self.last_page = len(rows)
+        for row in rows:
             until = self._down_until.get(row.channel)
             if until is not None and now < until:
                 continue
@@ -73,3 +78,94 @@ class Outbox:
             sent += 1
         self.delivered += sent
         return sent
+
+
+class OutboxWorker:
+    """Runs ``Outbox.deliver`` on a thread of its own, so a slow or down channel, or the database writes of a
+    batch, never hold up the consumer loop, and a new notification goes out as soon as it is saved.
+
+    The consumer thread saves outbox rows, then calls ``wake()``; the worker delivers every due row (it also
+    looks once a second). Only rows already in the database are sent, so an alert is durable before anyone is
+    told and before its offset is committed. ``send(channel, notification)`` queues a send that is not an
+    outbox row (a re-send of firing alerts to Alertmanager), so each channel is used from this thread only.
+    ``settle()`` waits for a delivery round that started after the call (tests, shutdown).
+    """
+
+    def __init__(self, outbox: Outbox, now: Callable[[], dt.datetime], *, idle: float = 1.0) -> None:
+        self.outbox = outbox
+        self.now = now
+        self.idle = idle
+        self._cond = threading.Condition()
+        self._asked = 0
+        self._done = 0
+        self._extra: list[tuple[str, Notification]] = []
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> OutboxWorker:
+        self._thread = threading.Thread(target=self._run, name="lineagewire-alerting-outbox", daemon=True)
+        self._thread.start()
+        return self
+
+    def wake(self) -> int:
+        """Ask for a delivery round; its ticket for ``settle``."""
+        with self._cond:
+            self._asked += 1
+            self._cond.notify_all()
+            return self._asked
+
+    def send(self, channel: str, notification: Notification) -> None:
+        with self._cond:
+            self._extra.append((channel, notification))
+        self.wake()
+
+    def settle(self, timeout: float = 30.0) -> bool:
+        """Wait until a delivery round that started after this call has finished; False on timeout."""
+        ticket = self.wake()
+        with self._cond:
+            return self._cond.wait_for(lambda: self._done >= ticket or self._thread is None, timeout)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Finish the round in hand, run a last one, and end the thread."""
+        thread = self._thread
+        if thread is None:
+            return
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        thread.join(timeout)
+        if thread.is_alive():
+            log.warning("the outbox worker did not stop within %.0fs; undelivered rows stay in the outbox", timeout)
+
+    def _run(self) -> None:
+        try:
+            while True:
+                with self._cond:
+                    self._cond.wait_for(lambda: self._asked > self._done or self._stopping, self.idle)
+                    ticket, stopping = self._asked, self._stopping
+                    extra, self._extra = self._extra, []
+                self._round(extra)
+                with self._cond:
+                    self._done = ticket
+                    self._cond.notify_all()
+                if stopping:
+                    return
+        finally:
+            with self._cond:
+                self._thread = None
+                self._cond.notify_all()
+
+    def _round(self, extra: list[tuple[str, Notification]]) -> None:
+        for name, notification in extra:
+            channel = self.outbox.channels.get(name)
+            if channel is None:
+                continue
+            try:
+                channel.send(notification)
+            except Exception as exc:  # noqa: BLE001 - a re-send is a refresh; the next one comes soon
+                log.warning("re-sending %d firing alert(s) to %s failed: %s", len(notification.alerts), name, exc)
+        try:
+            while self.outbox.deliver(self.now(), limit=200) and self.outbox.last_page >= 200:
+                pass  # a full page delivered: there may be more due
+        except Exception:  # noqa: BLE001 - the database is down: the rows wait, the next round tries again
+            log.exception("delivering the alert outbox failed; retrying in %.0fs", self.idle)

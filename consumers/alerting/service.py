@@ -29,7 +29,7 @@ from .dispatch import Alert, Dispatcher
 from .engine import RuleEngine
 from .facts import Facts
 from .model import labels_match
-from .outbox import Outbox
+from .outbox import Outbox, OutboxWorker
 from .store import DEFAULT_URL, AlertStore, Silence
 
 if TYPE_CHECKING:
@@ -71,6 +71,7 @@ class AlertingHandler(Handler):
                                      repeat_interval=r.repeat_interval)
         self.engine = RuleEngine(config.build_rules(), Facts())
         self.outbox: Outbox | None = None
+        self.worker: OutboxWorker | None = None
         self.silences: list[Silence] = []
         self._silences_at = 0.0
         self._facts_at = 0.0
@@ -91,6 +92,7 @@ class AlertingHandler(Handler):
         self.channels = self._channels if self._channels is not None else \
             self.config.build_channels(self._transport)
         self.outbox = Outbox(self.store, self.channels)
+        self.worker = OutboxWorker(self.outbox, lambda: _utc(self.clock())).start()
         self._reload_silences(self.clock())
         log.info("alerting: %d rules, %d channels (%s), %d open alerts, database %s", len(self.engine.rules),
                  len(self.channels), ", ".join(sorted(self.channels)) or "none", len(alerts),
@@ -100,7 +102,15 @@ class AlertingHandler(Handler):
         assert record.event is not None
         signals = self.engine.process(record.event)
         self._handled[(record.topic, record.partition)] = record.offset + 1
-        return self._apply(signals, self.clock(), tick=False)
+        return self._apply(signals, self.clock(), tick=False, save=False)
+
+    def batch_done(self) -> int:
+        self._apply([], self.clock(), tick=False)
+        return 0
+
+    def settle(self, timeout: float = 30.0) -> bool:
+        """Wait until the outbox worker has delivered what was due when this was called (tests)."""
+        return self.worker.settle(timeout) if self.worker is not None else True
 
     def tick(self, now: float) -> int:
         now = self.clock()
@@ -116,8 +126,8 @@ class AlertingHandler(Handler):
             self._pruned_at = now
         n = self._apply(signals, now, flush_facts=flush)
         self._resend(now)
-        assert self.outbox is not None
-        self.outbox.deliver(when)
+        assert self.worker is not None
+        self.worker.wake()  # retries of rows whose channel was down
         return n
 
     def durable_offsets(self) -> dict[tuple[str, int], int]:
@@ -130,9 +140,10 @@ class AlertingHandler(Handler):
         try:
             if self.store is not None:
                 self._apply([], self.clock(), flush_facts=True)
-                if self.outbox is not None:
-                    self.outbox.deliver(_utc(self.clock()))
         finally:
+            if self.worker is not None:
+                self.worker.stop()  # after a last delivery round; what is left waits in the outbox
+
             for ch in self.channels.values():
                 try:
                     ch.close()
@@ -183,8 +194,11 @@ class AlertingHandler(Handler):
 
         return muted
 
-    def _apply(self, signals: list[Any], now: float, *, flush_facts: bool = False, tick: bool = True) -> int:
-        assert self.store is not None and self.outbox is not None
+    def _apply(self, signals: list[Any], now: float, *, flush_facts: bool = False, tick: bool = True,
+               save: bool = True) -> int:
+        """Apply signals, queue the notifications now due and (``save``) store what is queued in one
+        transaction, then wake the outbox worker."""
+        assert self.store is not None and self.worker is not None
         when = _utc(now)
         for s in signals:
             self.dispatcher.apply(s, when)
@@ -192,7 +206,8 @@ class AlertingHandler(Handler):
         new_rows = [(ch, o.notification.to_json()) for o in outgoing for ch in o.channels]
         self._unsaved_rows.extend(new_rows)
         alerts, groups = list(self.dispatcher.changed_alerts.values()), list(self.dispatcher.changed_groups.values())
-        if alerts or groups or self._unsaved_rows or flush_facts:
+        if save and (alerts or groups or self._unsaved_rows or flush_facts):
+            saved_rows = bool(self._unsaved_rows)
             for kind, key, value in self.engine.facts.dump_dirty():
                 self._unsaved_facts[(kind, key)] = value
             facts = [(k, key, v) for (k, key), v in self._unsaved_facts.items()]
@@ -203,8 +218,8 @@ class AlertingHandler(Handler):
             self._unsaved_rows, self._unsaved_facts = [], {}
             self._durable = dict(self._handled)
             self._facts_at = now
-        if new_rows:
-            self.outbox.deliver(when)
+            if saved_rows:
+                self.worker.wake()
         return len(new_rows)
 
     def _resend(self, now: float) -> None:
@@ -214,9 +229,5 @@ class AlertingHandler(Handler):
                 continue
             self._resent_at[name] = now
             n = self.dispatcher.firing_for(name, _utc(now), self.muter(_utc(now)))
-            if n is None:
-                continue
-            try:
-                ch.send(n)
-            except Exception as exc:  # noqa: BLE001 - a re-send is a refresh; the next one comes soon
-                log.warning("re-sending %d firing alert(s) to %s failed: %s", len(n.alerts), name, exc)
+            if n is not None and self.worker is not None:
+                self.worker.send(name, n)  # on the worker's thread, like every use of a channel

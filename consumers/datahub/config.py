@@ -17,6 +17,7 @@ Kafka connection of the MCP sink defaults to lineagewire's own ``Settings``.
       s3: ["bucket/warehouse/*/{table}"]
     include_indirect: true        # keep INDIRECT column lineage (join keys, filters, group keys)
     dataset_lineage: true         # also write upstreamLineage on output datasets
+    skip_unchanged: 100000        # (URN, aspect) remembered per sink to skip identical re-emits; 0: emit all
     sinks:
       file: out.json
       rest: {gms_url: "http://127.0.0.1:8080", token: "..."}
@@ -113,6 +114,8 @@ class DataHubConfig(BaseModel):
     path_specs: dict[str, list[str]] = Field(default_factory=dict)
     include_indirect: bool = True
     dataset_lineage: bool = True
+    skip_unchanged: int = Field(100_000, ge=0, description="Per sink, how many (URN, aspect) are remembered to "
+                                "skip re-emitting an aspect identical to the last one emitted; 0 emits every one")
     sinks: SinksConfig = Field(default_factory=SinksConfig)
 
     @field_validator("env")

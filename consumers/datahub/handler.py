@@ -9,6 +9,7 @@ from lineagewire.consumers.runtime.base import Handler
 from lineagewire.exceptions import ConfigError
 
 from .config import DataHubConfig
+from .render import Renderer, Unchanged
 from .sinks import FileSink, KafkaSink, RestSink, Sink
 from .translate import Translator
 
@@ -56,6 +57,11 @@ class DataHubHandler(Handler):
         self.sinks = sinks if sinks is not None else make_sinks(self.config)
         self.translator = translator or Translator(self.config)
         self._buffering = any(isinstance(s, FileSink) for s in self.sinks)
+        if self.config.skip_unchanged:
+            # One memory per sink: each skips only what it took itself. Renderings are shared.
+            renderer = next((s.renderer for s in self.sinks if isinstance(s, FileSink)), None) or Renderer()
+            for sink in self.sinks:
+                sink.unchanged = Unchanged(renderer, self.config.skip_unchanged)
         if self.config.sinks.file is not None:
             self.tick_interval = self.config.sinks.file.fsync_interval  # type: ignore[misc]
         self._handled: dict[tuple[str, int], int] = {}
@@ -78,9 +84,7 @@ class DataHubHandler(Handler):
         pending = [s for s in self.sinks if not s.written(event_id)]
         if pending:
             proposals = self.translator.translate(record.event)
-            for sink in pending:
-                sink.write(event_id, proposals)
-            emitted = len(proposals)
+            emitted = max(sink.emit(event_id, proposals) for sink in pending)
         self._handled[(record.topic, record.partition)] = record.offset + 1
         return emitted
 

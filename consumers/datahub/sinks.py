@@ -12,6 +12,10 @@ Contract of a ``Sink``
   (the file after a restart); the handler then skips the event.
 * ``sync()`` makes what was written durable and returns True when the sink buffers
   (the file); sinks that deliver synchronously return False.
+* ``emit(event_id, proposals)`` is what the handler calls: ``write`` of the proposals whose aspect
+  differs from the one this sink last took for the same URN (``unchanged``, when set), then
+  remembers them. A sink whose output survives a restart (the file) fills ``unchanged`` from it
+  on ``open()``, so a restart gives the same output as one uninterrupted run.
 
 Sinks are registered by name in ``SINKS``; the order there is the order they are written.
 """
@@ -27,6 +31,7 @@ from lineagewire.exceptions import ConfigError
 
 from .config import FileSinkConfig, KafkaSinkConfig, RestSinkConfig
 from .exceptions import EmitError
+from .render import Renderer, Unchanged, render
 from .translate import Proposal
 
 log = logging.getLogger(__name__)
@@ -40,62 +45,22 @@ _EMPTY = "[\n]\n"
 _TAIL = "\n]\n"
 
 
-def render(proposal: Proposal) -> dict[str, Any]:
-    """A proposal as the JSON object DataHub's file sink writes (``aspect: {"json": ...}``)."""
-    from datahub.ingestion.sink.file import _to_obj_for_file
-
-    return _to_obj_for_file(proposal)
-
-
-class Renderer:
-    """``render`` with memory: a run repeats its datasets, schemas and jobs in every action, and acryl-datahub's
-    ``to_obj`` (a generic Avro walk that validates as it goes) costs far more than anything else here.
-
-    An aspect's JSON depends only on the aspect, so it is rendered once per distinct content (its ``repr``,
-    which shows every field) and reused; ``systemMetadata`` that carries only ``lastObserved`` is DataHub's own
-    rendering of it with that value put in. ``tests/consumers/datahub/test_file_sink.py`` checks the result is
-    the same as ``render`` for every proposal kind.
-    """
-
-    def __init__(self, size: int = 4096) -> None:
-        self._size = size
-        self._aspects: dict[tuple[str, str], Any] = {}
-        self._system: dict[str, Any] | None = None
-
-    def __call__(self, p: Proposal) -> dict[str, Any]:
-        from datahub.emitter.mcp import MetadataChangeProposalWrapper
-
-        if not isinstance(p, MetadataChangeProposalWrapper) or p.aspect is None or p.entityKeyAspect is not None \
-                or p.headers:
-            return render(p)
-        key = (type(p.aspect).__name__, repr(p.aspect))
-        aspect = self._aspects.get(key)
-        if aspect is None:
-            aspect = render(MetadataChangeProposalWrapper(entityUrn=p.entityUrn, aspect=p.aspect))["aspect"]
-            if len(self._aspects) >= self._size:
-                self._aspects.pop(next(iter(self._aspects)))
-            self._aspects[key] = aspect
-        obj: dict[str, Any] = {"entityType": p.entityType, "entityUrn": p.entityUrn, "changeType": p.changeType,
-                               "aspectName": p.aspectName, "aspect": aspect}
-        sm = p.systemMetadata
-        if sm is not None:
-            obj["systemMetadata"] = self._system_of(sm)
-        return obj
-
-    def _system_of(self, sm: Any) -> dict[str, Any]:
-        from datahub.metadata.schema_classes import SystemMetadataClass
-
-        if any(v is not None for k, v in sm.items() if k != "lastObserved"):
-            return dict(sm.to_obj())
-        if self._system is None:
-            self._system = dict(SystemMetadataClass(lastObserved=0).to_obj())
-        return {**self._system, "lastObserved": sm.lastObserved}
-
-
 class Sink:
     """Base class of outputs; see the module docstring for the contract."""
 
     name: ClassVar[str] = "sink"
+    #: skips aspects identical to the last one this sink took for their URN; None: write everything
+    unchanged: Unchanged | None = None
+
+    def emit(self, event_id: str, proposals: list[Proposal]) -> int:
+        """Write what changed (see the module docstring); the number of proposals written."""
+        if self.unchanged is None:
+            self.write(event_id, proposals)
+            return len(proposals)
+        fresh, marks = self.unchanged.select(proposals)
+        self.write(event_id, fresh)
+        self.unchanged.commit(marks)
+        return len(fresh)
 
     def check(self) -> None:
         """Refuse settings that can never work (``ConfigError``); an output that is merely down passes."""
@@ -134,12 +99,15 @@ class FileSink(Sink):
         self._file: Any = None
         self._count = 0
         self._seen: set[str] = set()
-        self._render = Renderer()
+        self.renderer = Renderer()
 
     def open(self) -> None:
         records = self._load() if self.path.exists() else []
         self._seen = {r[0] for r in records}
         self._count = len(records)
+        if self.unchanged is not None:
+            for _, line in records:
+                self.unchanged.seed(json.loads(line))
         text = self._layout([line for _, line in records])
         try:
             if not self.path.exists() or self.path.read_text() != text:
@@ -202,13 +170,9 @@ class FileSink(Sink):
         if not proposals:
             return
         n = len(proposals)
-        lines = []
-        for i, p in enumerate(proposals, 1):
-            obj = self._render(p)
-            system = obj.setdefault("systemMetadata", {})
-            system["properties"] = {**(system.get("properties") or {}), EVENT_ID_PROPERTY: event_id,
-                                    RECORD_PROPERTY: f"{i}/{n}"}
-            lines.append(json.dumps(obj))
+        line = self.renderer.line
+        lines = [line(p, {EVENT_ID_PROPERTY: event_id, RECORD_PROPERTY: f"{i}/{n}"})
+                 for i, p in enumerate(proposals, 1)]
         body = ",\n".join(lines)
         try:
             if self._count:

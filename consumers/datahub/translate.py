@@ -39,9 +39,6 @@ the last part gives the run events.
 
 from __future__ import annotations
 
-import datetime as dt
-import functools
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -51,7 +48,6 @@ try:
     from datahub.emitter.mce_builder import (
         make_data_flow_urn,
         make_data_job_urn_with_flow,
-        make_data_process_instance_urn,
         make_schema_field_urn,
     )
     from datahub.emitter.mcp import MetadataChangeProposalWrapper
@@ -88,13 +84,12 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 from .config import DataHubConfig
 from .datasets import DatasetNamer, schema_metadata
 from .exceptions import TranslationError
+from .ids import DPI_NAMESPACE, _iso, _ms, _unique, action_job_id, instance_urn
 
 __all__ = ["ACTOR", "DPI_NAMESPACE", "RESULT_OF_STATUS", "Proposal", "Translator", "action_job_id", "instance_urn"]
 
 Proposal = MetadataChangeProposalWrapper | MetadataChangeProposalClass
 
-#: UUIDv5 namespace of DataProcessInstance ids (fixed forever: changing it changes every instance URN).
-DPI_NAMESPACE = uuid.UUID("0b0f4a4e-6a53-5d0e-8c1b-3e7f2d9a5c11")
 #: The actor of audit stamps: the DataHub system user, as ingestion sources use.
 ACTOR = "urn:li:corpuser:datahub"
 
@@ -105,43 +100,12 @@ RESULT_OF_STATUS: dict[str, str] = {
     "CANCELED": RunResultTypeClass.SKIPPED,
 }
 _STARTED_STATUSES = frozenset({"RUNNING"})
+_STATUS = StatusClass(removed=False)
+#: the run event's default partitionSpec, as acryl-datahub resolves it (once: resolving it costs ~40 µs a time)
+_FULL_TABLE = DataProcessInstanceRunEventClass(timestampMillis=0, status=DataProcessRunStatusClass.STARTED
+                                               ).partitionSpec
+_MEMO_SIZE = 4096
 _RESULT_OF_ACTION = {"SUCCEEDED": RunResultTypeClass.SUCCESS, "FAILED": RunResultTypeClass.FAILURE}
-
-
-def instance_urn(namespace: str, name: str, run_id: str, action_id: str | None = None) -> str:
-    """The DataProcessInstance URN of a run (or of one action of it): a UUIDv5 of its identity."""
-    key = f"{namespace}/{name}/{run_id}" + (f"/action/{action_id}" if action_id is not None else "")
-    return make_data_process_instance_urn(str(uuid.uuid5(DPI_NAMESPACE, key)))
-
-
-@functools.lru_cache(maxsize=4096)
-def _snake(text: str) -> str:
-    out = []
-    for i, ch in enumerate(text):
-        if ch.isupper() and i and (text[i - 1].islower() or text[i - 1].isdigit()):
-            out.append("_")
-        out.append(ch.lower() if ch.isalnum() else "_")
-    return "_".join(part for part in "".join(out).split("_") if part)
-
-
-def action_job_id(job_name: str, action_name: str, plan_node: str | None = None, output: str | None = None) -> str:
-    """The DataJob id of a Spark action, as OpenLineage's Spark integration names its job:
-    ``<job>.<plan node or action, snake case>[.<last part of the first output's name>]``, so the same
-    command writing the same table is the same DataJob from run to run."""
-    name = f"{job_name}.{_snake(plan_node or action_name) or 'action'}"
-    if output:
-        tail = _snake(output.rstrip("/").rsplit("/", 1)[-1])
-        if tail:
-            name = f"{name}.{tail}"
-    return name
-
-
-def _ms(value: dt.datetime) -> int:
-    return int(value.timestamp() * 1000)
-
-
-def _iso(value: dt.datetime) -> str:
-    return value.astimezone(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class Translator:
@@ -154,6 +118,7 @@ class Translator:
     def __init__(self, config: DataHubConfig | None = None) -> None:
         self.config = config or DataHubConfig()
         self.names = DatasetNamer(self.config)
+        self._memo: dict[Any, Any] = {}
         self._by_kind: dict[str, Callable[[dict[str, Any]], list[Proposal]]] = {
             "JobCreatedEvent": self._job_created,
             "JobStatusChangedEvent": self._status_changed,
@@ -301,12 +266,25 @@ class Translator:
         name = parent["job_name"] if parent else f"refresh {e['table']}"
         return [self._mcp(flow, DataFlowInfoClass(
             name=name, customProperties={"workflowId": e["workflow_id"], "table": e["table"], "query": e["query"]},
-            env=self.config.env), when), self._mcp(flow, StatusClass(removed=False), when)]
+            env=self.config.env), when), self._mcp(flow, _STATUS, when)]
 
     # -- pieces ------------------------------------------------------------------------------
 
     def _system(self, when: int) -> SystemMetadataClass:
-        return SystemMetadataClass(lastObserved=when)
+        # One object per event time, shared by that time's proposals (the sinks that stamp it send copies).
+        return self._cached(("system", when), lambda: SystemMetadataClass(lastObserved=when))
+
+    def _cached(self, key: Any, build: Callable[[], Any]) -> Any:
+        """``build()``, remembered by ``key`` (the content it is built from): constructing acryl-datahub's
+        classes resolves their defaults through a generic Avro walk, and a run repeats its datasets, jobs and
+        flows in every action. The objects are shared, never changed after they are built."""
+        hit = self._memo.get(key)
+        if hit is None:
+            hit = build()
+            if len(self._memo) >= _MEMO_SIZE:
+                self._memo.pop(next(iter(self._memo)))
+            self._memo[key] = hit
+        return hit
 
     def _mcp(self, urn: str, aspect: Any, when: int) -> MetadataChangeProposalWrapper:
         return MetadataChangeProposalWrapper(entityUrn=urn, aspect=aspect, systemMetadata=self._system(when))
@@ -322,9 +300,9 @@ class Translator:
         if hdr.get("schedule"):
             return []  # the workflow's DataFlow comes from its RefreshCommand
         props = {"jobNamespace": hdr["job_namespace"], "engine": spec["engine"], "jobType": spec["job_type"]}
-        return [self._mcp(flow, DataFlowInfoClass(name=hdr["job_name"], customProperties=props,
-                                                  env=self.config.env), when),
-                self._mcp(flow, StatusClass(removed=False), when)]
+        info = self._cached(("flow", flow, hdr["job_name"], repr(props)), lambda: DataFlowInfoClass(
+            name=hdr["job_name"], customProperties=props, env=self.config.env))
+        return [self._mcp(flow, info, when), self._mcp(flow, _STATUS, when)]
 
     @staticmethod
     def _app_instance(hdr: dict[str, Any]) -> str:
@@ -347,7 +325,7 @@ class Translator:
         return self._mcp(dpi, DataProcessInstanceRunEventClass(
             timestampMillis=when, status=status, attempt=attempt,
             result=DataProcessInstanceRunResultClass(type=result, nativeResultType=native or result)
-            if result else None, durationMillis=duration), when)
+            if result else None, durationMillis=duration, partitionSpec=_FULL_TABLE), when)
 
     def _action_run_events(self, dpi: str, hdr: dict[str, Any], e: dict[str, Any], when: int) -> list[Proposal]:
         result = _RESULT_OF_ACTION.get(e["action_status"])
@@ -400,27 +378,49 @@ class Translator:
     def _data_job(self, job: str, flow: str, name: str, inputs: list[dict[str, Any]], outputs: list[dict[str, Any]],
                   column_lineage: list[dict[str, Any]], when: int, props: dict[str, str],
                   relations: list[dict[str, Any]] | None = None) -> list[Proposal]:
+        key = ("job", job, flow, name, repr(inputs), repr(outputs), repr(column_lineage), repr(props),
+               repr(relations))
+        job_aspects, feeds = self._cached(key, lambda: self._job_aspects(job, flow, name, inputs, outputs,
+                                                                           column_lineage, props, relations))
+        out: list[Proposal] = [self._mcp(job, a, when) for a in job_aspects]
+        for d in inputs:
+            out += self._dataset(d, when)
+        for d, (urn, feeding, mine) in zip(outputs, feeds, strict=True):
+            out += self._dataset(d, when)
+            if feeding or mine:
+                def upstream(feeding: list[str] = feeding, mine: Any = mine) -> UpstreamLineageClass:
+                    return UpstreamLineageClass(fineGrainedLineages=mine or None, upstreams=[
+                        UpstreamClass(dataset=u, type=DatasetLineageTypeClass.TRANSFORMED,
+                                      auditStamp=AuditStampClass(time=when, actor=ACTOR)) for u in feeding])
+
+                lineage = self._cached(("upstream", key, urn, when), upstream)
+                out.append(self._mcp(urn, lineage, when))
+        return out
+
+    def _job_aspects(self, job: str, flow: str, name: str, inputs: list[dict[str, Any]],
+                     outputs: list[dict[str, Any]], column_lineage: list[dict[str, Any]], props: dict[str, str],
+                     relations: list[dict[str, Any]] | None) -> tuple[list[Any], list[tuple[str, list[str], Any]]]:
+        """The DataJob's aspects, and per output (its URN, the datasets feeding it, its fine-grained lineage);
+        built once per distinct content (``_cached``): a job repeats them in every action of every run."""
         known = self._known(inputs, outputs)
         lineages = self._fine_grained(column_lineage, known)
         in_urns = _unique(self.names.urn(d) for d in inputs)
         out_urns = _unique(self.names.urn(d) for d in outputs)
-        out: list[Proposal] = [
-            self._mcp(job, DataJobInfoClass(name=name, type="SPARK", flowUrn=flow, customProperties=props,
-                                            env=self.config.env), when),
-            self._mcp(job, StatusClass(removed=False), when),
-            self._mcp(job, DataJobInputOutputClass(
+        aspects = [
+            DataJobInfoClass(name=name, type="SPARK", flowUrn=flow, customProperties=props, env=self.config.env),
+            _STATUS,
+            DataJobInputOutputClass(
                 inputDatasets=[], outputDatasets=[],
                 inputDatasetEdges=[EdgeClass(destinationUrn=u) for u in in_urns],
                 outputDatasetEdges=[EdgeClass(destinationUrn=u) for u in out_urns],
                 inputDatasetFields=sorted({u for fgl in lineages for u in fgl.upstreams or ()}),
                 outputDatasetFields=sorted({u for fgl in lineages for u in fgl.downstreams or ()}),
-                fineGrainedLineages=lineages), when)]
-        for d in inputs:
-            out += self._dataset(d, when)
+                fineGrainedLineages=lineages)]
+        feeds: list[tuple[str, list[str], Any]] = []
         for d in outputs:
             urn = self.names.urn(d)
-            out += self._dataset(d, when)
             if not self.config.dataset_lineage:
+                feeds.append((urn, [], []))
                 continue
             feeding = in_urns
             if relations:
@@ -428,22 +428,18 @@ class Translator:
                                   self.names.urn_of(r["source"]["namespace"], r["source"]["name"])
                                   for r in relations if known.get((r["sink"]["namespace"], r["sink"]["name"])) == urn
                                   ) or in_urns
-            upstreams = [UpstreamClass(dataset=u, type=DatasetLineageTypeClass.TRANSFORMED,
-                                       auditStamp=AuditStampClass(time=when, actor=ACTOR))
-                         for u in feeding if u != urn]
             mine = [fgl for fgl in lineages if fgl.downstreams and fgl.downstreams[0].startswith(
                 f"urn:li:schemaField:({urn},")]
-            if upstreams or mine:
-                out.append(self._mcp(urn, UpstreamLineageClass(upstreams=upstreams, fineGrainedLineages=mine or None),
-                                     when))
-        return out
+            feeds.append((urn, [u for u in feeding if u != urn], mine))
+        return aspects, feeds
 
     def _dataset(self, d: dict[str, Any], when: int) -> list[Proposal]:
         urn = self.names.urn(d)
-        out: list[Proposal] = [self._mcp(urn, StatusClass(removed=False), when)]
-        if d["fields"]:
-            out.append(self._mcp(urn, schema_metadata(urn, self.names.platform(urn), d["name"], d["fields"]), when))
-        return out
+        if not d["fields"]:
+            return [self._mcp(urn, _STATUS, when)]
+        schema = self._cached(("schema", urn, d["name"], repr(d["fields"])),
+                              lambda: schema_metadata(urn, self.names.platform(urn), d["name"], d["fields"]))
+        return [self._mcp(urn, _STATUS, when), self._mcp(urn, schema, when)]
 
     def _instance_io(self, dpi: str, inputs: list[dict[str, Any]], outputs: list[dict[str, Any]],
                      when: int) -> list[Proposal]:
@@ -457,7 +453,3 @@ class Translator:
             out.append(self._mcp(dpi, DataProcessInstanceOutputClass(
                 outputs=outs, outputEdges=[EdgeClass(destinationUrn=u) for u in outs]), when))
         return out
-
-
-def _unique(urns: Any) -> list[str]:
-    return list(dict.fromkeys(urns))

@@ -39,6 +39,10 @@ Optional hooks (the defaults do nothing, so a simple service ignores them):
   least every ``tick_interval`` seconds from the same thread as ``handle``,
   also when no message arrives; it returns how many outputs it emitted and
   its failures are retried with backoff like those of ``handle``.
+* ``batch_done()``: called after each batch of messages from one poll was
+  handed to ``handle`` (same thread; not called for an empty poll), before
+  ``tick`` and the commit: a buffering handler saves the batch here in one
+  write instead of one per event. Failures are retried like those of ``tick``.
 * ``durable_offsets()``: for a handler that buffers (writes a file per many
   events), per partition the offset up to which (exclusive) everything it
   was handed is durable. The runtime never commits past it; a partition
@@ -107,6 +111,10 @@ class Handler:
 
     def tick(self, now: float) -> int:
         """Time-based work at wall-clock time ``now`` (epoch seconds); return how many outputs were emitted."""
+        return 0
+
+    def batch_done(self) -> int:
+        """The messages of one poll were handled: save what is buffered; return how many outputs were emitted."""
         return 0
 
     def durable_offsets(self) -> dict[tuple[str, int], int] | None:

@@ -206,6 +206,8 @@ class ConsumerRuntime(Polling):
                     if self._stop.is_set() or (max_events is not None and self.stats.consumed >= max_events):
                         break
                 self._update_lag(batch)
+                if batch:
+                    self._batch_done()
                 self._maybe_tick()
                 self._maybe_commit()
                 if max_events is not None and self.stats.consumed >= max_events:
@@ -313,6 +315,18 @@ class ConsumerRuntime(Polling):
         for key in gone:
             self._next.pop(key, None)
         log.info("revoked %s", ", ".join(f"{t}[{p}]" for t, p in sorted(gone)) or "nothing")
+
+    def _batch_done(self) -> None:
+        try:
+            emitted = self.retrier.run(f"service {self.service}", self.handler.batch_done, stage="batch",
+                                       retryable=self.handler.retryable_errors)
+        except Aborted:
+            return
+        except PermanentError as exc:
+            log.error("service %s: saving a batch failed for good: %s", self.service, exc)
+            return
+        self.stats.emitted += emitted or 0
+        self.metrics.emitted(emitted or 0)
 
     def _maybe_tick(self) -> None:
         interval = self.handler.tick_interval

@@ -34,6 +34,12 @@ def make(tmp_path, clock: Clock, channels: dict, **route) -> AlertingHandler:  #
     return h
 
 
+def tick(h: AlertingHandler, clock: Clock) -> None:
+    """The runtime's clock call, then wait for the outbox worker's delivery round it asked for."""
+    h.tick(clock())
+    assert h.settle(), "the outbox worker did not finish a delivery round"
+
+
 def feed(h: AlertingHandler, events: list[dict]) -> None:
     for ev in events:
         h.handle(record(ev, next(_offsets)))
@@ -42,10 +48,10 @@ def feed(h: AlertingHandler, events: list[dict]) -> None:
 def fail_then_recover(h: AlertingHandler, clock: Clock) -> None:
     feed(h, RunBuilder().life(at(0), 5, end="FAILED", error=error()))
     clock.advance(1)
-    h.tick(clock())
+    tick(h, clock)
     feed(h, RunBuilder().life(at(60), 5))
     clock.advance(1)
-    h.tick(clock())
+    tick(h, clock)
 
 
 def test_slack_pagerduty_and_webhook_get_their_documented_payloads_and_the_resolve(
@@ -102,13 +108,13 @@ def test_pagerduty_400_is_not_retried_and_503_is_retried_until_accepted(tmp_path
     http_receiver.codes["/v2/enqueue/bad"] = 400
     http_receiver.codes["/v2/enqueue/flaky"] = 503
     feed(h, RunBuilder().life(at(0), 5, end="FAILED", error=error()))
-    h.tick(clock())
+    tick(h, clock)
     assert [r.channel for r in h.store.outbox("failed")] == ["bad"]
     pending = h.store.outbox("pending")
     assert [r.channel for r in pending] == ["flaky"] and "HTTP 503" in (pending[0].last_error or "")
     del http_receiver.codes["/v2/enqueue/flaky"]
     clock.advance(10)
-    h.tick(clock())
+    tick(h, clock)
     assert [r.json["event_action"] for r in http_receiver.on("/v2/enqueue/flaky")] == ["trigger"]
     assert h.store.outbox("pending") == [] and len(h.store.outbox("failed")) == 1
     h.close()
@@ -162,7 +168,7 @@ def test_a_real_alertmanager_receives_the_alert_then_sees_it_resolved(tmp_path, 
     now = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=60)
     h = make(tmp_path, clock, {"am": {"type": "alertmanager", "url": alertmanager.url, "resend_interval": 30}})
     feed(h, RunBuilder().life(now, 5, end="FAILED", error=error()))
-    h.tick(clock())
+    tick(h, clock)
 
     active = wait_for(lambda: [a for a in alertmanager.alerts() if a["labels"].get("alertname") == "failed"])
     assert active[0]["labels"]["job"] == "nightly_orders" and active[0]["status"]["state"] == "active"
@@ -171,7 +177,7 @@ def test_a_real_alertmanager_receives_the_alert_then_sees_it_resolved(tmp_path, 
     http_receiver.wait("/am-webhook", lambda got: any(r.json["status"] == "firing" for r in got))
     clock.advance(1)
     feed(h, RunBuilder().life(now + dt.timedelta(seconds=1), 5))
-    h.tick(clock())
+    tick(h, clock)
     wait_for(lambda: not [a for a in alertmanager.alerts() if a["labels"].get("alertname") == "failed"])
     http_receiver.wait("/am-webhook", lambda got: any(r.json["status"] == "resolved" for r in got))
     h.close()

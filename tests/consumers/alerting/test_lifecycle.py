@@ -32,6 +32,12 @@ def handler(tmp_path, clock: Clock, channels: dict[str, Recorder], *, route: dic
     return h
 
 
+def tick(h: AlertingHandler, clock: Clock) -> None:
+    """The runtime's clock call, then wait for the outbox worker's delivery round it asked for."""
+    h.tick(clock())
+    assert h.settle(), "the outbox worker did not finish a delivery round"
+
+
 def feed(h: AlertingHandler, events: list[dict]) -> None:
     for ev in events:
         h.handle(record(ev, next(_offsets)))
@@ -49,19 +55,19 @@ def test_group_wait_collects_siblings_then_repeat_interval_holds_back_repeats(tm
     clock, rec = Clock(), Recorder()
     h = handler(tmp_path, clock, {"rec": rec}, route={"group_by": ["alertname"]})
     feed(h, fail("a"))
-    h.tick(clock())
+    tick(h, clock)
     assert rec.sent == []  # group_wait: 30 s to collect the group
     clock.advance(10)
     feed(h, fail("b"))
     clock.advance(21)
-    h.tick(clock())
+    tick(h, clock)
     assert len(rec.sent) == 1 and sorted(a.labels["job"] for a in rec.sent[0].alerts) == ["a", "b"]
     feed(h, fail("a"))  # the same condition again: no new notification
     clock.advance(3600)
-    h.tick(clock())
+    tick(h, clock)
     assert len(rec.sent) == 1
     clock.advance(3 * 3600 + 1)  # repeat_interval (4 h) after the last notification
-    h.tick(clock())
+    tick(h, clock)
     assert len(rec.sent) == 2 and {a.status for a in rec.sent[1].alerts} == {"firing"}
     h.close()
 
@@ -72,14 +78,14 @@ def test_resolve_goes_to_the_same_channels_after_group_interval(tmp_path) -> Non
                 rules=[{"name": "failed", "kind": "run_failed", "channels": ["pager", "chat"]}])
     feed(h, fail())
     clock.advance(31)
-    h.tick(clock())
+    tick(h, clock)
     fp = pager.sent[0].alerts[0].fingerprint
     assert pager.statuses() == chat.statuses() == [("failed", "firing")]
     feed(h, ok())
-    h.tick(clock())
+    tick(h, clock)
     assert len(pager.sent) == 1  # group_interval (5 m) since the last notification of the group
     clock.advance(300)
-    h.tick(clock())
+    tick(h, clock)
     assert pager.statuses() == chat.statuses() == [("failed", "firing"), ("failed", "resolved")]
     assert pager.sent[1].alerts[0].fingerprint == fp
     assert other.sent == []
@@ -93,7 +99,7 @@ def test_an_alert_cleared_within_group_wait_is_never_sent(tmp_path) -> None:
     clock.advance(5)
     feed(h, ok())
     clock.advance(600)
-    h.tick(clock())
+    tick(h, clock)
     assert rec.sent == [] and rec.attempts == 0
     assert [a.state for a in h.store.list_alerts(include_resolved=True)] == ["resolved"]
     h.close()
@@ -105,13 +111,13 @@ def test_a_silence_mutes_matching_alerts_only_and_its_end_lets_them_through(tmp_
     now = dt.datetime.fromtimestamp(clock(), dt.UTC)
     AlertStore(h.database).add_silence({"job": "nightly_*"}, now + dt.timedelta(hours=2), comment="maintenance",
                                        created_by="test", starts_at=now)
-    h.tick(clock())  # re-reads silences
+    tick(h, clock)  # re-reads silences
     feed(h, fail("nightly_orders") + fail("hourly_clicks"))
     clock.advance(31)
-    h.tick(clock())
+    tick(h, clock)
     assert [a.labels["job"] for n in rec.sent for a in n.alerts] == ["hourly_clicks"]
     clock.advance(2 * 3600)
-    h.tick(clock())
+    tick(h, clock)
     assert sorted(a.labels["job"] for n in rec.sent for a in n.alerts) == ["hourly_clicks", "nightly_orders"]
     h.close()
 
@@ -127,7 +133,7 @@ def test_refresh_missed_inhibits_the_run_failed_of_the_same_table_only(tmp_path)
          .life(at(0), 5, end="FAILED", error=error()))
     feed(h, fail("unrelated", tags={"table": "other.table"}))
     clock.advance(31)
-    h.tick(clock())
+    tick(h, clock)
     got = sorted((a.labels["alertname"], a.labels.get("table")) for n in rec.sent for a in n.alerts)
     assert got == [("failed", "other.table"), ("missed", "sales.daily")]
     assert {a.labels["alertname"] for a in h.store.list_alerts()} == {"failed", "missed"}  # muted, not dropped
@@ -140,15 +146,15 @@ def test_a_down_channel_keeps_the_notification_in_the_outbox_and_retries_with_ba
     h = handler(tmp_path, clock, {"rec": rec, "fine": fine})
     feed(h, fail())
     clock.advance(31)
-    h.tick(clock())
+    tick(h, clock)
     assert fine.statuses() == [("failed", "firing")] and rec.sent == [] and rec.attempts == 1
-    h.tick(clock())
+    tick(h, clock)
     assert rec.attempts == 1  # backing off
     pending = h.store.outbox("pending")
     assert [r.channel for r in pending] == ["rec"] and "receiver down" in (pending[0].last_error or "")
     rec.down = False
     clock.advance(5)
-    h.tick(clock())
+    tick(h, clock)
     assert rec.statuses() == [("failed", "firing")]
     assert h.store.outbox("pending") == []
     h.close()
@@ -159,7 +165,7 @@ def test_after_a_restart_an_open_alert_is_not_renotified_and_its_resolve_is_not_
     h = handler(tmp_path, clock, {"rec": rec})
     feed(h, fail())
     clock.advance(31)
-    h.tick(clock())
+    tick(h, clock)
     h.close()
     assert rec.statuses() == [("failed", "firing")]
 
@@ -167,16 +173,16 @@ def test_after_a_restart_an_open_alert_is_not_renotified_and_its_resolve_is_not_
     h2 = handler(tmp_path, clock, {"rec": rec2})
     feed(h2, fail())  # the same failure again (e.g. a replay)
     clock.advance(60)
-    h2.tick(clock())
+    tick(h2, clock)
     feed(h2, ok())
-    h2.tick(clock())
+    tick(h2, clock)
     h2.close()  # the resolve is due only after group_interval (5 m after the firing): it waits in the database
     assert rec2.sent == []
 
     rec3 = Recorder()
     h3 = handler(tmp_path, clock, {"rec": rec3})
     clock.advance(301)
-    h3.tick(clock())
+    tick(h3, clock)
     assert rec3.statuses() == [("failed", "resolved")]
     h3.close()
 
@@ -192,3 +198,19 @@ def test_a_wrong_channel_setting_names_the_channel_and_field_without_echoing_sec
     cfg = parse_config({"channels": {"hook": {"type": "webhook", "url": {"env": "LW_TEST_UNSET_VAR"}}}})
     with pytest.raises(RulesError, match="environment variable LW_TEST_UNSET_VAR is not set"):
         cfg.build_channels()
+
+
+def test_a_batch_is_saved_once_and_only_saved_notifications_are_delivered_before_offsets_count(tmp_path) -> None:
+    clock, rec = Clock(), Recorder()
+    h = handler(tmp_path, clock, {"rec": rec}, route={"group_wait": "0s"})
+    feed(h, fail("a") + fail("b"))
+    assert h.settle()
+    # Handled but not saved: nothing in the outbox, nothing sent, no offset may be committed.
+    assert h.store.outbox() == [] and rec.sent == [] and h.durable_offsets() == {}
+    h.batch_done()  # the runtime's call after the poll batch: one transaction
+    assert sorted(r.channel for r in h.store.outbox()) == ["rec", "rec"]
+    assert list(h.durable_offsets()) == [("lineage.jobs", 0)]
+    assert h.settle()
+    assert sorted(a.labels["job"] for n in rec.sent for a in n.alerts) == ["a", "b"]
+    assert h.store.outbox("pending") == []
+    h.close()

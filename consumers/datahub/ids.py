@@ -1,0 +1,55 @@
+"""Identities of DataHub entities derived from lineagewire events: instance URNs, DataJob ids, times."""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import uuid
+from typing import Any
+
+from datahub.emitter.mce_builder import make_data_process_instance_urn
+
+__all__ = ["DPI_NAMESPACE", "action_job_id", "instance_urn"]
+
+#: UUIDv5 namespace of DataProcessInstance ids (fixed forever: changing it changes every instance URN).
+DPI_NAMESPACE = uuid.UUID("0b0f4a4e-6a53-5d0e-8c1b-3e7f2d9a5c11")
+
+
+def instance_urn(namespace: str, name: str, run_id: str, action_id: str | None = None) -> str:
+    """The DataProcessInstance URN of a run (or of one action of it): a UUIDv5 of its identity."""
+    key = f"{namespace}/{name}/{run_id}" + (f"/action/{action_id}" if action_id is not None else "")
+    return make_data_process_instance_urn(str(uuid.uuid5(DPI_NAMESPACE, key)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _snake(text: str) -> str:
+    out = []
+    for i, ch in enumerate(text):
+        if ch.isupper() and i and (text[i - 1].islower() or text[i - 1].isdigit()):
+            out.append("_")
+        out.append(ch.lower() if ch.isalnum() else "_")
+    return "_".join(part for part in "".join(out).split("_") if part)
+
+
+def action_job_id(job_name: str, action_name: str, plan_node: str | None = None, output: str | None = None) -> str:
+    """The DataJob id of a Spark action, as OpenLineage's Spark integration names its job:
+    ``<job>.<plan node or action, snake case>[.<last part of the first output's name>]``, so the same
+    command writing the same table is the same DataJob from run to run."""
+    name = f"{job_name}.{_snake(plan_node or action_name) or 'action'}"
+    if output:
+        tail = _snake(output.rstrip("/").rsplit("/", 1)[-1])
+        if tail:
+            name = f"{name}.{tail}"
+    return name
+
+
+def _ms(value: dt.datetime) -> int:
+    return int(value.timestamp() * 1000)
+
+
+def _iso(value: dt.datetime) -> str:
+    return value.astimezone(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _unique(urns: Any) -> list[str]:
+    return list(dict.fromkeys(urns))

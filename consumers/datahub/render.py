@@ -1,0 +1,159 @@
+"""Proposals as the JSON DataHub's file sink writes, and the memory that skips re-emitting unchanged aspects.
+
+``render`` is acryl-datahub's own file rendering. ``Renderer`` gives the same bytes faster: acryl-datahub's
+``to_obj`` is a generic Avro walk that validates as it goes (tens to hundreds of µs per aspect), and its MCP
+rendering walks each aspect twice (``to_obj``, JSON string, ``to_obj`` of the envelope, ``json.loads``).
+``Renderer`` calls the aspect's own ``to_obj`` once per aspect object (the translator hands out the same
+object for the same content) and puts the envelope around that text. ``tests/consumers/datahub/
+test_file_sink.py`` checks the result equals ``render`` for every proposal kind.
+
+``Unchanged`` remembers, per sink, the fingerprint of the aspect last emitted for each (URN, aspect name):
+DataHub upserts versioned aspects, so re-emitting an identical one changes nothing and is skipped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from datahub.emitter.aspect import ASPECT_MAP
+from datahub.emitter.mcp import MetadataChangeProposalWrapper
+from datahub.emitter.serialization_helper import pre_json_transform
+from datahub.metadata.schema_classes import ChangeTypeClass, SystemMetadataClass
+
+from .translate import Proposal
+
+__all__ = ["Renderer", "Unchanged", "render"]
+
+_dumps = json.dumps
+
+
+def render(proposal: Proposal) -> dict[str, Any]:
+    """A proposal as the JSON object DataHub's file sink writes (``aspect: {"json": ...}``)."""
+    from datahub.ingestion.sink.file import _to_obj_for_file
+
+    return _to_obj_for_file(proposal)
+
+
+def _plain(p: Proposal) -> bool:
+    """An upsert of one aspect object (what ``Renderer`` and ``Unchanged`` handle; patches go the slow way)."""
+    return isinstance(p, MetadataChangeProposalWrapper) and p.aspect is not None and p.entityKeyAspect is None \
+        and not p.headers and p.auditHeader is None
+
+
+class Renderer:
+    """``render`` as JSON text, with memory (see the module docstring)."""
+
+    def __init__(self, size: int = 8192) -> None:
+        self._size = size
+        # id(aspect) -> (aspect, its JSON): the aspect is held, so its id is not reused while it is here
+        self._texts: dict[int, tuple[Any, str]] = {}
+        self._system_default: dict[str, Any] | None = None
+        self._system_rendered: dict[str, Any] = {}
+
+    def aspect_text(self, aspect: Any) -> str:
+        """The aspect's JSON as DataHub's file sink writes it under ``aspect.json``."""
+        hit = self._texts.get(id(aspect))
+        if hit is not None and hit[0] is aspect:
+            return hit[1]
+        text = _dumps(pre_json_transform(aspect.to_obj()))
+        if len(self._texts) >= self._size:
+            self._texts.pop(next(iter(self._texts)))
+        self._texts[id(aspect)] = (aspect, text)
+        return text
+
+    def line(self, p: Proposal, properties: dict[str, str] | None = None) -> str:
+        """One record of the file: ``json.dumps(render(p))`` with ``properties`` added to its systemMetadata."""
+        if not _plain(p):
+            obj = render(p)
+            if properties:
+                system = obj.setdefault("systemMetadata", {})
+                system["properties"] = {**(system.get("properties") or {}), **properties}
+            return _dumps(obj)
+        system = self._system_of(p.systemMetadata) if p.systemMetadata is not None else None
+        if properties:
+            system = dict(system or {})
+            system["properties"] = {**(system.get("properties") or {}), **properties}
+        tail = "}" if system is None else f', "systemMetadata": {_dumps(system)}}}'
+        return (f'{{"entityType": {_dumps(p.entityType)}, "entityUrn": {_dumps(p.entityUrn)}, '
+                f'"changeType": {_dumps(p.changeType)}, "aspectName": {_dumps(p.aspectName)}, '
+                f'"aspect": {{"json": {self.aspect_text(p.aspect)}}}' + tail)
+
+    def _system_of(self, sm: Any) -> dict[str, Any]:
+        """DataHub's rendering of systemMetadata; when only ``lastObserved`` differs from the defaults (what the
+        translator builds), DataHub's rendering of the defaults with that value put in."""
+        if self._system_default is None:
+            self._system_default = dict(SystemMetadataClass(lastObserved=0).items())
+            self._system_rendered = dict(SystemMetadataClass(lastObserved=0).to_obj())
+        inner = dict(sm.items())
+        when = inner.get("lastObserved")
+        inner["lastObserved"] = 0
+        if inner != self._system_default:
+            return dict(sm.to_obj())
+        return {**self._system_rendered, "lastObserved": when}
+
+
+class Unchanged:
+    """Which proposals of an event can be skipped because the same aspect was the last one emitted for its URN.
+
+    Only upserts of versioned aspects are skipped; timeseries aspects (run events) are points, never skipped.
+    A patch of an aspect forgets what was emitted for it (its state is no longer the last upsert). The memory
+    holds ``size`` entries (the oldest emitted are forgotten first, which only means a re-emit) and lives in
+    the process: a new process, or a replay into a fresh DataHub, emits everything once again. ``select``
+    does not change the memory; ``commit`` records what the sink accepted, so a failed write skips nothing
+    on its retry.
+    """
+
+    def __init__(self, renderer: Renderer, size: int = 100_000) -> None:
+        self.renderer = renderer
+        self.size = size
+        self._last: dict[tuple[str, str], bytes] = {}
+
+    def fingerprint(self, text: str) -> bytes:
+        return hashlib.blake2b(text.encode(), digest_size=16).digest()
+
+    def select(self, proposals: list[Proposal]) -> tuple[list[Proposal], list[tuple[tuple[str, str], bytes | None]]]:
+        """(the proposals to emit, the changes to ``commit`` once the sink took them)."""
+        fresh: list[Proposal] = []
+        marks: list[tuple[tuple[str, str], bytes | None]] = []
+        pending: dict[tuple[str, str], bytes | None] = {}
+        for p in proposals:
+            key = (p.entityUrn or "", p.aspectName or "")
+            if not _plain(p) or p.changeType != ChangeTypeClass.UPSERT:
+                pending[key] = None
+                marks.append((key, None))
+                fresh.append(p)
+                continue
+            if p.aspect.ASPECT_TYPE == "timeseries":
+                fresh.append(p)
+                continue
+            fp = self.fingerprint(self.renderer.aspect_text(p.aspect))
+            last = pending[key] if key in pending else self._last.get(key)
+            if last == fp:
+                continue
+            pending[key] = fp
+            marks.append((key, fp))
+            fresh.append(p)
+        return fresh, marks
+
+    def commit(self, marks: Iterable[tuple[tuple[str, str], bytes | None]]) -> None:
+        for key, fp in marks:
+            self._last.pop(key, None)
+            if fp is not None:
+                self._last[key] = fp
+        while len(self._last) > self.size:
+            self._last.pop(next(iter(self._last)))
+
+    def seed(self, record: dict[str, Any]) -> None:
+        """Take a record already in the output (the file after a restart) as emitted, in output order."""
+        key = (record.get("entityUrn") or "", record.get("aspectName") or "")
+        aspect = record.get("aspect") or {}
+        cls = ASPECT_MAP.get(key[1])
+        if cls is not None and cls.ASPECT_TYPE == "timeseries":
+            return
+        if record.get("changeType") != ChangeTypeClass.UPSERT or "json" not in aspect:
+            self.commit([(key, None)])
+        else:
+            self.commit([(key, self.fingerprint(_dumps(aspect["json"])))])
