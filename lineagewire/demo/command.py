@@ -234,6 +234,9 @@ def _bad_day(env: dict[str, str], run_dir: pathlib.Path, receiver: Receiver, tim
     click.echo(f"  the job exited {bad.returncode}, as it should (its log: {run_dir / 'job-bad-day.log'})")
     if bad.returncode == 0:
         raise click.ClickException("the failing variant of the job did not fail")
+    if "bad amount" not in bad.stdout:  # it failed, but not where it should: show why
+        tail = "\n".join(line for line in bad.stdout.splitlines()[-40:] if not line.lstrip().startswith("at "))
+        raise click.ClickException(f"the failing variant failed before its Python UDF ran:\n{tail}")
     if not wait_until(lambda: show.alert_notifications(receiver, "firing"), timeout):
         raise click.ClickException(f"no alert reached the webhook within {timeout:.0f}s; "
                                    f"see {run_dir / 'consume-alerting.log'}")
