@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import uuid
 from typing import Any
 
 from datahub.emitter.mce_builder import make_data_process_instance_urn
+
+from lineagewire.schemas.naming import action_job_name
 
 __all__ = ["DPI_NAMESPACE", "action_job_id", "instance_urn"]
 
@@ -21,26 +22,9 @@ def instance_urn(namespace: str, name: str, run_id: str, action_id: str | None =
     return make_data_process_instance_urn(str(uuid.uuid5(DPI_NAMESPACE, key)))
 
 
-@functools.lru_cache(maxsize=4096)
-def _snake(text: str) -> str:
-    out = []
-    for i, ch in enumerate(text):
-        if ch.isupper() and i and (text[i - 1].islower() or text[i - 1].isdigit()):
-            out.append("_")
-        out.append(ch.lower() if ch.isalnum() else "_")
-    return "_".join(part for part in "".join(out).split("_") if part)
-
-
 def action_job_id(job_name: str, action_name: str, plan_node: str | None = None, output: str | None = None) -> str:
-    """The DataJob id of a Spark action, as OpenLineage's Spark integration names its job:
-    ``<job>.<plan node or action, snake case>[.<last part of the first output's name>]``, so the same
-    command writing the same table is the same DataJob from run to run."""
-    name = f"{job_name}.{_snake(plan_node or action_name) or 'action'}"
-    if output:
-        tail = _snake(output.rstrip("/").rsplit("/", 1)[-1])
-        if tail:
-            name = f"{name}.{tail}"
-    return name
+    """The DataJob id of a Spark action: the same name the OpenLineage output gives its job (schemas/naming.py)."""
+    return action_job_name(job_name, action_name, plan_node, output)
 
 
 def _ms(value: dt.datetime) -> int:

@@ -31,13 +31,13 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
-import functools
 import uuid
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
 from lineagewire.exceptions import MissingExtraError
+from lineagewire.schemas.naming import action_job_name
 
 try:
     from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
@@ -122,29 +122,6 @@ def ol_run_id(namespace: str, name: str, run_id: str) -> str:
 def action_run_id(namespace: str, name: str, run_id: str, action_id: str) -> str:
     """The OpenLineage run id of one Spark action of a run (UUIDv5 of the run and the action id)."""
     return str(uuid.uuid5(LINEAGEWIRE_RUN_NAMESPACE, f"{ol_run_id(namespace, name, run_id)}/action/{action_id}"))
-
-
-@functools.lru_cache(maxsize=4096)
-def _snake(text: str) -> str:
-    out = []
-    for i, ch in enumerate(text):
-        if ch.isupper() and i and (text[i - 1].islower() or text[i - 1].isdigit()):
-            out.append("_")
-        out.append(ch.lower() if ch.isalnum() else "_")
-    return "_".join(part for part in "".join(out).split("_") if part)
-
-
-def action_job_name(job_name: str, action_name: str, plan_node: str | None = None,
-                    output: str | None = None) -> str:
-    """The OpenLineage job of a Spark action, as OpenLineage's Spark integration names it:
-    ``<job>.<plan node or action, snake case>[.<last part of the first output's name>]``, so the same
-    command writing the same table is the same job from run to run."""
-    name = f"{job_name}.{_snake(plan_node or action_name) or 'action'}"
-    if output:
-        tail = _snake(output.rstrip("/").rsplit("/", 1)[-1])
-        if tail:
-            name = f"{name}.{tail}"
-    return name
 
 
 def _time(value: dt.datetime) -> str:
