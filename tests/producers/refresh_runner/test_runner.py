@@ -25,6 +25,7 @@ from lineagewire.producers.scheduler import (
     TableCatalog,
     parse_tables,
 )
+from lineagewire.producers.scheduler.api import TERMINAL_REFRESH
 from lineagewire.producers.scheduler.status import StatusTracker
 from lineagewire.schemas import header, kind_of, refresh_command
 from tests import helpers
@@ -136,6 +137,8 @@ def test_periodic_workflow_writes_partitions_and_reports_status(spark, lw: Setti
 
         # a duplicate of a completed command is skipped: no second run, table unchanged. Republished with a new
         # event id (as after a scheduler crash), so the runtime's event-id dedup does not hide it from the runner.
+        # Commands published before the suspend still run (a busy machine queues several): let them end first.
+        wait_for(lambda: all(r.status in TERMINAL_REFRESH for r in stack.refreshes(workflow_id=w.id)), timeout=180)
         before = partitions(spark, table)
         dup = [e for e in read_topic(lw, lw.topics.refresh_commands, 1000, timeout=5)
                if e["command_id"] == done[0].command_id]
