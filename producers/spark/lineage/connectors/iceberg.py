@@ -18,6 +18,7 @@ write committed.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from typing import Any
@@ -125,6 +126,11 @@ def iceberg_datasets(ctx: Extraction, node: PlanNode | None, table: Any, fields:
     if catalog is not None and ident is not None:
         name = ".".join([*(str(n) for n in ident.namespace()), str(ident.name())])
         symlinks = [{"namespace": catalog_namespace(ctx, str(catalog.name())), "name": name, "type": "TABLE"}]
+    if not write:
+        # A scan that needs Iceberg's metadata columns (a MERGE's ``_file``, ``_pos``) adds them to the
+        # relation's output: the dataset's schema is the table's.
+        columns = {f.get("name") for f in json.loads(str(table.schema().json())).get("fields", [])}
+        fields = [f for f in fields if f["name"] in columns]
     properties: dict[str, str] = {}
     try:
         if write:
