@@ -40,6 +40,12 @@ _MASKING = {"Sha1", "Sha2", "Md5", "Crc32", "Murmur3Hash", "XxHash64", "HiveHash
 _ATTRIBUTES = {"AttributeReference", "OuterReference"}
 #: Plan nodes that evaluate extracted Python UDFs (``udf``: BatchEvalPython, ``pandas_udf``: ArrowEvalPython).
 _PYTHON_EVAL = {"BatchEvalPython", "ArrowEvalPython"}
+#: Filters the optimizer adds from a join's keys to skip partitions or files at run time (dynamic
+#: partition pruning; a V2 MERGE's filter on the target's ``_file``): not the user's filters, and the
+#: join keys they come from are INDIRECT/JOIN already.
+_RUNTIME_FILTERS = frozenset({"DynamicPruningExpression", "DynamicPruningSubquery"})
+#: ``MergeRows`` (MERGE into a V2 table) instruction lists.
+_MERGE_INSTRUCTIONS = ("matchedInstructions", "notMatchedInstructions", "notMatchedBySourceInstructions")
 
 
 def _combine(outer: Trans, inner: Trans) -> Trans:
@@ -56,17 +62,21 @@ def _combine(outer: Trans, inner: Trans) -> Trans:
 SubplanOutput = Callable[[Expr], list[int] | None]
 
 
-def _attr_ids(exprs: list[Expr], subplan: SubplanOutput) -> list[int]:
-    """Attributes read by expressions, a subquery's output attributes included."""
+def _attr_ids(exprs: list[Expr], subplan: SubplanOutput, prune: frozenset[str] = frozenset()) -> list[int]:
+    """Attributes read by expressions, a subquery's output attributes included (not under ``prune``)."""
     ids = []
-    for root in exprs:
-        for e in root.walk():
-            if e.simple in _ATTRIBUTES:
-                ident = expr_id(e.fields)
-                if ident is not None:
-                    ids.append(ident)
-            else:
-                ids += subplan(e) or []
+    stack = list(reversed(exprs))
+    while stack:
+        e = stack.pop()
+        if e.simple in prune:
+            continue
+        if e.simple in _ATTRIBUTES:
+            ident = expr_id(e.fields)
+            if ident is not None:
+                ids.append(ident)
+        else:
+            ids += subplan(e) or []
+        stack.extend(reversed(e.children))
     return ids
 
 
@@ -198,7 +208,10 @@ class ColumnGraph:
         write_sorts = {id(n.children[0]) for n in nodes if n.simple == "WriteFiles" and n.children}
         for node in nodes:
             self._subplans.update(node.subplans)
+        runtime = self._runtime_filter_plans(nodes)
         for node in nodes:
+            if id(node) in runtime:
+                continue
             self._check("tracing column lineage")
             s = node.simple
             if s in ("Project", "Aggregate"):
@@ -210,7 +223,8 @@ class ColumnGraph:
                 spec = node.expressions("partitionSpec") + node.expressions("orderSpec")
                 self.indirect += [(i, "WINDOW") for i in self._ids(spec)]
             elif s == "Filter":
-                self.indirect += [(i, "FILTER") for i in self._ids(node.expressions("condition"))]
+                ids = _attr_ids(node.expressions("condition"), self._subplan_output, _RUNTIME_FILTERS)
+                self.indirect += [(i, "FILTER") for i in ids]
             elif s == "Join":
                 self.indirect += [(i, "JOIN") for i in self._ids(node.expressions("condition"))]
             elif s == "Sort" and id(node) not in write_sorts:
@@ -229,6 +243,44 @@ class ColumnGraph:
                 self._expand_edges(node)
             elif s in _PYTHON_EVAL:
                 self._python_udf_edges(node)
+            elif s == "MergeRows":
+                self._merge_rows_edges(node)
+
+    def _runtime_filter_plans(self, nodes: list[PlanNode]) -> set[int]:
+        """Nodes of the subquery plans that only compute run-time filters (their grouping and joins too)."""
+        skip: set[int] = set()
+        for node in nodes:
+            if node.simple != "Filter":
+                continue
+            for root in node.expressions("condition"):
+                for e in root.walk():
+                    if e.simple not in _RUNTIME_FILTERS:
+                        continue
+                    for inner in e.walk():
+                        plan = self._subplans.get(id(inner.fields))
+                        if plan is not None:
+                            skip.update(id(n) for n in plan.walk())
+        return skip
+
+    def _merge_rows_edges(self, node: PlanNode) -> None:
+        # Each instruction (Keep, Split, Discard) holds its condition and the expressions of the row(s) it
+        # writes, as indexes into its children: output column i is computed by output expression i.
+        # A clause's condition decides which rows get its values: INDIRECT/FILTER, as for Delta's MERGE.
+        outputs = self._named(node, "output")
+        for field in _MERGE_INSTRUCTIONS:
+            for instruction in node.expressions(field):
+                children = instruction.children
+                cond = instruction.fields.get("condition")
+                if isinstance(cond, int) and 0 <= cond < len(children):
+                    self.indirect += [(i, "FILTER") for i in self._ids([children[cond]])]
+                for key in ("output", "otherOutput"):
+                    positions = instruction.fields.get(key)
+                    if not isinstance(positions, list):
+                        continue
+                    for out, at in zip(outputs, positions, strict=False):
+                        if isinstance(at, int) and 0 <= at < len(children):
+                            for source, trans in _direct_inputs(children[at], self._subplan_output):
+                                self._edge(out.expr_id, source, trans)
 
     def _python_udf_edges(self, node: PlanNode) -> None:
         # The optimizer moves Python UDFs out of projections and filters into an eval node whose i-th

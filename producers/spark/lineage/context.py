@@ -70,6 +70,8 @@ class Extraction:
         self.writes: list[tuple[Dataset, PlanNode | None, list[str] | None]] = []
         #: (output dataset, [(column, attribute id)]) for commands without a query (Delta's MERGE, UPDATE)
         self.column_ids: list[tuple[Dataset, list[tuple[str, int]]]] = []
+        #: what a connector looked up once and needs again in this extraction (a catalog's namespace, ...)
+        self.memo: dict[tuple[str, ...], Any] = {}
 
     # -- JVM ------------------------------------------------------------------------------------------
 
