@@ -156,7 +156,7 @@ def _lineage_command(direction: str) -> click.Command:
     @click.option("--namespace", default=None, help="The OpenLineage namespace; DATASET is then its name.")
     @click.option("--column", default=None, help="Follow this column of DATASET (column lineage).")
     @click.option("--depth", default=None, metavar="N|all",
-                  help="At most N hops (default: 5), or all for no limit.")
+                  help="At most N hops (default: 3), or all for no limit.")
     @click.option("--since", default=None, metavar="TIME", help="Only edges seen at or after this ISO-8601 time.")
     @click.option("--format", "fmt", type=click.Choice(["tree", "json"]), default="tree", show_default=True)
     @db_url_option

@@ -33,7 +33,7 @@ _OBJECT_STORES = {"s3": "s3", "s3a": "s3", "s3n": "s3", "gs": "gs", "abfs": "abf
 _CHUNK = 500
 #: hops ``lineage`` follows unless told otherwise: enough for the usual question (what does this feed, and
 #: what do those feed), bounded so that a wide graph answers in milliseconds, not with most of the graph
-DEFAULT_DEPTH = 5
+DEFAULT_DEPTH = 3
 
 
 class NotFoundError(ConfigError):

@@ -183,7 +183,7 @@ def test_the_registry_on_postgresql() -> None:
 
 
 def test_lineage_stops_at_the_default_depth_and_says_more_lies_beyond(tmp_path) -> None:  # noqa: ANN001
-    """A chain of 8 datasets: 5 hops by default (``more``), everything with --depth all."""
+    """A chain of 8 datasets: 3 hops by default (``more``), everything with --depth all."""
     import datetime as dt
 
     from lineagewire.consumers.audit import registry_model as m
@@ -200,12 +200,12 @@ def test_lineage_stops_at_the_default_depth_and_says_more_lies_beyond(tmp_path) 
         conn.execute(m.dataset_edges.insert(), [{"source_id": i, "sink_id": i + 1, "job_id": 1, "last_run_id": "r",
                                                  "first_seen": now, "last_seen": now} for i in range(7)])
     store.close()
-    assert DEFAULT_DEPTH == 5
+    assert DEFAULT_DEPTH == 3
     r = cli(db, "lineage", "downstream", "/data/d0", "--format", "json")
     out = json.loads(r.stdout)
-    assert [n["name"] for n in out["nodes"]] == [f"/data/d{i}" for i in range(6)] and out["more"] is True
+    assert [n["name"] for n in out["nodes"]] == [f"/data/d{i}" for i in range(4)] and out["more"] is True
     r = cli(db, "lineage", "downstream", "/data/d0")
-    assert r.stdout.splitlines()[-1] == "(stopped at depth 5; more lies beyond: --depth N or --depth all)"
+    assert r.stdout.splitlines()[-1] == "(stopped at depth 3; more lies beyond: --depth N or --depth all)"
     r = cli(db, "lineage", "downstream", "/data/d0", "--depth", "all", "--format", "json")
     out = json.loads(r.stdout)
     assert [n["depth"] for n in out["nodes"]] == list(range(8)) and out["more"] is False
