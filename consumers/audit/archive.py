@@ -45,23 +45,38 @@ __all__ = ["ArchiveHandler", "rows_to_table"]
 
 def rows_to_table(rows: list[tuple[Any, ...]]) -> pa.Table:
     """A table of ``ARCHIVE_SCHEMA`` from row tuples in schema order."""
-    columns = list(zip(*rows, strict=True)) if rows else [[] for _ in ARCHIVE_SCHEMA]
-    return pa.Table.from_arrays([pa.array(col, type=f.type) for col, f in zip(columns, ARCHIVE_SCHEMA, strict=True)],
-                                schema=ARCHIVE_SCHEMA)
+    return pa.Table.from_batches([rows_to_batch(rows)] if rows else [], schema=ARCHIVE_SCHEMA)
+
+
+def rows_to_batch(rows: list[tuple[Any, ...]]) -> pa.RecordBatch:
+    """A record batch of ``ARCHIVE_SCHEMA`` from row tuples: ``zip`` transposes them in C, one ``pa.array``
+    per column."""
+    columns = list(zip(*rows, strict=True)) if rows else [() for _ in ARCHIVE_SCHEMA]
+    return pa.RecordBatch.from_arrays([pa.array(col, type=f.type)
+                                       for col, f in zip(columns, ARCHIVE_SCHEMA, strict=True)], schema=ARCHIVE_SCHEMA)
 
 
 def record_row(rec: Record) -> tuple[Any, ...]:
     """One archive row of a record, in ``ARCHIVE_SCHEMA`` order."""
-    headers = [{"key": k, "value": v} for k, v in rec.headers]
+    headers = [{"key": k, "value": v} for k, v in rec.headers] if rec.headers else []
     return (rec.topic, rec.partition, rec.offset, rec.timestamp_ms, rec.timestamp_type, rec.key_bytes, headers,
             rec.value, rec.key, rec.decode_error, *decoded_columns(rec))
+
+
+_HOUR_MS = 3_600_000
+#: rows kept as Python tuples before they become one Arrow record batch: a file's rows live in Arrow's
+#: compact columns, not as a million tuples, and the conversion runs in slices instead of all at close
+_BATCH_ROWS = 8192
 
 
 @dataclass
 class _Buffer:
     bucket: tuple[str, str]
+    hour: int  # Kafka timestamp // one hour: the bucket as a number, compared per record
     opened: float
-    rows: list[tuple[Any, ...]] = field(default_factory=list)
+    rows: list[tuple[Any, ...]] = field(default_factory=list)  # not yet in ``batches``
+    batches: list[pa.RecordBatch] = field(default_factory=list)
+    count: int = 0  # rows in the file so far: in ``batches`` and in ``rows``
     size: int = 0
     first: int = -1
     last: int = -1
@@ -96,28 +111,37 @@ class ArchiveHandler(Handler):
 
     def handle(self, record: Record) -> int:
         tp = (record.topic, record.partition)
-        manifest = self._manifest(tp)
-        if record.offset <= manifest.last_offset:
+        offset = record.offset
+        manifest = self._manifests.get(tp) or self._manifest(tp)
+        if offset <= manifest.last_offset:
             # Archived before a restart whose commit had not caught up: keep the first copy only.
-            self._handled[tp] = record.offset + 1
+            self._handled[tp] = offset + 1
             return 0
-        bucket = hour_bucket(record.timestamp_ms)
+        ts = record.timestamp_ms
+        hour = max(ts, 0) // _HOUR_MS
         buf = self._buffers.get(tp)
-        if buf is not None and buf.bucket != bucket and record.offset > buf.last:
+        if buf is not None and buf.hour != hour and offset > buf.last:
             self._close(tp)  # a file never spans two hours
             buf = None
         if buf is None:
-            buf = self._buffers[tp] = _Buffer(bucket, time.monotonic())
-        if record.offset > buf.last:  # a retried handle() after a failed close must not add the row twice
+            buf = self._buffers[tp] = _Buffer(hour_bucket(ts), hour, time.monotonic())
+        if offset > buf.last:  # a retried handle() after a failed close must not add the row twice
             buf.rows.append(record_row(record))
-            buf.size += len(record.value or b"") + len(record.key_bytes or b"") + 64
+            buf.count += 1
+            if len(buf.rows) >= _BATCH_ROWS:
+                buf.batches.append(rows_to_batch(buf.rows))
+                buf.rows = []
+            value, key = record.value, record.key_bytes
+            buf.size += (len(value) if value else 0) + (len(key) if key else 0) + 64
             if buf.first < 0:
-                buf.first = record.offset
-            buf.last = record.offset
-            buf.min_ts = min(buf.min_ts, record.timestamp_ms)
-            buf.max_ts = max(buf.max_ts, record.timestamp_ms)
-        self._handled[tp] = record.offset + 1
-        if buf.size >= self.roll_bytes or len(buf.rows) >= self.roll_records:
+                buf.first = offset
+            buf.last = offset
+            if ts < buf.min_ts:
+                buf.min_ts = ts
+            if ts > buf.max_ts:
+                buf.max_ts = ts
+        self._handled[tp] = offset + 1
+        if buf.size >= self.roll_bytes or buf.count >= self.roll_records:
             self._close(tp)
         return 1
 
@@ -135,7 +159,7 @@ class ArchiveHandler(Handler):
         out = {}
         for tp, nxt in self._handled.items():
             buf = self._buffers.get(tp)
-            out[tp] = buf.first if buf is not None and buf.rows else nxt
+            out[tp] = buf.first if buf is not None and buf.count else nxt
         return out
 
     def on_revoke(self, partitions: list[tuple[str, int]]) -> None:
@@ -163,19 +187,22 @@ class ArchiveHandler(Handler):
         buf = self._buffers.get(tp)
         if buf is None:
             return
-        if not buf.rows:
+        if not buf.count:
             del self._buffers[tp]
             return
         topic, partition = tp
         rel = data_path(topic, partition, buf.first, buf.bucket)
         sink = pa.BufferOutputStream()
-        pq.write_table(rows_to_table(buf.rows), sink, compression=self.compression)
+        if buf.rows:
+            buf.batches.append(rows_to_batch(buf.rows))
+            buf.rows = []
+        pq.write_table(pa.Table.from_batches(buf.batches, schema=ARCHIVE_SCHEMA), sink, compression=self.compression)
         data = sink.getvalue().to_pybytes()
         digest = hashlib.sha256(data).hexdigest()
         self.storage.put(rel, data)
         manifest = self._manifest(tp)
         manifest.append(file=rel, sha256=digest, first_offset=buf.first, last_offset=buf.last,
-                        records=len(buf.rows), size=len(data), min_timestamp_ms=buf.min_ts, max_timestamp_ms=buf.max_ts)
+                        records=buf.count, size=len(data), min_timestamp_ms=buf.min_ts, max_timestamp_ms=buf.max_ts)
         try:
             self.storage.put(manifest.rel, manifest.dumps())
         except BaseException:
@@ -184,7 +211,7 @@ class ArchiveHandler(Handler):
         del self._buffers[tp]
         self.files_written += 1
         log.info("archived %s[%s] offsets %s..%s (%s records, %s bytes) to %s", topic, partition, buf.first, buf.last,
-                 len(buf.rows), len(data), rel)
+                 buf.count, len(data), rel)
 
 
 def _bucket_end(bucket: tuple[str, str]) -> float:

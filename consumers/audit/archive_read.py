@@ -21,6 +21,7 @@ import sys
 from collections.abc import Iterator
 from typing import IO
 
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lineagewire.config import Settings
@@ -35,7 +36,11 @@ from .storage import Storage
 __all__ = ["archived_count", "read_across", "read_archive"]
 
 _COLUMNS = ["offset", "timestamp", "timestamp_type", "key_bytes", "key", "headers", "value", "job_namespace",
-            "job_name"]
+            "job_name", "kind", "status"]
+#: the columns turned into Python lists per batch (timestamps and headers are converted apart)
+_PY_COLUMNS = ["offset", "timestamp_type", "key_bytes", "key", "value", "job_namespace", "job_name", "kind", "status"]
+#: rows per record batch: bounds memory to one batch, not one file (a file holds up to 1M records)
+_BATCH = 65_536
 
 
 def _ms(pos: dt.datetime) -> int:
@@ -45,6 +50,16 @@ def _ms(pos: dt.datetime) -> int:
 def _job_matches(job: str | None, namespace: str | None, name: str | None) -> bool:
     """The archive's decoded columns answer the --job filter without decoding the value."""
     return job is None or name is None or job in (name, f"{namespace}/{name}")
+
+
+#: the kinds whose ``status`` column is the field ``--status`` compares (``subscribe.matches``)
+_STATUS_KINDS = frozenset({"JobStatusChangedEvent", "JobCreatedEvent"})
+
+
+def _status_may_match(status: str | None, kind: str | None, column: str | None) -> bool:
+    """The ``kind`` and ``status`` columns answer --status without decoding (an undecodable row is decoded to
+    report it)."""
+    return status is None or kind is None or (kind in _STATUS_KINDS and column == status)
 
 
 def archived_count(storage: Storage, topic: str) -> int:
@@ -69,44 +84,55 @@ def read_archive(storage: Storage, topic: str, *, start: Position, end: Position
     for manifest in load_manifests(storage, topic):
         p = manifest.partition
         started = not isinstance(start, dt.datetime)
+        start_ms = _ms(start) if isinstance(start, dt.datetime) else 0
+        end_ms = _ms(end) if isinstance(end, dt.datetime) else None
         for entry in manifest.entries:
             if isinstance(start, int) and int(entry["last_offset"]) < start:
                 continue
-            if not started and int(entry["max_timestamp_ms"]) < _ms(start):  # type: ignore[arg-type]
+            if not started and int(entry["max_timestamp_ms"]) < start_ms:
                 continue  # wholly before the start time, and before the first offset at or after it
             if isinstance(end, int) and int(entry["first_offset"]) >= end:
                 break
-            table = pq.read_table(storage.open(entry["file"]), columns=_COLUMNS)
-            cols = {name: table.column(name).to_pylist() for name in _COLUMNS if name != "timestamp"}
-            stamps = table.column("timestamp").cast("int64").to_pylist()
             done = False
-            for i, offset in enumerate(cols["offset"]):
-                ts = stamps[i]
-                if not started:
-                    if ts < _ms(start):  # type: ignore[arg-type]
-                        continue
-                    started = True
-                if isinstance(start, int) and offset < start:
-                    continue
-                if (isinstance(end, int) and offset >= end) or (isinstance(end, dt.datetime) and ts >= _ms(end)):
-                    done = True
-                    break
-                if seen is not None:
-                    seen[p] = offset
-                if not _job_matches(job, cols["job_namespace"][i], cols["job_name"][i]):
-                    continue
-                value = cols["value"][i]
-                where = f"{topic}[{p}]@{offset}"
-                try:
-                    event = codec.decode(value)
-                except DecodeError as exc:
-                    print(f"{where}: skipped undecodable message ({exc.reason}): {exc}", file=errors, flush=True)
-                    continue
-                if not matches(event, job, status):
-                    continue
-                yield Record(topic, p, offset, cols["key"][i], ts, event, value=value,
-                             headers=[(h["key"], h["value"]) for h in cols["headers"][i]],
-                             timestamp_type=cols["timestamp_type"][i], key_bytes=cols["key_bytes"][i])
+            with storage.open(entry["file"]) as f:
+                for batch in pq.ParquetFile(f).iter_batches(batch_size=_BATCH, columns=_COLUMNS):
+                    cols = {name: batch.column(name).to_pylist() for name in _PY_COLUMNS}
+                    stamps = batch.column("timestamp").cast("int64").to_pylist()
+                    # Most records carry no header: convert only the rows that have some.
+                    headers = batch.column("headers")
+                    has_headers = pc.greater(pc.list_value_length(headers), 0).to_pylist()
+                    for i, offset in enumerate(cols["offset"]):
+                        ts = stamps[i]
+                        if not started:
+                            if ts < start_ms:
+                                continue
+                            started = True
+                        if isinstance(start, int) and offset < start:
+                            continue
+                        if (isinstance(end, int) and offset >= end) or (end_ms is not None and ts >= end_ms):
+                            done = True
+                            break
+                        if seen is not None:
+                            seen[p] = offset
+                        if job is not None and not _job_matches(job, cols["job_namespace"][i], cols["job_name"][i]):
+                            continue
+                        if status is not None and not _status_may_match(status, cols["kind"][i], cols["status"][i]):
+                            continue
+                        value = cols["value"][i]
+                        try:
+                            event = codec.decode(value)
+                        except DecodeError as exc:
+                            print(f"{topic}[{p}]@{offset}: skipped undecodable message ({exc.reason}): {exc}",
+                                  file=errors, flush=True)
+                            continue
+                        if (job is not None or status is not None) and not matches(event, job, status):
+                            continue
+                        yield Record(topic, p, offset, cols["key"][i], ts, event, value=value,
+                                     headers=[(h["key"], h["value"]) for h in headers[i].as_py()]
+                                     if has_headers[i] else [],
+                                     timestamp_type=cols["timestamp_type"][i], key_bytes=cols["key_bytes"][i])
+                    if done:
+                        break
             if done:
                 break
 

@@ -96,8 +96,9 @@ def chain_hash(previous: str, sha256: str, path: str) -> str:
     return hashlib.sha256(f"{previous}\n{sha256}\n{path}".encode()).hexdigest()
 
 
-def _datasets(items: list[dict[str, Any]]) -> list[dict[str, str]]:
-    return [{"namespace": d["namespace"], "name": d["name"]} for d in items]
+def _datasets(items: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(namespace, name) per dataset: Arrow takes a tuple for a struct, field by field, without a dict per row."""
+    return [(d["namespace"], d["name"]) for d in items]
 
 
 def decoded_columns(record: Record) -> tuple[Any, ...]:
@@ -108,8 +109,8 @@ def decoded_columns(record: Record) -> tuple[Any, ...]:
     h = ev["header"]
     kind = h["schema_name"].rsplit(".", 1)[1]
     status = old = None
-    inputs: list[dict[str, str]] = []
-    outputs: list[dict[str, str]] = []
+    inputs: list[tuple[str, str]] = []
+    outputs: list[tuple[str, str]] = []
     if kind == "JobStatusChangedEvent":
         status, old = ev["new_status"], ev["old_status"]
     elif kind == "JobCreatedEvent":

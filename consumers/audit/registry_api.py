@@ -77,7 +77,10 @@ def create_app(store: RegistryStore, token: str) -> FastAPI:
 
     @app.get("/lineage/{direction}")
     def lineage(direction: str, dataset: str, namespace: str | None = None, column: str | None = None,
-                depth: int | None = Query(None, ge=1, le=1000), since: dt.datetime | None = None) -> dict[str, Any]:
+                depth: int | None = Query(q.DEFAULT_DEPTH, ge=1, le=1000,
+                                          description="At most this many hops; `more` says whether the graph "
+                                          "goes on beyond them."),
+                since: dt.datetime | None = None) -> dict[str, Any]:
         if since is not None and since.tzinfo is None:
             since = since.replace(tzinfo=dt.UTC)
         return read(q.lineage, dataset, direction=direction, namespace=namespace,  # type: ignore[no-any-return]

@@ -155,21 +155,31 @@ def _lineage_command(direction: str) -> click.Command:
     @click.argument("dataset")
     @click.option("--namespace", default=None, help="The OpenLineage namespace; DATASET is then its name.")
     @click.option("--column", default=None, help="Follow this column of DATASET (column lineage).")
-    @click.option("--depth", type=click.IntRange(min=1), default=None, help="At most this many hops (default: all).")
+    @click.option("--depth", default=None, metavar="N|all",
+                  help="At most N hops (default: 3), or all for no limit.")
     @click.option("--since", default=None, metavar="TIME", help="Only edges seen at or after this ISO-8601 time.")
     @click.option("--format", "fmt", type=click.Choice(["tree", "json"]), default="tree", show_default=True)
     @db_url_option
-    def command(dataset: str, namespace: str | None, column: str | None, depth: int | None, since: str | None,
+    def command(dataset: str, namespace: str | None, column: str | None, depth: str | None, since: str | None,
                 fmt: str, db_url: str) -> None:
+        from .registry_query import DEFAULT_DEPTH, render_tree
         from .registry_query import lineage as run_lineage
-        from .registry_query import render_tree
+
+        hops: int | None = DEFAULT_DEPTH
+        if depth == "all":
+            hops = None
+        elif depth is not None:
+            if not depth.isdigit() or int(depth) < 1:
+                raise click.BadParameter(f"{depth!r}; expected a number of hops (1 or more) or all",
+                                         param_hint="--depth")
+            hops = int(depth)
 
         when = parse_position(since) if since else None
         if since and not isinstance(when, dt.datetime):
             raise click.BadParameter(f"{since!r}; expected an ISO-8601 time such as 2026-01-31T00:00:00Z",
                                      param_hint="--since")
         result = _read(db_url, run_lineage, dataset, direction=direction, namespace=namespace, column=column,
-                       depth=depth, since=when)
+                       depth=hops, since=when)
         if fmt == "json":
             click.echo(json.dumps(result, indent=2))
         else:

@@ -25,11 +25,15 @@ from lineagewire.exceptions import ConfigError
 
 from . import registry_model as m
 
-__all__ = ["NotFoundError", "job_history", "job_runs", "lineage", "list_jobs", "resolve_dataset", "run_detail"]
+__all__ = ["DEFAULT_DEPTH", "NotFoundError", "job_history", "job_runs", "lineage", "list_jobs", "resolve_dataset",
+           "run_detail"]
 
 _OBJECT_STORES = {"s3": "s3", "s3a": "s3", "s3n": "s3", "gs": "gs", "abfs": "abfs", "abfss": "abfss",
                   "wasb": "wasb", "wasbs": "wasbs"}
 _CHUNK = 500
+#: hops ``lineage`` follows unless told otherwise: enough for the usual question (what does this feed, and
+#: what do those feed), bounded so that a wide graph answers in milliseconds, not with most of the graph
+DEFAULT_DEPTH = 3
 
 
 class NotFoundError(ConfigError):
@@ -179,73 +183,102 @@ def _chunks(ids: list[Any]) -> Iterable[list[Any]]:
 
 
 def lineage(conn: Connection, dataset: str, *, direction: str, namespace: str | None = None,
-            column: str | None = None, depth: int | None = None, since: dt.datetime | None = None) -> dict[str, Any]:
+            column: str | None = None, depth: int | None = DEFAULT_DEPTH,
+            since: dt.datetime | None = None) -> dict[str, Any]:
     """Datasets (or columns) reachable from ``dataset`` downstream or upstream, level by level.
 
+    ``depth``: at most this many hops (``DEFAULT_DEPTH`` unless given; None for no limit). A wide
+    graph grows by its fan-out at every hop, so an unlimited walk can return most of it.
+
     Returns ``{"root", "direction", "nodes": [{id, namespace, name, field, depth}], "edges": [{source, sink,
-    jobs, transformation}]}``; node ids are "namespace name" (plus " field" for columns).
+    jobs, transformation}], "more"}``; node ids are "namespace name" (plus " field" for columns); ``more`` is
+    true when the depth limit stopped the walk before the end of the graph.
+
+    One query per level (per ``_CHUNK`` nodes of it), on the edge table alone; job and dataset names are
+    read once at the end for the ids found.
     """
     if direction not in ("upstream", "downstream"):
         raise ConfigError(f"direction {direction!r}; expected upstream or downstream")
     if depth is not None and depth < 1:
-        raise ConfigError(f"--depth {depth}; expected 1 or more (omit it for no limit)")
+        raise ConfigError(f"--depth {depth}; expected 1 or more (or all for no limit)")
     root_id, root_ns, root_name = resolve_dataset(conn, dataset, namespace)
     table = m.column_edges if column else m.dataset_edges
     c = table.c
     here, there = (c.source_id, c.sink_id) if direction == "downstream" else (c.sink_id, c.source_id)
-    j = m.jobs.c
-    cols = [here, there, j.namespace.label("job_ns"), j.name.label("job_name")]
+    cols = [here, there, c.job_id]
     if column:
         here_f, there_f = ((c.source_field, c.sink_field) if direction == "downstream"
                            else (c.sink_field, c.source_field))
-        cols += [here_f.label("here_field"), there_f.label("there_field"), c.transformation]
-    base = sa.select(*cols).join(m.jobs, j.id == c.job_id)
+        cols += [here_f, there_f, c.transformation]
+    base = sa.select(*cols)
     if since is not None:
         # Stored in UTC; SQLite keeps no zone, so compare UTC with UTC.
         base = base.where(c.last_seen >= since.astimezone(dt.UTC).replace(tzinfo=None)
                           if conn.dialect.name == "sqlite" else since)
     root = (root_id, column)
     depth_of: dict[tuple[int, str | None], int] = {root: 0}
-    edges: dict[tuple[Any, Any], dict[str, Any]] = {}
+    edges: dict[tuple[Any, Any], list[Any]] = {}  # (here, there) -> [job ids, transformation]
     frontier = [root]
     level = 0
     while frontier and (depth is None or level < depth):
         level += 1
         found: list[tuple[int, str | None]] = []
+        wanted = set(frontier)
         for part in _chunks(sorted({node[0] for node in frontier})):
-            wanted = set(frontier)
-            for row in conn.execute(base.where(here.in_(part))):
-                src = (row[0], row.here_field if column else None)
-                if src not in wanted:
-                    continue
-                dst = (row[1], row.there_field if column else None)
-                edge = edges.setdefault((src, dst), {"jobs": set(), "transformation": None})
-                edge["jobs"].add(f"{row.job_ns}/{row.job_name}")
-                if column:
-                    edge["transformation"] = row.transformation
+            rows = conn.execute(base.where(here.in_(part))).fetchall()
+            if column:
+                rows = [((r[0], r[3]), (r[1], r[4]), r[2], r[5]) for r in rows if (r[0], r[3]) in wanted]
+            else:
+                rows = [((r[0], None), (r[1], None), r[2], None) for r in rows]
+            for src, dst, job, transformation in rows:
+                edge = edges.get((src, dst))
+                if edge is None:
+                    edge = edges[(src, dst)] = [{job}, transformation]
+                else:
+                    edge[0].add(job)
+                    edge[1] = transformation
                 if dst not in depth_of:
                     depth_of[dst] = level
                     found.append(dst)
         frontier = found
-    names = {}
-    ids = sorted({node[0] for node in depth_of})
-    d = m.datasets.c
-    for part in _chunks(ids):
-        names.update({row.id: (row.namespace, row.name) for row in
-                      conn.execute(sa.select(d.id, d.namespace, d.name).where(d.id.in_(part)))})
-
-    def node_id(node: tuple[int, str | None]) -> str:
-        ns, name = names[node[0]]
-        return f"{ns} {name}" + (f" {node[1]}" if node[1] is not None else "")
-
-    nodes = [{"id": node_id(n), "namespace": names[n[0]][0], "name": names[n[0]][1], "field": n[1], "depth": dep}
+    more = bool(frontier) and _has_edges(conn, base, here, column, frontier)
+    d, j = m.datasets.c, m.jobs.c
+    names: dict[int, tuple[str, str]] = {}
+    for part in _chunks(sorted({node[0] for node in depth_of})):
+        names.update({row[0]: (row[1], row[2]) for row in
+                      conn.execute(sa.select(d.id, d.namespace, d.name).where(d.id.in_(part))).fetchall()})
+    job_names: dict[int, str] = {}
+    for part in _chunks(sorted({job for e in edges.values() for job in e[0]})):
+        job_names.update({row[0]: f"{row[1]}/{row[2]}" for row in
+                          conn.execute(sa.select(j.id, j.namespace, j.name).where(j.id.in_(part))).fetchall()})
+    ids = {}
+    for n in depth_of:
+        ns, name = names[n[0]]
+        ids[n] = f"{ns} {name}" + (f" {n[1]}" if n[1] is not None else "")
+    nodes = [{"id": ids[n], "namespace": names[n[0]][0], "name": names[n[0]][1], "field": n[1], "depth": dep}
              for n, dep in sorted(depth_of.items(), key=lambda kv: (kv[1], names[kv[0][0]], kv[0][1] or ""))]
-    out_edges = [{"source": node_id(s) if direction == "downstream" else node_id(t),
-                  "sink": node_id(t) if direction == "downstream" else node_id(s),
-                  "jobs": sorted(e["jobs"]), **({"transformation": e["transformation"]} if column else {})}
-                 for (s, t), e in sorted(edges.items(), key=lambda kv: (node_id(kv[0][0]), node_id(kv[0][1])))]
-    return {"root": node_id(root), "root_namespace": root_ns, "root_name": root_name, "direction": direction,
-            "column": column, "nodes": nodes, "edges": out_edges}
+    downstream = direction == "downstream"
+    keyed = sorted(((ids[s], ids[t]), e) for (s, t), e in edges.items())
+    out_edges = [{"source": a if downstream else b, "sink": b if downstream else a,
+                  "jobs": sorted([job_names[x] for x in e[0]]) if len(e[0]) > 1 else [job_names[x] for x in e[0]],
+                  **({"transformation": e[1]} if column else {})}
+                 for (a, b), e in keyed]
+    return {"root": ids[root], "root_namespace": root_ns, "root_name": root_name, "direction": direction,
+            "column": column, "nodes": nodes, "edges": out_edges, "depth": depth, "more": more}
+
+
+def _has_edges(conn: Connection, base: sa.Select, here: Any, column: str | None,
+               frontier: list[tuple[int, str | None]]) -> bool:
+    """Whether any edge leads on from ``frontier`` (the nodes the depth limit stopped at)."""
+    wanted = set(frontier)
+    for part in _chunks(sorted({node[0] for node in frontier})):
+        if not column:
+            if conn.execute(base.where(here.in_(part)).limit(1)).first() is not None:
+                return True
+            continue
+        if any((row[0], row[3]) in wanted for row in conn.execute(base.where(here.in_(part)))):
+            return True
+    return False
 
 
 def render_tree(result: dict[str, Any]) -> list[str]:
@@ -270,6 +303,8 @@ def render_tree(result: dict[str, Any]) -> list[str]:
                 walk(kid["node"], indent + ("    " if last else "│   "))
 
     walk(result["root"], "")
+    if result.get("more"):
+        lines.append(f"(stopped at depth {result['depth']}; more lies beyond: --depth N or --depth all)")
     return lines
 
 

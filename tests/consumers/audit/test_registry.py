@@ -180,3 +180,39 @@ def test_the_registry_on_postgresql() -> None:
         finally:
             store.close()
         assert counts(url)["runs"] == 4
+
+
+def test_lineage_stops_at_the_default_depth_and_says_more_lies_beyond(tmp_path) -> None:  # noqa: ANN001
+    """A chain of 8 datasets: 3 hops by default (``more``), everything with --depth all."""
+    import datetime as dt
+
+    from lineagewire.consumers.audit import registry_model as m
+    from lineagewire.consumers.audit.registry_query import DEFAULT_DEPTH
+
+    db = f"sqlite:///{tmp_path / 'chain.db'}"
+    store = RegistryStore(db)
+    now = dt.datetime.now(dt.UTC)
+    with store.engine.begin() as conn:
+        conn.execute(m.jobs.insert(), [{"id": 1, "namespace": "spark", "name": "copy", "first_seen": now,
+                                        "last_seen": now}])
+        conn.execute(m.datasets.insert(), [{"id": i, "namespace": "file", "name": f"/data/d{i}", "first_seen": now,
+                                            "last_seen": now} for i in range(8)])
+        conn.execute(m.dataset_edges.insert(), [{"source_id": i, "sink_id": i + 1, "job_id": 1, "last_run_id": "r",
+                                                 "first_seen": now, "last_seen": now} for i in range(7)])
+    store.close()
+    assert DEFAULT_DEPTH == 3
+    r = cli(db, "lineage", "downstream", "/data/d0", "--format", "json")
+    out = json.loads(r.stdout)
+    assert [n["name"] for n in out["nodes"]] == [f"/data/d{i}" for i in range(4)] and out["more"] is True
+    r = cli(db, "lineage", "downstream", "/data/d0")
+    assert r.stdout.splitlines()[-1] == "(stopped at depth 3; more lies beyond: --depth N or --depth all)"
+    r = cli(db, "lineage", "downstream", "/data/d0", "--depth", "all", "--format", "json")
+    out = json.loads(r.stdout)
+    assert [n["depth"] for n in out["nodes"]] == list(range(8)) and out["more"] is False
+    assert [(e["source"], e["sink"], e["jobs"]) for e in out["edges"]][-1] == ("file /data/d6", "file /data/d7",
+                                                                             ["spark/copy"])
+    r = cli(db, "lineage", "upstream", "/data/d7", "--depth", "7", "--format", "json")
+    out = json.loads(r.stdout)
+    assert len(out["nodes"]) == 8 and out["more"] is False
+    r = CliRunner().invoke(main_group, ["lineage", "downstream", "/data/d0", "--depth", "0", "--db-url", db])
+    assert r.exit_code == 2 and "expected a number of hops (1 or more) or all" in r.output

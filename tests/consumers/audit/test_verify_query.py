@@ -164,3 +164,28 @@ def test_raw_columns_are_queryable_and_bad_sql_is_one_line(archive: pathlib.Path
 def test_an_empty_archive_answers_with_no_rows(tmp_path: pathlib.Path) -> None:
     r = cli("audit", "query", "--archive", str(tmp_path), "SELECT count(*) AS n FROM events")
     assert r.exit_code == 0 and r.stdout.splitlines()[2].strip() == "0"
+
+
+def test_replay_from_the_archive_filters_by_columns_before_decoding(archive: pathlib.Path) -> None:
+    """--status and --job are answered from the decoded columns: only the matching values are decoded."""
+    from lineagewire.consumers.audit.archive_read import read_archive
+    from lineagewire.consumers.audit.storage import Storage
+    from lineagewire.consumers.audit.subscribe import matches
+
+    class Counting(Codec):
+        decoded = 0
+
+        def decode(self, data: bytes | None) -> dict:
+            Counting.decoded += 1
+            return super().decode(data)
+
+    storage = Storage(str(archive))
+    everything = list(read_archive(storage, "lineage.jobs", start="beginning", end="end"))
+    assert len(everything) == 19
+    for job, status in ((None, "FAILED"), ("daily_orders", "FINISHED"), ("spark/other_job", None)):
+        Counting.decoded = 0
+        got = list(read_archive(storage, "lineage.jobs", start="beginning", end="end", job=job, status=status,
+                                codec=Counting()))
+        want = [r for r in everything if matches(r.event, job, status)]
+        assert [(r.offset, r.event) for r in got] == [(r.offset, r.event) for r in want] and want
+        assert Counting.decoded == len(want)
