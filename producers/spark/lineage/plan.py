@@ -111,7 +111,10 @@ class PlanNode:
         if not isinstance(value, list) or not value or not isinstance(value[0], list):
             return [e for e in self.expressions(name) if e.cls.endswith(".Alias")]
         return [parse_expression(flat) for flat in value
-                if flat and isinstance(flat[0], dict) and str(flat[0].get("class", "")).endswith(".Alias")]
+                if flat and type(flat[0]) is dict and flat[0].get("class") == _ALIAS]
+
+
+_ALIAS = "org.apache.spark.sql.catalyst.expressions.Alias"
 
 
 def _is_plan_list(value: Any) -> bool:
