@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: setup system-deps kafka-jars test demo lint layers bench clean
+.PHONY: setup system-deps kafka-jars test test-spark-newest demo lint layers bench clean
 
 setup: $(VENV)/.installed
 
@@ -44,9 +44,16 @@ layers: setup
 	cp -r lineagewire build/layers/ && for d in schemas producers consumers; do cp -r $$d build/layers/lineagewire/$$d; done
 	cd build/layers && PYTHONPATH=$$PWD $(CURDIR)/$(BIN)/lint-imports --config $(CURDIR)/pyproject.toml --no-cache
 
-# Sets everything up, then runs every test (the session starts its own broker).
+# Sets everything up, then runs every test (the session starts its own broker), then the Spark
+# tests again on the newest PySpark 4.x (the main venv has the oldest): a failure of either fails.
 test: system-deps kafka-jars lint layers
 	$(BIN)/pytest
+	$(MAKE) --no-print-directory test-spark-newest
+
+# The emitter and lineage tests on the newest PySpark that `pyspark>=4.0,<5` admits, in a second
+# virtualenv, .venv-spark-newest (made once, again when pyproject.toml changes; see the script).
+test-spark-newest: kafka-jars
+	PYTHON=$(PYTHON) bash tests/spark_newest.sh
 
 # Sets everything up, then runs the main job: a real PySpark job whose events
 # flow through Kafka into the consumers' outputs.
@@ -58,4 +65,4 @@ bench: kafka-jars
 	  test -f bench/$$b.py && $(BIN)/python -m bench.$$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .mypy_cache
+	rm -rf $(VENV) .venv-spark-newest build *.egg-info .pytest_cache .ruff_cache .mypy_cache

@@ -14,6 +14,15 @@
  * compares them on real plans for each tested Spark). On anything unexpected it returns
  * toJSON() itself, and counts it (fallbacks()).
  *
+ * writeCompact() writes the same document less what the lineage never reads and a wide plan
+ * repeats thousands of times (issue 14, item 7: on the 1,000-column plan it halves the JSON):
+ * "num-children" of leaves (0), every expression's "metadata" (Spark writes Metadata.empty
+ * anyway) and "qualifier", and an ExprId's "product-class" and "jvmId" (an ExprId is {"id":N}).
+ * Python reads both forms alike (producers/spark/lineage/plan.py).
+ *
+ * node() reaches a node of the tree by its path in one call, for the look-ups the JSON leaves
+ * null (py4j would take two round trips per step: children(), then apply(i)).
+ *
  * Shipped as source and compiled with JobEventsListener (producers/spark/jvm_classes.py).
  */
 package lineagewire.spark;
@@ -35,7 +44,10 @@ import org.apache.spark.sql.catalyst.plans.JoinType;
 import org.apache.spark.sql.catalyst.plans.physical.BroadcastMode;
 import org.apache.spark.sql.catalyst.plans.physical.Partitioning;
 import org.apache.spark.sql.catalyst.trees.TreeNode;
+import org.apache.spark.sql.execution.datasources.FileFormat;
+import org.apache.spark.sql.execution.datasources.HadoopFsRelation;
 import org.apache.spark.sql.internal.SQLConf;
+import org.apache.spark.sql.sources.DataSourceRegister;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.Metadata;
 import org.apache.spark.sql.types.StructField;
@@ -82,8 +94,17 @@ public final class PlanJson {
 
     /** The plan's JSON, equal to {@code root.toJSON()}. */
     public String write(TreeNode<?> root) {
+        return write(root, false);
+    }
+
+    /** The plan's JSON without the fields the lineage does not read (see the top of this file). */
+    public String writeCompact(TreeNode<?> root) {
+        return write(root, true);
+    }
+
+    private String write(TreeNode<?> root, boolean compact) {
         try {
-            String json = new Writer().tree(root).toString();
+            String json = new Writer(compact).tree(root).toString();
             written.incrementAndGet();
             return json;
         } catch (RuntimeException | ReflectiveOperationException | LinkageError e) {
@@ -91,6 +112,61 @@ public final class PlanJson {
             lastFallback = e.toString();
             return root.toJSON();
         }
+    }
+
+    /**
+     * The node at {@code path} under {@code root}: steps separated by '/', each "c:i" (children().apply(i)),
+     * "s:i" (subqueries().apply(i)) or "f:name" (the field's getter; an Option is unwrapped, None is null).
+     */
+    public Object node(Object root, String path) throws ReflectiveOperationException {
+        Object at = root;
+        for (String step : path.split("/")) {
+            if (step.isEmpty()) {
+                continue;
+            }
+            String arg = step.substring(2);
+            switch (step.charAt(0)) {
+                case 'c': at = ((TreeNode<?>) at).children().apply(Integer.parseInt(arg)); break;
+                case 's': at = ((org.apache.spark.sql.catalyst.plans.QueryPlan<?>) at).subqueries()
+                        .apply(Integer.parseInt(arg)); break;
+                case 'f': at = at.getClass().getMethod(arg).invoke(at); break;
+                default: throw new IllegalArgumentException("plan path step " + step + ": expected c:, s: or f:");
+            }
+            if (at instanceof Option) {
+                at = ((Option<?>) at).isDefined() ? ((Option<?>) at).get() : null;
+            }
+            if (at == null) {
+                return null;
+            }
+        }
+        return at;
+    }
+
+    /**
+     * A HadoopFsRelation in one call, for the lineage of a file read (py4j would take ten round trips):
+     * its file format's class simple name, the format's short name ("" without one), then its root
+     * paths, one a line. Null for any other relation.
+     */
+    public String fileRelation(Object relation) {
+        if (!(relation instanceof HadoopFsRelation)) {
+            return null;
+        }
+        HadoopFsRelation r = (HadoopFsRelation) relation;
+        FileFormat format = r.fileFormat();
+        String shortName = "";
+        if (format instanceof DataSourceRegister) {
+            try {
+                shortName = ((DataSourceRegister) format).shortName();
+            } catch (RuntimeException | LinkageError e) {
+                shortName = "";
+            }
+        }
+        StringBuilder b = new StringBuilder().append(format.getClass().getSimpleName()).append('\n').append(shortName);
+        Iterator<?> it = r.location().rootPaths().iterator();
+        while (it.hasNext()) {
+            b.append('\n').append(it.next());
+        }
+        return b.toString();
     }
 
     /** Plans written by this class. */
@@ -112,7 +188,12 @@ public final class PlanJson {
     private static final class Writer {
         private final StringBuilder out = new StringBuilder(1 << 16);
         private final IdentityHashMap<DataType, String> types = new IdentityHashMap<>();
+        private final boolean compact;
         private String emptyMetadata;
+
+        Writer(boolean compact) {
+            this.compact = compact;
+        }
 
         /** TreeNode.jsonValue: the nodes of the tree, pre-order, in one array. */
         StringBuilder tree(TreeNode<?> root) throws ReflectiveOperationException {
@@ -129,7 +210,9 @@ public final class PlanJson {
             Seq<?> children = tn.children();
             out.append("{\"class\":");
             string(tn.getClass().getName());
-            out.append(",\"num-children\":").append(children.length());
+            if (!compact || children.length() > 0) {
+                out.append(",\"num-children\":").append(children.length());
+            }
             if (OWN_FIELDS.get(tn.getClass())) {
                 jfields(tn.jsonFields());
             } else {
@@ -153,6 +236,9 @@ public final class PlanJson {
             scala.collection.immutable.Set<TreeNode<?>> isChild = tn.containsChild();
             for (int i = 0; i < names.length; i++) {
                 Object value = values[i];
+                if (compact && (value instanceof Metadata || "qualifier".equals(names[i]))) {
+                    continue;
+                }
                 int mark = out.length();
                 out.append(',');
                 string(names[i]);
@@ -249,6 +335,8 @@ public final class PlanJson {
                 out.append("{\"object\":");
                 string(obj.getClass().getName());
                 out.append('}');
+            } else if (compact && obj instanceof ExprId) {
+                out.append("{\"id\":").append(((ExprId) obj).id()).append('}');
             } else if (obj instanceof Product && shouldConvert((Product) obj)) {
                 product((Product) obj);
             } else {

@@ -215,11 +215,11 @@ class ColumnGraph:
             self._check("tracing column lineage")
             s = node.simple
             if s in ("Project", "Aggregate"):
-                self._named_edges(node.expressions("projectList" if s == "Project" else "aggregateExpressions"))
+                self._named_edges(node.aliases("projectList" if s == "Project" else "aggregateExpressions"))
             if s == "Aggregate":
                 self.indirect += [(i, "GROUP_BY") for i in self._ids(node.expressions("groupingExpressions"))]
             elif s == "Window":
-                self._named_edges(node.expressions("windowExpressions"))
+                self._named_edges(node.aliases("windowExpressions"))
                 spec = node.expressions("partitionSpec") + node.expressions("orderSpec")
                 self.indirect += [(i, "WINDOW") for i in self._ids(spec)]
             elif s == "Filter":

@@ -17,7 +17,7 @@ from typing import Any
 from .connectors import INPUTS, NO_DATASET, OUTPUTS
 from .context import Extraction
 from .exceptions import BudgetExceededError
-from .jvm import Deadline, JvmPlan, plan_json, quick_acks, sql_text
+from .jvm import Deadline, JvmPlan, plan_json, plan_writer, quick_acks, sql_text
 from .model import ActionLineage
 from .plan import PlanNode, parse_plan_json
 
@@ -67,7 +67,7 @@ def _extract(qe: Any, func_name: str, budget_s: float, result: ActionLineage) ->
                 jroot = qe.analyzed()
                 text = plan_json(jroot)
             root = parse_plan_json(text)
-            _Extraction(qe, root, JvmPlan(jroot, deadline), result).run()
+            _Extraction(qe, root, JvmPlan(jroot, deadline, plan_writer()), result).run()
     except BudgetExceededError as exc:
         result.mark_incomplete(str(exc))
     except Exception as exc:  # noqa: BLE001 - never let lineage hurt the job: report it instead

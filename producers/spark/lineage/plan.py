@@ -97,6 +97,25 @@ class PlanNode:
         self._exprs[name] = parsed
         return parsed
 
+    def aliases(self, name: str) -> list[Expr]:
+        """The ``Alias`` expressions of Seq field ``name``, without parsing the others.
+
+        A wide plan's projections are mostly bare attribute references (column pruning under
+        every join): they define nothing, and parsing thousands of them only to skip them cost
+        a fifth of an extraction on the 1,000-column plan.
+        """
+        cached = self._exprs.get(name)
+        if cached is not None:
+            return [e for e in cached if e.cls.endswith(".Alias")]
+        value = self.fields.get(name)
+        if not isinstance(value, list) or not value or not isinstance(value[0], list):
+            return [e for e in self.expressions(name) if e.cls.endswith(".Alias")]
+        return [parse_expression(flat) for flat in value
+                if flat and type(flat[0]) is dict and flat[0].get("class") == _ALIAS]
+
+
+_ALIAS = "org.apache.spark.sql.catalyst.expressions.Alias"
+
 
 def _is_plan_list(value: Any) -> bool:
     if not isinstance(value, list) or not value or not isinstance(value[0], dict):

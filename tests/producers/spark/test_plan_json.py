@@ -7,6 +7,7 @@ frame, catalog commands, and literals of every type with characters JSON has to 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import threading
@@ -94,6 +95,23 @@ def _actions(spark: Any, base: str) -> None:
         .write.format("noop").mode("overwrite").save()
 
 
+_EXPRESSIONS = "org.apache.spark.sql.catalyst.expressions."
+
+
+def _compacted(value: Any, in_expression: bool = False) -> Any:
+    """toJSON's document as PlanJson.writeCompact writes it: leaves without num-children, expressions
+    without metadata and qualifier, an ExprId as {"id": n}."""
+    if isinstance(value, list):
+        return [_compacted(v, in_expression) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if value.get("product-class") == _EXPRESSIONS + "ExprId":
+        return {"id": value["id"]}
+    expression = str(value.get("class", "")).startswith(_EXPRESSIONS)
+    return {k: _compacted(v) for k, v in value.items()
+            if not (k == "num-children" and v == 0) and not (expression and k in ("metadata", "qualifier"))}
+
+
 def test_the_jvm_writer_writes_what_tojson_writes(spark: Any, writer: Any, tmp_path) -> None:  # noqa: ANN001
     from pyspark.java_gateway import ensure_callback_server_started
 
@@ -120,6 +138,8 @@ def test_the_jvm_writer_writes_what_tojson_writes(spark: Any, writer: Any, tmp_p
                           min(len(got), len(expected)))
                 raise AssertionError(f"{func_name} {stage}: differs at {at}: got {got[at - 80:at + 80]!r}, "
                                      f"toJSON {expected[at - 80:at + 80]!r}")
+            compact = json.loads(str(writer.writeCompact(plan)))
+            assert compact == _compacted(json.loads(expected)), f"{func_name} {stage}: compact form differs"
             compared += 1
             kinds.add(str(plan.getClass().getSimpleName()))
     assert writer.fallbacks() == 0, writer.lastFallback()
@@ -139,17 +159,48 @@ def test_extraction_reads_the_jvm_writers_json(spark: Any, writer: Any, tmp_path
     calls: list[Any] = []
     here = threading.get_ident()
 
-    class Spy:  # the real JVM writer, with a record of the plans this thread's extraction handed it
-        def write(self, plan: Any) -> Any:
-            if threading.get_ident() == here:  # not the emitters of earlier tests, on the listener bus
-                calls.append(plan)
-            return writer.write(plan)
+    class Spy:  # the real JVM writer, with a record of what this thread's extraction asked it
+        def __getattr__(self, name: str) -> Any:
+            def call(*args: Any) -> Any:
+                if threading.get_ident() == here:  # not the emitters of earlier tests, on the listener bus
+                    calls.append(name)
+                return getattr(writer, name)(*args)
+            return call
 
     jvm._WRITERS[id(spark.sparkContext._gateway)] = (Spy(), time.monotonic())
     result = extract_action_lineage(qe, "collect", budget_s=30)
     assert result.complete, result.incomplete_reason
     assert [d["name"] for d in result.inputs] == [f"{tmp_path}/in"]
-    assert len(calls) == 1, "the extraction did not go through the JVM writer"
+    assert [d["format"] for d in result.inputs] == ["parquet"]
+    # One call each: the compact JSON, the way to the relation, the relation's format and paths.
+    assert calls == ["writeCompact", "node", "fileRelation"], calls
+
+
+def test_the_writer_finds_nodes_and_file_relations_as_py4j_does(spark: Any, writer: Any, tmp_path) -> None:  # noqa: ANN001
+    from pyspark.sql import functions as F  # noqa: N812
+
+    from lineagewire.producers.spark.lineage.plan import parse_plan_json
+
+    spark.range(4).select(F.col("id").alias("k"), F.col("id").alias("v")).write.parquet(f"{tmp_path}/a")
+    spark.range(4).select(F.col("id").alias("k")).write.csv(f"{tmp_path}/b", header=True)
+    df = spark.read.parquet(f"{tmp_path}/a").join(spark.read.csv(f"{tmp_path}/b", header=True), "k") \
+        .where("v > 0")
+    df.write.parquet(f"{tmp_path}/out")
+    root = df._jdf.queryExecution().optimizedPlan()
+    plan = parse_plan_json(str(root.toJSON()))
+    fast = jvm.JvmPlan(root, jvm.Deadline(30), writer)
+    slow = jvm.JvmPlan(root, jvm.Deadline(30))
+    relations = []
+    for node in reversed(list(plan.walk())):  # deepest first: no way cached yet
+        assert fast.node(node.path).equals(slow.node(node.path)), node.path
+        if node.simple == "LogicalRelation":
+            relations.append(slow.node(node.path).relation())
+    assert len(relations) == 2
+    facts = sorted(fast.file_relation(r) for r in relations)
+    assert facts == [("CSVFileFormat", "csv", [f"file:{tmp_path}/b"]),
+                     ("ParquetFileFormat", "parquet", [f"file:{tmp_path}/a"])]
+    assert fast.file_relation(root) is None  # not a relation
+    assert jvm.JvmPlan(root, jvm.Deadline(30)).file_relation(relations[0]) is None  # no writer: ask py4j
 
 
 def test_without_the_compiled_class_plan_json_is_tojson(spark: Any, tmp_path, monkeypatch) -> None:  # noqa: ANN001

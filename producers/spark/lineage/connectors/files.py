@@ -26,23 +26,33 @@ def root_paths(file_index: Any) -> list[str]:
 
 
 def hadoop_fs_relation(ctx: Extraction, node: PlanNode, relation: Any, catalog_table: dict[str, Any] | None,
-                       fields: list[SchemaField], symlinks: list[Symlink]) -> list[Dataset]:
-    """One dataset per root path of a HadoopFsRelation."""
-    location = relation.location()
+                       fields: list[SchemaField], symlinks: list[Symlink],
+                       facts: tuple[str, str, list[str]] | None = None) -> list[Dataset]:
+    """One dataset per root path of a HadoopFsRelation.
+
+    ``facts`` (format class simple name, short name, root paths: ``JvmPlan.file_relation``) saves
+    the round trips of asking the relation for each.
+    """
     fmt = _table_format(catalog_table)
     properties: dict[str, str] = {}
+    simple = facts[0] if facts is not None else None
     if fmt is None:
-        file_format = relation.fileFormat()
+        file_format = relation.fileFormat() if facts is None else None
+        if simple is None:
+            simple = str(file_format.getClass().getSimpleName())
         # Delta's file format is a Parquet format (short name 'parquet'); its index knows the version read.
-        if "Delta" in str(file_format.getClass().getSimpleName()):
+        if "Delta" in simple:
             fmt = "delta"
-            version = _delta_version(location)
+            version = _delta_version(relation.location())
             if version is not None:
                 properties["version"] = version
+        elif facts is not None:
+            fmt = facts[1] or simple.removesuffix("FileFormat").lower() or simple
         else:
             fmt = short_format(file_format)
+    paths = facts[2] if facts is not None else root_paths(relation.location())
     return [dataset(*file_dataset_id(p), format=fmt, fields=fields, symlinks=symlinks,
-                    boundedness=ctx.boundedness(node), properties=dict(properties)) for p in root_paths(location)]
+                    boundedness=ctx.boundedness(node), properties=dict(properties)) for p in paths]
 
 
 def _delta_version(file_index: Any) -> str | None:

@@ -53,6 +53,9 @@ def _by_class(registry: dict[str, Any], cls: str) -> Any:
 def relation_datasets(ctx: Extraction, node: PlanNode, relation: Any, catalog_table: dict[str, Any] | None,
                       fields: list[SchemaField]) -> list[Dataset]:
     """Datasets of a V1 BaseRelation (files, JDBC, Kafka)."""
+    facts = ctx.jvm.file_relation(relation) if ctx.jvm is not None else None
+    if facts is not None:
+        return hadoop_fs_relation(ctx, node, relation, catalog_table, fields, ctx.symlinks(catalog_table), facts)
     jcls = relation.getClass()
     cls = str(jcls.getName())
     handler = _by_class(RELATIONS, cls)

@@ -51,7 +51,12 @@ def delta(spark: Any, capture: Any, folder: pathlib.Path) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    pytest.importorskip("delta", reason="delta-spark is not installed (pip install --no-deps 'delta-spark==4.0.*')")
+    import pyspark
+
+    reason = ("delta-spark is not installed (pip install --no-deps 'delta-spark==4.0.*')"
+              if pyspark.__version__.startswith("4.0.") else
+              f"no delta-spark build for PySpark {pyspark.__version__} is installed (delta-spark 4.0 is for Spark 4.0)")
+    pytest.importorskip("delta", reason=reason)
     return Scenarios.run(__name__, "delta", tmp_path_factory.mktemp("delta"))["delta"]
 
 
