@@ -16,6 +16,7 @@ never meet those of an earlier run; ``<out>/latest`` points at the newest.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import datetime as dt
 import os
 import pathlib
@@ -60,7 +61,7 @@ class Service:
     def start(self, run_dir: pathlib.Path, env: dict[str, str]) -> None:
         self.log = (run_dir / f"consume-{self.name}.log").open("wb")
         self.process = subprocess.Popen(lw("consume", self.name, *self.args, "--group", self.group), env=env,
-                                        stdout=self.log, stderr=subprocess.STDOUT)
+                                        stdout=self.log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
         click.echo(f"  consume {self.name:<12} pid {self.process.pid}, group {self.group}, log {self.log.name}")
 
     def stop(self) -> None:
@@ -98,6 +99,23 @@ def wait_until(predicate: Callable[[], Any], timeout: float) -> Any:
     while not (result := predicate()) and time.monotonic() < deadline:
         time.sleep(0.2)
     return result
+
+
+def _prctl() -> Any:
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl  # Linux; looked up here, not in the forked child
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _prctl()
+
+
+def _die_with_parent() -> None:
+    """In the service's process, before it runs: on Linux, get SIGTERM when the demo dies, however it dies
+    (a SIGKILLed demo would otherwise leave its five services running)."""
+    if _PRCTL is not None:
+        _PRCTL(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def new_run_dir(out: pathlib.Path) -> pathlib.Path:
