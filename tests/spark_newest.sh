@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The emitter and lineage tests on the newest PySpark 4.x, next to the main venv's pinned oldest (issue 14, item 6).
 #
-#   tests/spark_newest.sh [pytest args...]     (default: tests/producers/spark -m "not slow")
+#   tests/spark_newest.sh [pytest args...]     (default: tests/producers/spark -m "spark and not slow"; make test runs it)
 #
 # Creates (once, and again when pyproject.toml changes) a second virtualenv, .venv-spark-newest, from
 # pyproject.toml: the `spark` extra and the `dev` tools without the dev pin of PySpark, plus the newest
