@@ -94,6 +94,8 @@ class Settings(BaseSettings):
         validate_default=True,
     )
 
+    config_file: pathlib.Path | None = Field(None, exclude=True, description="the YAML file these settings read "
+                                             "(default: find_config_file())")
     bootstrap_servers: str = Field("127.0.0.1:9092", description="Kafka bootstrap servers, host:port[,host:port]")
     client_id: str = "lineagewire"
     security: KafkaSecurity = Field(default_factory=KafkaSecurity)
@@ -120,7 +122,7 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        path = find_config_file()
+        path = getattr(init_settings, "init_kwargs", {}).get("config_file") or find_config_file()
         sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
         if path is not None:
             sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=path))
@@ -137,20 +139,15 @@ class Settings(BaseSettings):
         return {"basic.auth.user.info": self.schema_registry_basic_auth.get_secret_value()}
 
 
-_explicit_file: pathlib.Path | None = None
-
-
 def find_config_file(explicit: str | os.PathLike[str] | None = None) -> pathlib.Path | None:
-    """The YAML config file every part of lineagewire reads: ``explicit`` (a ``--config`` flag), else the one
-    ``load_settings`` was given, else ``$LINEAGEWIRE_CONFIG``, else ``./lineagewire.yaml`` when it exists.
+    """The YAML config file every part of lineagewire reads: ``explicit`` (a ``--config`` flag), else
+    ``$LINEAGEWIRE_CONFIG``, else ``./lineagewire.yaml`` when it exists.
     A named file that does not exist is a ConfigError; the default one is optional."""
     if explicit:
         path = pathlib.Path(explicit)
         if not path.is_file():
             raise ConfigError(f"config file {str(explicit)!r} does not exist; expected a YAML file")
         return path
-    if _explicit_file is not None:
-        return _explicit_file
     env = os.environ.get(CONFIG_ENV)
     if env:
         path = pathlib.Path(env)
@@ -166,23 +163,17 @@ def load_settings(config_file: str | os.PathLike[str] | None = None, **overrides
 
     Raises ConfigError naming the setting, the value and what was expected.
     """
-    global _explicit_file
-    if config_file is not None and not pathlib.Path(config_file).is_file():
-        raise ConfigError(f"config file {str(config_file)!r} does not exist; expected a YAML file")
-    previous, _explicit_file = _explicit_file, pathlib.Path(config_file) if config_file else None
+    path = find_config_file(config_file)
+    if path is not None:
+        _check_yaml(path)
     try:
-        path = find_config_file()
-        if path is not None:
-            _check_yaml(path)
-        return Settings(**{k: v for k, v in overrides.items() if v is not None})
+        return Settings(config_file=path, **{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc']) or 'settings'}: {err['msg']} (got {_shown(err)})"
             for err in exc.errors()
         )
         raise ConfigError(f"invalid lineagewire settings: {problems}") from None
-    finally:
-        _explicit_file = previous
 
 
 def _check_yaml(path: pathlib.Path) -> None:
