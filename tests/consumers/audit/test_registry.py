@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import threading
 from collections.abc import Iterator
@@ -30,6 +31,9 @@ def history() -> list[dict]:
     """daily_orders three times (the third with a changed spec, one failed), then report reading its output."""
     runs = [app_run("daily_orders"), app_run("daily_orders", fail=True), app_run("daily_orders")]
     runs[2][0]["spec"]["conf"] = {"spark.sql.shuffle.partitions": "8"}
+    for day, run in enumerate(runs):  # one run a day: the samples all start at the same instant, and runs of
+        for e in run:                 # one instant are ordered by their random ids (the spec diff's direction)
+            e["header"]["event_time"] += dt.timedelta(days=day)
     report = app_run("report", actions=1)
     src = dataset("file", "/data/daily_orders_out", format="parquet")
     dst = dataset("file", "/data/report", format="parquet")
