@@ -43,39 +43,50 @@ class Outbox:
     def backoff(self, attempts: int) -> float:
         return min(self.initial * 2 ** max(attempts - 1, 0), self.maximum) * (1 + 0.1 * random.random())
 
+    #: delivered rows are marked in the database this many at a time: a crash between a send and its mark
+    #: re-sends at most this many notifications (at-least-once), and a busy outbox is not one commit per send
+    MARK_EVERY = 20
+
     def deliver(self, now: dt.datetime, limit: int = 200) -> int:
         """Try every due row once (skipping channels known to be down); how many were delivered."""
         sent = 0
+        done: list[tuple[int, int]] = []
         rows = self.store.due_outbox(now, limit)
         self.last_page = len(rows)
-        for row in rows:
-            until = self._down_until.get(row.channel)
-            if until is not None and now < until:
-                continue
-            channel = self.channels.get(row.channel)
-            attempts = row.attempts + 1
-            try:
-                if channel is None:
-                    raise ChannelError(f"channel {row.channel!r} is not in the rules file (any more); the "
-                                       "notification waits until it is")
-                channel.send(Notification.from_json(row.payload))
-            except Exception as exc:  # noqa: BLE001 - whatever a channel raises, the row must stay
-                self.failures += 1
-                retryable = not isinstance(exc, ChannelError) or exc.retryable
-                if not retryable:
-                    log.error("outbox row %s: %s; not retried (see `lineagewire alerts outbox`)", row.id, exc)
-                    self.store.mark_outbox(row.id, state="failed", attempts=attempts, now=now, error=str(exc))
+        try:
+            for row in rows:
+                until = self._down_until.get(row.channel)
+                if until is not None and now < until:
                     continue
-                delay = self.backoff(attempts)
-                retry_at = now + dt.timedelta(seconds=delay)
-                self._down_until[row.channel] = retry_at
-                log.warning("outbox row %s: %s; attempt %d failed, next in %.1fs", row.id, exc, attempts, delay)
-                self.store.mark_outbox(row.id, state="pending", attempts=attempts, now=now,
-                                       next_attempt_at=retry_at, error=str(exc))
-                continue
-            self._down_until.pop(row.channel, None)
-            self.store.mark_outbox(row.id, state="delivered", attempts=attempts, now=now)
-            sent += 1
+                channel = self.channels.get(row.channel)
+                attempts = row.attempts + 1
+                try:
+                    if channel is None:
+                        raise ChannelError(f"channel {row.channel!r} is not in the rules file (any more); the "
+                                           "notification waits until it is")
+                    channel.send(Notification.from_json(row.payload))
+                except Exception as exc:  # noqa: BLE001 - whatever a channel raises, the row must stay
+                    self.failures += 1
+                    retryable = not isinstance(exc, ChannelError) or exc.retryable
+                    if not retryable:
+                        log.error("outbox row %s: %s; not retried (see `lineagewire alerts outbox`)", row.id, exc)
+                        self.store.mark_outbox(row.id, state="failed", attempts=attempts, now=now, error=str(exc))
+                        continue
+                    delay = self.backoff(attempts)
+                    retry_at = now + dt.timedelta(seconds=delay)
+                    self._down_until[row.channel] = retry_at
+                    log.warning("outbox row %s: %s; attempt %d failed, next in %.1fs", row.id, exc, attempts, delay)
+                    self.store.mark_outbox(row.id, state="pending", attempts=attempts, now=now,
+                                           next_attempt_at=retry_at, error=str(exc))
+                    continue
+                self._down_until.pop(row.channel, None)
+                done.append((row.id, attempts))
+                sent += 1
+                if len(done) >= self.MARK_EVERY:
+                    self.store.mark_delivered(done, now)
+                    done = []
+        finally:
+            self.store.mark_delivered(done, now)
         self.delivered += sent
         return sent
 

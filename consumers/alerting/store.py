@@ -154,31 +154,36 @@ class AlertStore:
 
     def save(self, alerts: Iterable[Alert], groups: Iterable[Group], outbox: Iterable[tuple[str, dict[str, Any]]],
              facts: Iterable[tuple[str, str, dict[str, Any] | None]], now: dt.datetime) -> list[int]:
-        """Write changes and new outbox rows in one transaction; the ids of the outbox rows."""
-        ids: list[int] = []
+        """Write changes and new outbox rows in one transaction; the ids of the outbox rows.
+
+        One statement per table and kind of change, each executed for all its rows (executemany): a poll batch
+        of a thousand events is a handful of statements, not thousands compiled one by one.
+        """
+        alert_rows = {a.fingerprint: {
+            "fingerprint": a.fingerprint, "rule": a.rule, "labels": a.labels, "annotations": a.annotations,
+            "channels": list(a.channels), "group_key": a.group_key, "state": a.state, "starts_at": a.starts_at,
+            "ends_at": a.ends_at, "updated_at": a.updated_at, "notified": a.notified,
+            "last_notified_at": a.last_notified_at, "resolve_pending": a.resolve_pending} for a in alerts}
+        group_rows = {g.key: {"key": g.key, "labels": g.labels, "channels": list(g.channels),
+                              "first_pending_at": g.first_pending_at, "last_sent_at": g.last_sent_at} for g in groups}
+        fact_rows = {(kind, key): value for kind, key, value in facts}  # the last change of a fact wins
+        outbox_rows = [{"channel": channel, "payload": payload, "created_at": now, "state": "pending", "attempts": 0,
+                        "next_attempt_at": now} for channel, payload in outbox]
         with self._begin() as c:
-            for a in alerts:
-                row = {"rule": a.rule, "labels": a.labels, "annotations": a.annotations, "channels": list(a.channels),
-                       "group_key": a.group_key, "state": a.state, "starts_at": a.starts_at, "ends_at": a.ends_at,
-                       "updated_at": a.updated_at, "notified": a.notified, "last_notified_at": a.last_notified_at,
-                       "resolve_pending": a.resolve_pending}
-                if c.execute(alerts_t.update().where(alerts_t.c.fingerprint == a.fingerprint).values(**row)
-                             ).rowcount == 0:
-                    c.execute(alerts_t.insert().values(fingerprint=a.fingerprint, **row))
-            for g in groups:
-                row = {"labels": g.labels, "channels": list(g.channels), "first_pending_at": g.first_pending_at,
-                       "last_sent_at": g.last_sent_at}
-                if c.execute(groups_t.update().where(groups_t.c.key == g.key).values(**row)).rowcount == 0:
-                    c.execute(groups_t.insert().values(key=g.key, **row))
-            for channel, payload in outbox:
-                res = c.execute(outbox_t.insert().values(channel=channel, payload=payload, created_at=now,
-                                                         state="pending", attempts=0, next_attempt_at=now))
-                ids.append(int(res.inserted_primary_key[0]))
-            for kind, key, value in facts:
-                c.execute(facts_t.delete().where(facts_t.c.kind == kind, facts_t.c.key == key))
-                if value is not None:
-                    c.execute(facts_t.insert().values(kind=kind, key=key, value=value))
-        return ids
+            _upsert(c, alerts_t, alerts_t.c.fingerprint, alert_rows)
+            _upsert(c, groups_t, groups_t.c.key, group_rows)
+            if fact_rows:
+                c.execute(facts_t.delete().where(facts_t.c.kind == sa.bindparam("b_kind"),
+                                                 facts_t.c.key == sa.bindparam("b_key")),
+                          [{"b_kind": kind, "b_key": key} for kind, key in fact_rows])
+                kept = [{"kind": kind, "key": key, "value": value}
+                        for (kind, key), value in fact_rows.items() if value is not None]
+                if kept:
+                    c.execute(facts_t.insert(), kept)
+            if not outbox_rows:
+                return []
+            res = c.execute(outbox_t.insert().returning(outbox_t.c.id, sort_by_parameter_order=True), outbox_rows)
+            return [int(row[0]) for row in res]
 
     # -- alerts, for the CLI -------------------------------------------------------------------------
 
@@ -260,6 +265,16 @@ class AlertStore:
         with self._begin() as c:
             c.execute(outbox_t.update().where(outbox_t.c.id == row_id).values(**values))
 
+    def mark_delivered(self, rows: list[tuple[int, int]], now: dt.datetime) -> None:
+        """Mark ``(row id, attempts)`` delivered, all in one statement."""
+        if not rows:
+            return
+        with self._begin() as c:
+            c.execute(outbox_t.update().where(outbox_t.c.id == sa.bindparam("b_id"))
+                      .values(state="delivered", attempts=sa.bindparam("b_attempts"), last_error=None,
+                              delivered_at=now),
+                      [{"b_id": row_id, "b_attempts": attempts} for row_id, attempts in rows])
+
     def prune_outbox(self, before: dt.datetime) -> int:
         with self._begin() as c:
             return int(c.execute(outbox_t.delete().where(outbox_t.c.state == "delivered",
@@ -291,3 +306,20 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.close()
 
+
+def _upsert(c: Any, table: sa.Table, key: sa.Column[Any], rows: dict[Any, dict[str, Any]]) -> None:
+    """Update the rows whose ``key`` exists, insert the others: one SELECT per 500 keys, then two executemany."""
+    if not rows:
+        return
+    keys = list(rows)
+    existing: set[Any] = set()
+    for i in range(0, len(keys), 500):  # SQLite's limit on bound parameters is well above 500
+        existing.update(r[0] for r in c.execute(sa.select(key).where(key.in_(keys[i:i + 500]))))
+    updates = [{f"b_{col}": v for col, v in row.items()} for k, row in rows.items() if k in existing]
+    if updates:
+        cols = [col for col in rows[keys[0]] if col != key.name]
+        c.execute(table.update().where(key == sa.bindparam(f"b_{key.name}"))
+                  .values({col: sa.bindparam(f"b_{col}") for col in cols}), updates)
+    inserts = [row for k, row in rows.items() if k not in existing]
+    if inserts:
+        c.execute(table.insert(), inserts)
