@@ -175,6 +175,11 @@ class ConsumerRuntime(Polling):
         return self._stop.is_set()
 
     @property
+    def assigned(self) -> frozenset[tuple[str, int]]:
+        """The (topic, partition) pairs this member consumes now (empty before the group's first assignment)."""
+        return frozenset(self._assigned)
+
+    @property
     def metrics_address(self) -> tuple[str, int] | None:
         return (str(self._health.host), int(self._health.port)) if self._health else None
 
