@@ -17,10 +17,10 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 from typing import Any
 
 from lineagewire.kafka.local import free_port, home
+from tests.helpers import wait_for
 
 __all__ = ["LocalS3", "S3ProxyUnavailable", "fetch_jar"]
 
@@ -107,17 +107,21 @@ class LocalS3:
         self._log = open(root / "s3proxy.log", "wb")  # noqa: SIM115 - lives as long as the process
         self._proc = subprocess.Popen([java, "-Xmx256m", "-jar", str(jar), "--properties", str(conf)],
                                       stdout=self._log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        def listening() -> bool:
             if self._proc.poll() is not None:
                 raise S3ProxyUnavailable(f"s3proxy exited with {self._proc.returncode}: {self.log_tail()}")
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                    return self
+                    return True
             except OSError:
-                time.sleep(0.2)  # polling a starting server, not waiting in a test
-        self.stop()
-        raise S3ProxyUnavailable(f"s3proxy did not listen on {self.port} within {timeout:.0f} s")
+                return False
+
+        try:
+            wait_for(listening, timeout)
+        except AssertionError:
+            self.stop()
+            raise S3ProxyUnavailable(f"s3proxy did not listen on {self.port} within {timeout:.0f} s") from None
+        return self
 
     def log_tail(self, lines: int = 15) -> str:
         if self._dir is None:

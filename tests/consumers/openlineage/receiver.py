@@ -8,6 +8,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.helpers import wait_for
+
 
 class Receiver:
     """POST /api/v1/lineage -> 200 and the event is kept; ``down = True`` answers 503 instead.
@@ -64,13 +66,15 @@ class Receiver:
             return list(self.events)
 
     def wait_for(self, predicate: Any, timeout: float = 60.0) -> list[dict[str, Any]]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        """The events once ``predicate`` holds for them; what arrived by ``timeout`` otherwise (the caller asserts)."""
+        def arrived() -> tuple[list[dict[str, Any]]] | None:
             events = self.snapshot()
-            if predicate(events):
-                return events
-            time.sleep(0.1)
-        return self.snapshot()
+            return (events,) if predicate(events) else None  # a tuple: an empty list can be the answer too
+
+        try:
+            return wait_for(arrived, timeout, every=0.1)[0]  # type: ignore[no-any-return]
+        except AssertionError:
+            return self.snapshot()
 
 
 def event_key(ol: dict[str, Any]) -> tuple[str, str, str]:

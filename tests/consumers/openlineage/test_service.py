@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from typing import Any
 
@@ -21,6 +20,7 @@ from lineagewire.consumers.openlineage.translate import Translator
 from lineagewire.consumers.runtime import ConsumerRuntime, RetryPolicy
 from lineagewire.kafka.publisher import Publisher
 from lineagewire.schemas import Codec
+from tests.helpers import wait_for
 
 from .receiver import Receiver, event_key
 from .samples import app_run, refresh_run
@@ -81,10 +81,11 @@ def test_receiver_down_for_a_while_then_everything_arrives(settings, group_id, r
     rt = ConsumerRuntime(settings, OpenLineageHandler(config=http_config(receiver.url)), group_id=group_id,
                          retry=RetryPolicy(initial=0.05, maximum=0.5, jitter=0.01, max_handler_retries=1))
     t = run_in_thread(rt)
-    deadline = time.monotonic() + 60
-    while receiver.rejected < 5:
-        assert time.monotonic() < deadline and t.is_alive()
-        time.sleep(0.05)
+    def rejected_five() -> bool:
+        assert t.is_alive(), "the runtime thread died"
+        return receiver.rejected >= 5
+
+    wait_for(rejected_five, timeout=60, every=0.05)
     assert receiver.snapshot() == []
     receiver.down = False
     got = receiver.wait_for(lambda evs: {event_key(e) for e in evs} >= want)

@@ -11,7 +11,7 @@ from confluent_kafka import Consumer, TopicPartition
 from lineagewire.config import Settings
 from lineagewire.consumers.runtime import ConsumerRuntime, Handler, OutputError, PermanentError, RetryPolicy
 from lineagewire.kafka.publisher import Publisher
-from tests.helpers import status_event
+from tests.helpers import status_event, wait_for
 
 FAST = RetryPolicy(initial=0.05, maximum=0.3, jitter=0.01)
 
@@ -70,11 +70,11 @@ def start(runtime: ConsumerRuntime) -> threading.Thread:
 
 
 def wait(predicate: Any, timeout: float = 60.0, runtime: Any = None) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
+    def ready() -> Any:
         assert getattr(runtime, "crashed", None) is None, f"runtime crashed: {runtime.crashed!r}"
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
+        return predicate()
+
+    wait_for(ready, timeout, every=0.05)
 
 
 def committed(settings: Settings, group: str, topic: str, partitions: int = 1) -> list[int]:
