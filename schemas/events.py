@@ -242,7 +242,7 @@ def default_producer(name: str = "lineagewire") -> Producer:
 
 def kind_of(event: Event | dict[str, Any]) -> str:
     """Short kind of an event ('JobStatusChangedEvent'), from its header."""
-    return event["header"]["schema_name"].rsplit(".", 1)[1]
+    return event["header"]["schema_name"].rsplit(".", 1)[-1]
 
 
 def header(

@@ -43,6 +43,7 @@ from collections.abc import Callable
 from typing import Any
 
 from lineagewire.exceptions import MissingExtraError
+from lineagewire.schemas import kind_of
 
 try:
     from datahub.emitter.mce_builder import (
@@ -129,8 +130,7 @@ class Translator:
 
     def translate(self, event: dict[str, Any]) -> list[Proposal]:
         try:
-            hdr = event["header"]
-            kind = hdr["schema_name"].rsplit(".", 1)[-1]
+            hdr, kind = event["header"], kind_of(event)
         except (KeyError, TypeError, AttributeError) as exc:
             raise TranslationError(f"event has no header.schema_name ({exc!r}); expected a decoded lineagewire "
                                    "event") from exc

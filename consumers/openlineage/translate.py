@@ -37,6 +37,7 @@ from typing import Any
 from urllib.parse import quote
 
 from lineagewire.exceptions import MissingExtraError
+from lineagewire.schemas import kind_of
 from lineagewire.schemas.naming import action_job_name
 
 try:
@@ -155,8 +156,7 @@ class Translator:
 
     def translate(self, event: dict[str, Any]) -> list[RunEvent]:
         try:
-            hdr = event["header"]
-            kind = hdr["schema_name"].rsplit(".", 1)[-1]
+            hdr, kind = event["header"], kind_of(event)
         except (KeyError, TypeError, AttributeError) as exc:
             raise TranslationError(f"event has no header.schema_name ({exc!r}); expected a decoded lineagewire "
                                    "event") from exc
