@@ -22,9 +22,9 @@ import yaml
 
 from bench._common import save
 from lineagewire.config import Settings
+from tests.postgres import LocalPostgres, find_bin_dir
 from tests.producers.scheduler.conftest import TABLES
 from tests.producers.scheduler.ha import run_ha
-from tests.producers.scheduler.postgres import LocalPostgres, find_bin_dir
 from tests.producers.scheduler.topics import fresh_topics
 
 
