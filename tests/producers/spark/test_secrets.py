@@ -5,14 +5,16 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import signal
 import subprocess
 import sys
 import textwrap
+import uuid
 
 import pytest
 
 from lineagewire.schemas import Codec, kind_of
-from tests.helpers import read_topic
+from tests.helpers import read_topic, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow]
 
@@ -107,3 +109,24 @@ def test_no_secret_reaches_the_broker_or_the_log(kafka_settings, topic_factory, 
     failed = [e for e in events if e.get("new_status") == "FAILED"]
     assert failed and "https://svc:***@db.example/x" in failed[0]["error"]["message"]
     assert "DEBUG" in log_text and "ActionLineageEvent" in log_text  # the log listener did log the events
+
+    # Downstream: the OpenLineage service at DEBUG (-vv) turns the same events into its output (the sql facet,
+    # errorMessage...) and logs them; neither holds a secret.
+    out, svc_log = tmp_path / "openlineage.jsonl", tmp_path / "consumer.log"
+    (tmp_path / "openlineage.yml").write_text(f"transport:\n  type: file\n  log_file_path: {out}\n  append: true\n")
+    with svc_log.open("w") as log_file:
+        svc = subprocess.Popen(
+            [sys.executable, "-m", "lineagewire", "-vv", "consume", "openlineage", "--openlineage-config",
+             str(tmp_path / "openlineage.yml"), "--topic", topic, "--group", f"secrets-{uuid.uuid4().hex[:8]}",
+             "--no-dlq"], env=env, cwd=tmp_path, stdout=log_file, stderr=subprocess.STDOUT)
+        try:
+            wait_for(lambda: out.exists() and len(out.read_text().splitlines()) >= made, timeout=120)
+        finally:
+            svc.send_signal(signal.SIGTERM)
+            svc.wait(timeout=30)
+    written, consumer_log = out.read_text(), svc_log.read_text()
+    for what, secret in SECRETS.items():
+        assert secret not in written, f"the {what} secret reached the OpenLineage output"
+        assert secret not in consumer_log, f"the {what} secret reached the consumer's debug log"
+    assert "password '***'" in written and '"sql"' in written  # the redacted SQL did reach the sql facet
+    assert "DEBUG" in consumer_log and "***" in consumer_log  # it did log the events, redacted fields included
