@@ -48,7 +48,7 @@ from typing import Any
 
 from lineagewire.config import Settings
 from lineagewire.consumers.runtime import ConsumerRuntime, Handler, OutputError, PermanentError, Record, RetryPolicy
-from lineagewire.producers.spark._py4j import release_thread_connection
+from lineagewire.producers.spark import release_thread_connection
 from lineagewire.schemas import kind_of
 
 from .exceptions import RefreshCanceled

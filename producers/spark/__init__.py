@@ -12,6 +12,7 @@ Zero-code: ``lineagewire instrument -- python job.py [args]``. Settings:
 Listener plugins: ``listeners/base.py``. User guide: docs/emitter.md.
 """
 
+from ._py4j import release_thread_connection
 from .callbacks import SparkCallbacks
 from .config import EmitterConfig
 from .emitter import Emitter, install, job_run, running
@@ -33,5 +34,6 @@ __all__ = [
     "UnknownListenerError",
     "install",
     "job_run",
+    "release_thread_connection",
     "running",
 ]
