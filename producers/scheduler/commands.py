@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -149,6 +150,7 @@ class KafkaCommandSink(CommandSink):
     def deliver(self, events: list[dict[str, Any]], timeout: float = 30.0) -> dict[int, Undelivered]:
         failed: dict[int, Undelivered] = {}
         waiting: set[int] = set()
+        full_since: float | None = None
 
         def report(i: int, event: dict[str, Any]) -> Callable[[Any, Message], None]:
             def done(err: Any, msg: Message) -> None:
@@ -171,7 +173,18 @@ class KafkaCommandSink(CommandSink):
                     self._producer.produce(self.topic, value=value, key=event["table"], on_delivery=report(i, event))
                     break
                 except BufferError:
-                    self._producer.poll(0.1)  # local queue full: serve delivery reports to make room
+                    # Local queue full: serve delivery reports to make room, for at most ``timeout`` per batch;
+                    # then this command (and the rest of the batch) stays PENDING and is published again later.
+                    now = time.monotonic()
+                    full_since = now if full_since is None else full_since
+                    if now - full_since >= timeout:
+                        waiting.discard(i)
+                        failed[i] = Undelivered(f"{self.topic}: command {event.get('command_id')} not queued: the "
+                                                f"producer's local queue stayed full ({len(self._producer)} "
+                                                f"messages) for {timeout:.0f}s (is {self.settings.bootstrap_servers} "
+                                                "reachable?)")
+                        break
+                    self._producer.poll(0.1)
                 except KafkaException as exc:
                     waiting.discard(i)
                     err = exc.args[0]

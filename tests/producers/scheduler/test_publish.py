@@ -73,3 +73,25 @@ def test_an_unpublishable_command_fails_alone(lw_settings: Settings, tmp_path: p
     assert {w for w, _ in per_fire} == {small.id}  # nothing of the big workflow reached the topic
     assert sorted(t for _, t in per_fire) == sorted(r.nominal_time for r in small_rows)
     assert set(per_fire.values()) == {1}, "a command of the normal workflow was published more than once"
+
+
+def test_a_full_local_queue_is_bounded_and_leaves_the_commands_undelivered(tmp_path: pathlib.Path) -> None:
+    # No broker behind the port, and a local queue of one message: the second command finds it full.
+    from lineagewire.kafka.local import free_port
+    from lineagewire.producers.scheduler.commands import build_command
+
+    catalog = TableCatalog(parse_tables({"tables": [{"identifier": "mart.small", "query": "SELECT 1 AS x"}]}))
+    table = catalog.get("mart.small")
+    nominal = dt.datetime(2026, 11, 23, tzinfo=dt.UTC)
+    events = [build_command(table, workflow_id=f"wf-{i}", workflow_name=f"wf-{i}", nominal_time=nominal, attempt=1)
+              for i in range(3)]
+    sink = KafkaCommandSink(Settings(bootstrap_servers=f"127.0.0.1:{free_port()}"),
+                            producer_config={"queue.buffering.max.messages": 1})
+    try:
+        failed = sink.deliver(events, timeout=1.0)
+    finally:
+        sink._producer.purge()  # noqa: SLF001 - nothing can be delivered; do not wait for it on close
+    assert sorted(failed) == [0, 1, 2]
+    assert all(not u.permanent for u in failed.values())  # left PENDING, published again on a later tick
+    assert "local queue stayed full" in failed[1].reason and "reachable" in failed[1].reason
+    assert "still undelivered" in failed[0].reason
