@@ -167,6 +167,11 @@ def wait_caught_up(settings: object, services: list[Service], topic: str, timeou
     return behind
 
 
+def names_a_broker(settings: object) -> bool:
+    """Whether the user named a Kafka (flag, LINEAGEWIRE_BOOTSTRAP_SERVERS or config file): else the demo starts one."""
+    return "bootstrap_servers" in getattr(settings, "model_fields_set", ())
+
+
 @click.command()
 @click.option("--out", type=click.Path(file_okay=False), default="demo-output", show_default=True,
               help="Folder for the runs; each run writes to a fresh <out>/<UTC time> folder.")
@@ -185,10 +190,10 @@ def demo(ctx: click.Context, out: str, port: int, keep_kafka: bool, timeout: flo
     if not EXAMPLE.is_file():
         raise click.ClickException(f"the demo needs the repository checkout ({EXAMPLE} is missing)")
     run_dir = new_run_dir(pathlib.Path(out).resolve())
-    explicit = (ctx.find_root().obj or {}).get("bootstrap_servers") or os.environ.get("LINEAGEWIRE_BOOTSTRAP_SERVERS")
+    configured = settings_from(ctx)
     broker = None
-    if explicit:
-        settings = settings_from(ctx)
+    if names_a_broker(configured):
+        settings = configured
     else:
         step(f"Starting the local Kafka on 127.0.0.1:{port}")
         broker = LocalKafka(port=port).start(progress=click.echo)

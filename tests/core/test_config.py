@@ -93,3 +93,18 @@ def test_an_empty_config_file_means_the_defaults(tmp_path) -> None:  # noqa: ANN
     cfg = tmp_path / "lw.yaml"
     cfg.write_text("")
     assert load_settings(cfg).bootstrap_servers == "127.0.0.1:9092"
+
+
+def test_the_demo_uses_a_broker_named_anywhere_and_starts_one_otherwise(tmp_path,  # noqa: ANN001
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from lineagewire.demo.command import names_a_broker
+
+    assert not names_a_broker(load_settings())  # the default 127.0.0.1:9092 is not a choice: start a local one
+    cfg = tmp_path / "lw.yaml"
+    cfg.write_text("bootstrap_servers: file:1\n")
+    assert names_a_broker(load_settings(cfg))
+    cfg.write_text("client_id: x\n")
+    assert not names_a_broker(load_settings(cfg))
+    assert names_a_broker(load_settings(cfg, bootstrap_servers="flag:3"))
+    monkeypatch.setenv("LINEAGEWIRE_BOOTSTRAP_SERVERS", "env:2")
+    assert names_a_broker(load_settings(cfg))
