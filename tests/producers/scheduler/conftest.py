@@ -53,7 +53,11 @@ def db_url(tmp_path: pathlib.Path) -> str:
 
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[LocalPostgres]:
-    """A PostgreSQL server for the session (Debian's binaries), skipped with the reason when absent."""
+    """A PostgreSQL server for the session (Debian's binaries), skipped with the reason when absent.
+
+    Installed but unable to start is a failure, not a skip: `make test` installs it, and a skip would
+    hide that the two-instance tests ran on SQLite only.
+    """
     bin_dir = find_bin_dir()
     if bin_dir is None:
         pytest.skip("PostgreSQL server binaries not found (/usr/lib/postgresql/*/bin); "
@@ -63,7 +67,7 @@ def postgres() -> Iterator[LocalPostgres]:
         server.start()
     except RuntimeError as exc:
         server.stop()
-        pytest.skip(f"PostgreSQL could not start here: {exc}")
+        pytest.fail(f"PostgreSQL is installed ({bin_dir}) but could not start: {exc}")
     yield server
     server.stop()
 
