@@ -7,6 +7,13 @@ retries, metrics, health and shutdown are the runtime's. What it adds:
   cannot decode is archived as it is (its decode error in ``decode_error``)
   instead of dead-lettered. The CLI also turns the runtime's event-id dedup
   off: a record published twice is two records at two offsets, and both are kept.
+* **Decodes only what its columns need** (``decode_until``): the header, the
+  status fields and the datasets; the runtime stops reading each event there
+  (for an ActionLineageEvent, before its column lineage). The bytes are stored
+  as they came, so a message whose framing, header and those fields read but
+  whose tail is damaged is archived with its decoded columns instead of with a
+  ``decode_error``: the archive keeps what was on the topic, and whoever
+  replays it decodes it whole and learns of the damage then.
 * **One open file per topic partition**, rows buffered in memory, closed
   (``_close``) when it reaches ``roll_bytes`` or ``roll_records``, when a
   record of another UTC hour arrives, or on ``tick`` once it has been open
@@ -25,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -76,6 +84,9 @@ class ArchiveHandler(Handler):
 
     name: ClassVar[str] = "archive"
     accepts_undecodable: ClassVar[bool] = True
+    #: what ``layout.records_to_batch`` reads of each kind (other kinds: the header)
+    decode_until: ClassVar[Mapping[str, str] | None] = {
+        "JobStatusChangedEvent": "new_status", "ActionLineageEvent": "outputs", "JobCreatedEvent": "status"}
     tick_interval: ClassVar[float | None] = 5.0
 
     def __init__(self, location: str | Storage, *, roll_bytes: int = 64 << 20, roll_records: int = 1_000_000,
