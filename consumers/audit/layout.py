@@ -117,7 +117,7 @@ def records_to_batch(records: list[Record]) -> pa.RecordBatch:
            pa.array([r.key for r in rs], pa.string()), pa.array([r.decode_error for r in rs], pa.string())]
     events = [r.event for r in rs]
     if all(e is not None for e in events):
-        decoded = _decoded_arrays(events)  # type: ignore[arg-type]
+        decoded = _decoded_arrays(events)
     else:
         # Decode the decodable ones, then spread them out with nulls where a record was not decodable.
         ok = [e for e in events if e is not None]
@@ -137,7 +137,11 @@ def _decoded_arrays(events: list[dict[str, Any]]) -> list[pa.Array]:
     status: list[str | None] = []
     old: list[str | None] = []
     # Datasets as flat lists plus, per row, the offset where its list ends (a ListArray's offsets).
-    in_ends, in_ns, in_names, out_ends, out_ns, out_names = [0], [], [], [0], [], []
+    in_ends, out_ends = [0], [0]
+    in_ns: list[str] = []
+    in_names: list[str] = []
+    out_ns: list[str] = []
+    out_names: list[str] = []
     for e, kind in zip(events, kinds, strict=True):
         if kind == "JobStatusChangedEvent":
             status.append(e["new_status"])
