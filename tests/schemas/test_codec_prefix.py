@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
 from lineagewire.schemas import Codec, DecodeError, SchemaError
 from tests.consumers.openlineage.samples import app_run, refresh_run
 from tests.helpers import status_event
+from tests.schemas.test_codec import _mutations
 
 CODEC = Codec()
 UNTIL = {"JobStatusChangedEvent": "new_status", "ActionLineageEvent": "outputs", "JobCreatedEvent": "lineage"}
@@ -64,3 +67,17 @@ def test_unknown_kinds_and_fields_are_named() -> None:
         CODEC.prefix_decoder({"NoSuchEvent": "header"})
     with pytest.raises(SchemaError, match="no top-level field 'nope'"):
         CODEC.prefix_decoder({"JobStatusChangedEvent": "nope"})
+
+
+def test_ten_thousand_bad_byte_strings_give_the_typed_error_or_an_event_with_a_header() -> None:
+    valid = [CODEC.encode(e) for e in EVENTS]
+    outcomes = {"error": 0, "event": 0}
+    for blob in _mutations(valid, random.Random(20261123), 10_000):
+        try:
+            event = PREFIX(blob)
+        except DecodeError:
+            outcomes["error"] += 1
+            continue
+        assert isinstance(event["header"]["event_id"], str)
+        outcomes["event"] += 1
+    assert outcomes["error"] > 5000, outcomes
