@@ -12,6 +12,11 @@ Body: fastavro schemaless encoding of the event record. Framing:
 ``decode`` detects the framing from the first byte, reads with the writer's
 schema (any released version) into the current reader schema, and raises
 ``DecodeError`` and nothing else for bytes that are not a lineagewire event.
+
+``prefix_decoder`` makes a decode that stops after the fields a reader needs:
+Avro binary is read in field order with no index, so the fields after the last
+one needed are neither decoded nor checked. The framing and everything up to
+that field are checked as by ``decode``; a damaged tail is not noticed.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import io
 import json
 import struct
 import threading
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
@@ -29,7 +35,10 @@ from lineagewire.exceptions import DecodeError, SchemaError
 from . import _repository
 from ._repository import EventSchema
 
-__all__ = ["CONFLUENT_MAGIC", "SINGLE_OBJECT_MAGIC", "Codec"]
+__all__ = ["CONFLUENT_MAGIC", "SINGLE_OBJECT_MAGIC", "Codec", "Decoder"]
+
+#: bytes -> event dict, raising ``DecodeError`` (``Codec.decode`` or a ``Codec.prefix_decoder``)
+Decoder = Callable[[bytes | None], dict[str, Any]]
 
 SINGLE_OBJECT_MAGIC = b"\xc3\x01"
 CONFLUENT_MAGIC = b"\x00"
@@ -97,6 +106,36 @@ class Codec:
 
     def decode(self, data: bytes | None) -> dict[str, Any]:
         """Decode bytes framed either way into an event dict of the current schema version."""
+        return self._decode(data, None)
+
+    def prefix_decoder(self, last_fields: Mapping[str, str]) -> Decoder:
+        """A ``decode`` that reads each event only up to and including one top-level field.
+
+        ``last_fields`` maps an event kind (short or full name) to the last top-level field its reader needs;
+        kinds not in it are read up to ``header``. The event dict holds the fields up to that one (an event
+        framed with a registry schema id is decoded whole: a superset). Errors are ``decode``'s, except that
+        the bytes after the prefix are not looked at (see the module docstring).
+        """
+        for kind in last_fields:
+            _repository.full_name(kind)  # an unknown kind is a mistake, not "nothing to cut"
+        cut: dict[bytes, tuple[str, Any, Any]] = {}
+        for fp, (es, reader) in self._by_fingerprint.items():
+            current = self._current[es.full_name]
+            last = last_fields.get(es.full_name) or last_fields.get(es.kind) or "header"
+            reader_schema = _prefix(current.schema, last)
+            keep = {f["name"] for f in reader_schema["fields"]}
+            writer_fields = [f["name"] for f in es.schema["fields"]]
+            upto = max(i for i, name in enumerate(writer_fields) if name in keep)
+            writer_schema = {**es.schema, "fields": es.schema["fields"][:upto + 1]}
+            cut[fp] = (es.full_name, parse_schema(writer_schema),
+                       None if reader is None else parse_schema(reader_schema))
+
+        def decode_prefix(data: bytes | None) -> dict[str, Any]:
+            return self._decode(data, cut)
+
+        return decode_prefix
+
+    def _decode(self, data: bytes | None, cut: dict[bytes, tuple[str, Any, Any]] | None) -> dict[str, Any]:
         if not data:
             raise DecodeError("empty", "empty message; expected a lineagewire Avro event")
         first = data[0]
@@ -112,14 +151,19 @@ class Codec:
                 raise DecodeError("unknown-fingerprint", f"unknown schema fingerprint {fp.hex()}; expected one "
                                   "of the lineagewire event schemas (current or released); was it written by a "
                                   "newer lineagewire, or is it not a lineagewire event?")
-            es, reader = entry
-            name, writer, offset = es.full_name, es.parsed, _SO_HEADER
+            if cut is None:
+                es, reader = entry
+                name, writer = es.full_name, es.parsed
+            else:
+                name, writer, reader = cut[fp]
+            offset = _SO_HEADER
         elif first == 0x00:
             if len(data) < _CF_HEADER:
                 raise DecodeError("truncated", f"{len(data)} bytes; a Confluent header needs {_CF_HEADER}")
             (schema_id,) = struct.unpack(">I", data[1:_CF_HEADER])
             name, writer, reader = self._schema_by_id(schema_id)
             offset = _CF_HEADER
+            cut = None  # decoded whole
         else:
             raise DecodeError("bad-magic", f"first byte 0x{first:02x}: expected 0xc3 (Avro single-object) "
                               "or 0x00 (Confluent wire format)")
@@ -131,7 +175,7 @@ class Codec:
             raise DecodeError("truncated", f"{name}: body ends early after {len(data)} bytes ({exc})") from exc
         except Exception as exc:  # noqa: BLE001 - any fastavro failure on foreign bytes is a decode error
             raise DecodeError("bad-body", f"{name}: body is not a valid record: {type(exc).__name__}: {exc}") from exc
-        if buf.tell() != len(data):
+        if cut is None and buf.tell() != len(data):
             raise DecodeError("trailing-bytes", f"{name}: {len(data) - buf.tell()} bytes after the record; "
                               "expected the message to end with it")
         if not isinstance(record, dict) or not isinstance(record.get("header"), dict):
@@ -182,6 +226,14 @@ class Codec:
         with self._lock:
             self._by_schema_id[schema_id] = hit
         return hit
+
+
+def _prefix(schema: dict[str, Any], last: str) -> dict[str, Any]:
+    """The event record ``schema`` cut after its top-level field ``last``."""
+    names = [f["name"] for f in schema["fields"]]
+    if last not in names:
+        raise SchemaError(f"{schema['name']} has no top-level field {last!r}; expected one of {', '.join(names)}")
+    return {**schema, "fields": schema["fields"][:names.index(last) + 1]}
 
 
 def _registry_client(url: str, config: dict[str, Any]) -> Any:

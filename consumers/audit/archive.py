@@ -7,6 +7,13 @@ retries, metrics, health and shutdown are the runtime's. What it adds:
   cannot decode is archived as it is (its decode error in ``decode_error``)
   instead of dead-lettered. The CLI also turns the runtime's event-id dedup
   off: a record published twice is two records at two offsets, and both are kept.
+* **Decodes only what its columns need** (``decode_until``): the header, the
+  status fields and the datasets; the runtime stops reading each event there
+  (for an ActionLineageEvent, before its column lineage). The bytes are stored
+  as they came, so a message whose framing, header and those fields read but
+  whose tail is damaged is archived with its decoded columns instead of with a
+  ``decode_error``: the archive keeps what was on the topic, and whoever
+  replays it decodes it whole and learns of the damage then.
 * **One open file per topic partition**, rows buffered in memory, closed
   (``_close``) when it reaches ``roll_bytes`` or ``roll_records``, when a
   record of another UTC hour arrives, or on ``tick`` once it has been open
@@ -25,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -34,39 +42,26 @@ import pyarrow.parquet as pq
 from lineagewire.consumers.runtime import Handler, Record
 from lineagewire.exceptions import ConfigError
 
-from .layout import ARCHIVE_SCHEMA, data_path, decoded_columns, hour_bucket
+from .layout import ARCHIVE_SCHEMA, data_path, hour_bucket, records_to_batch
 from .manifest import Manifest
 from .storage import Storage
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ArchiveHandler", "rows_to_table"]
+__all__ = ["ArchiveHandler", "records_to_table"]
 
 
-def rows_to_table(rows: list[tuple[Any, ...]]) -> pa.Table:
-    """A table of ``ARCHIVE_SCHEMA`` from row tuples in schema order."""
-    return pa.Table.from_batches([rows_to_batch(rows)] if rows else [], schema=ARCHIVE_SCHEMA)
-
-
-def rows_to_batch(rows: list[tuple[Any, ...]]) -> pa.RecordBatch:
-    """A record batch of ``ARCHIVE_SCHEMA`` from row tuples: ``zip`` transposes them in C, one ``pa.array``
-    per column."""
-    columns = list(zip(*rows, strict=True)) if rows else [() for _ in ARCHIVE_SCHEMA]
-    return pa.RecordBatch.from_arrays([pa.array(col, type=f.type)
-                                       for col, f in zip(columns, ARCHIVE_SCHEMA, strict=True)], schema=ARCHIVE_SCHEMA)
-
-
-def record_row(rec: Record) -> tuple[Any, ...]:
-    """One archive row of a record, in ``ARCHIVE_SCHEMA`` order."""
-    headers = [{"key": k, "value": v} for k, v in rec.headers] if rec.headers else []
-    return (rec.topic, rec.partition, rec.offset, rec.timestamp_ms, rec.timestamp_type, rec.key_bytes, headers,
-            rec.value, rec.key, rec.decode_error, *decoded_columns(rec))
+def records_to_table(records: list[Record]) -> pa.Table:
+    """A table of ``ARCHIVE_SCHEMA`` holding ``records``."""
+    return pa.Table.from_batches([records_to_batch(records)] if records else [], schema=ARCHIVE_SCHEMA)
 
 
 _HOUR_MS = 3_600_000
-#: rows kept as Python tuples before they become one Arrow record batch: a file's rows live in Arrow's
-#: compact columns, not as a million tuples, and the conversion runs in slices instead of all at close
-_BATCH_ROWS = 8192
+#: records kept as they were handed to us before they become one Arrow record batch: a file's rows live in
+#: Arrow's compact columns, not as a million decoded events, and the conversion runs in slices instead of all
+#: at close (large enough that the per-array cost of a batch is nothing per row, small enough that the events
+#: held meanwhile are a few MB)
+_BATCH_ROWS = 2048
 
 
 @dataclass
@@ -74,9 +69,9 @@ class _Buffer:
     bucket: tuple[str, str]
     hour: int  # Kafka timestamp // one hour: the bucket as a number, compared per record
     opened: float
-    rows: list[tuple[Any, ...]] = field(default_factory=list)  # not yet in ``batches``
+    records: list[Record] = field(default_factory=list)  # not yet in ``batches``
     batches: list[pa.RecordBatch] = field(default_factory=list)
-    count: int = 0  # rows in the file so far: in ``batches`` and in ``rows``
+    count: int = 0  # rows in the file so far: in ``batches`` and in ``records``
     size: int = 0
     first: int = -1
     last: int = -1
@@ -89,6 +84,9 @@ class ArchiveHandler(Handler):
 
     name: ClassVar[str] = "archive"
     accepts_undecodable: ClassVar[bool] = True
+    #: what ``layout.records_to_batch`` reads of each kind (other kinds: the header)
+    decode_until: ClassVar[Mapping[str, str] | None] = {
+        "JobStatusChangedEvent": "new_status", "ActionLineageEvent": "outputs", "JobCreatedEvent": "status"}
     tick_interval: ClassVar[float | None] = 5.0
 
     def __init__(self, location: str | Storage, *, roll_bytes: int = 64 << 20, roll_records: int = 1_000_000,
@@ -126,11 +124,11 @@ class ArchiveHandler(Handler):
         if buf is None:
             buf = self._buffers[tp] = _Buffer(hour_bucket(ts), hour, time.monotonic())
         if offset > buf.last:  # a retried handle() after a failed close must not add the row twice
-            buf.rows.append(record_row(record))
+            buf.records.append(record)
             buf.count += 1
-            if len(buf.rows) >= _BATCH_ROWS:
-                buf.batches.append(rows_to_batch(buf.rows))
-                buf.rows = []
+            if len(buf.records) >= _BATCH_ROWS:
+                buf.batches.append(records_to_batch(buf.records))
+                buf.records = []
             value, key = record.value, record.key_bytes
             buf.size += (len(value) if value else 0) + (len(key) if key else 0) + 64
             if buf.first < 0:
@@ -193,9 +191,9 @@ class ArchiveHandler(Handler):
         topic, partition = tp
         rel = data_path(topic, partition, buf.first, buf.bucket)
         sink = pa.BufferOutputStream()
-        if buf.rows:
-            buf.batches.append(rows_to_batch(buf.rows))
-            buf.rows = []
+        if buf.records:
+            buf.batches.append(records_to_batch(buf.records))
+            buf.records = []
         pq.write_table(pa.Table.from_batches(buf.batches, schema=ARCHIVE_SCHEMA), sink, compression=self.compression)
         data = sink.getvalue().to_pybytes()
         digest = hashlib.sha256(data).hexdigest()

@@ -30,14 +30,18 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 
 from lineagewire.consumers.runtime.record import Record
 
-__all__ = ["ARCHIVE_SCHEMA", "GENESIS", "MANIFEST_DIR", "chain_hash", "data_path", "decoded_columns",
-           "hour_bucket", "manifest_path"]
+__all__ = ["ARCHIVE_SCHEMA", "GENESIS", "MANIFEST_DIR", "chain_hash", "data_path",
+           "hour_bucket", "manifest_path", "records_to_batch"]
 
 MANIFEST_DIR = "_manifests"
 #: the "previous chain hash" of a partition's first file
 GENESIS = "0" * 64
 
-_DATASETS = pa.list_(pa.struct([("namespace", pa.string()), ("name", pa.string())]))
+_DATASET = pa.struct([("namespace", pa.string()), ("name", pa.string())])
+_DATASETS = pa.list_(_DATASET)
+_HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+_TIMESTAMP_MS = pa.timestamp("ms", tz="UTC")
+_TIMESTAMP_US = pa.timestamp("us", tz="UTC")
 
 #: One row per Kafka record. The first block is the record as Kafka stored it (lossless: key and value bytes,
 #: headers in order with repeated keys and null values); the rest is decoded from the value for querying.
@@ -45,10 +49,10 @@ ARCHIVE_SCHEMA = pa.schema([
     ("topic", pa.string()),
     ("partition", pa.int32()),
     ("offset", pa.int64()),
-    ("timestamp", pa.timestamp("ms", tz="UTC")),
+    ("timestamp", _TIMESTAMP_MS),
     ("timestamp_type", pa.int8()),
     ("key_bytes", pa.binary()),
-    ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
+    ("headers", _HEADERS),
     ("value", pa.binary()),
     ("key", pa.string()),
     ("decode_error", pa.string()),
@@ -61,12 +65,12 @@ ARCHIVE_SCHEMA = pa.schema([
     ("sequence", pa.int64()),
     ("status", pa.string()),
     ("old_status", pa.string()),
-    ("event_time", pa.timestamp("us", tz="UTC")),
+    ("event_time", _TIMESTAMP_US),
     ("inputs", _DATASETS),
     ("outputs", _DATASETS),
 ])
 
-#: the decoded columns (filled by ``decoded_columns``), in schema order
+#: the decoded columns (filled by ``records_to_batch``), in schema order
 DECODED = ("kind", "event_id", "job_namespace", "job_name", "run_id", "parent_run_id", "sequence", "status",
            "old_status", "event_time", "inputs", "outputs")
 
@@ -96,29 +100,86 @@ def chain_hash(previous: str, sha256: str, path: str) -> str:
     return hashlib.sha256(f"{previous}\n{sha256}\n{path}".encode()).hexdigest()
 
 
-def _datasets(items: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    """(namespace, name) per dataset: Arrow takes a tuple for a struct, field by field, without a dict per row."""
-    return [(d["namespace"], d["name"]) for d in items]
+def records_to_batch(records: list[Record]) -> pa.RecordBatch:
+    """A record batch of ``ARCHIVE_SCHEMA`` from records: one list per column, one ``pa.array`` each.
+
+    Built column by column rather than row by row: no tuple per row, no dict per dataset or header, and the
+    datasets go into Arrow as flat lists plus offsets. An undecodable record (``event`` None) has nulls in
+    the decoded columns.
+    """
+    rs = records
+    raw = [pa.array([r.topic for r in rs], pa.string()), pa.array([r.partition for r in rs], pa.int32()),
+           pa.array([r.offset for r in rs], pa.int64()),
+           pa.array([r.timestamp_ms for r in rs], _TIMESTAMP_MS),
+           pa.array([r.timestamp_type for r in rs], pa.int8()), pa.array([r.key_bytes for r in rs], pa.binary()),
+           # (key, value) tuples go into the struct field by field
+           pa.array([r.headers for r in rs], _HEADERS), pa.array([r.value for r in rs], pa.binary()),
+           pa.array([r.key for r in rs], pa.string()), pa.array([r.decode_error for r in rs], pa.string())]
+    events = [r.event for r in rs]
+    if all(e is not None for e in events):
+        decoded = _decoded_arrays(events)
+    else:
+        # Decode the decodable ones, then spread them out with nulls where a record was not decodable.
+        ok = [e for e in events if e is not None]
+        at, positions = 0, []
+        for e in events:
+            positions.append(None if e is None else at)
+            at += e is not None
+        take = pa.array(positions, pa.int64())
+        decoded = [a.take(take) for a in _decoded_arrays(ok)]
+    return pa.RecordBatch.from_arrays([*raw, *decoded], schema=ARCHIVE_SCHEMA)
 
 
-def decoded_columns(record: Record) -> tuple[Any, ...]:
-    """The decoded columns of a record (all None for an undecodable one), in ``DECODED`` order."""
-    ev = record.event
-    if ev is None:
-        return (None,) * len(DECODED)
-    h = ev["header"]
-    kind = h["schema_name"].rsplit(".", 1)[1]
-    status = old = None
-    inputs: list[tuple[str, str]] = []
-    outputs: list[tuple[str, str]] = []
-    if kind == "JobStatusChangedEvent":
-        status, old = ev["new_status"], ev["old_status"]
-    elif kind == "JobCreatedEvent":
-        status = ev["status"]
-        inputs, outputs = _datasets(ev["lineage"]["sources"]), _datasets(ev["lineage"]["sinks"])
-    elif kind == "ActionLineageEvent":
-        status = ev["action_status"]
-        inputs, outputs = _datasets(ev["inputs"]), _datasets(ev["outputs"])
-    parent = h.get("parent_run")
-    return (kind, h["event_id"], h["job_namespace"], h["job_name"], h["run_id"],
-            parent["run_id"] if parent else None, h["sequence"], status, old, h["event_time"], inputs, outputs)
+def _decoded_arrays(events: list[dict[str, Any]]) -> list[pa.Array]:
+    """The decoded columns of decoded events, in ``DECODED`` order."""
+    hs = [e["header"] for e in events]
+    kinds = [h["schema_name"].rpartition(".")[2] for h in hs]
+    status: list[str | None] = []
+    old: list[str | None] = []
+    # Datasets as flat lists plus, per row, the offset where its list ends (a ListArray's offsets).
+    in_ends, out_ends = [0], [0]
+    in_ns: list[str] = []
+    in_names: list[str] = []
+    out_ns: list[str] = []
+    out_names: list[str] = []
+    for e, kind in zip(events, kinds, strict=True):
+        if kind == "JobStatusChangedEvent":
+            status.append(e["new_status"])
+            old.append(e["old_status"])
+            in_ends.append(len(in_names))
+            out_ends.append(len(out_names))
+            continue
+        if kind == "ActionLineageEvent":
+            status.append(e["action_status"])
+            ins, outs = e["inputs"], e["outputs"]
+        elif kind == "JobCreatedEvent":
+            status.append(e["status"])
+            lineage = e["lineage"]
+            ins, outs = lineage["sources"], lineage["sinks"]
+        else:
+            status.append(None)
+            ins = outs = ()
+        old.append(None)
+        for d in ins:
+            in_ns.append(d["namespace"])
+            in_names.append(d["name"])
+        in_ends.append(len(in_names))
+        for d in outs:
+            out_ns.append(d["namespace"])
+            out_names.append(d["name"])
+        out_ends.append(len(out_names))
+    parents = [h["parent_run"] for h in hs]
+    return [pa.array(kinds, pa.string()), pa.array([h["event_id"] for h in hs], pa.string()),
+            pa.array([h["job_namespace"] for h in hs], pa.string()),
+            pa.array([h["job_name"] for h in hs], pa.string()), pa.array([h["run_id"] for h in hs], pa.string()),
+            pa.array([p["run_id"] if p else None for p in parents], pa.string()),
+            pa.array([h["sequence"] for h in hs], pa.int64()), pa.array(status, pa.string()),
+            pa.array(old, pa.string()), pa.array([h["event_time"] for h in hs], _TIMESTAMP_US),
+            _datasets(in_ends, in_ns, in_names), _datasets(out_ends, out_ns, out_names)]
+
+
+def _datasets(offsets: list[int], namespaces: list[str], names: list[str]) -> pa.Array:
+    """A ``list<struct<namespace, name>>`` column from flat lists and the offsets of the rows' lists in them."""
+    items = pa.StructArray.from_arrays([pa.array(namespaces, pa.string()), pa.array(names, pa.string())],
+                                       fields=list(_DATASET))
+    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), items)

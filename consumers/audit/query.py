@@ -28,7 +28,7 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise MissingExtraError("duckdb", "audit", "audit query") from exc
 
-from .archive import rows_to_table
+from .archive import records_to_table
 from .exceptions import QueryError
 from .manifest import load_manifests
 from .storage import Storage
@@ -46,7 +46,7 @@ def connect(storage: Storage, con: duckdb.DuckDBPyConnection | None = None) -> d
     con.execute("SET TimeZone = 'UTC'")
     files = [e["file"] for m in load_manifests(storage) for e in m.entries]
     if not files:
-        con.register("_no_events", rows_to_table([]))
+        con.register("_no_events", records_to_table([]))
         con.execute(f"CREATE OR REPLACE VIEW events AS SELECT {COLUMNS} FROM _no_events")
         return con
     if storage.local:

@@ -10,6 +10,7 @@ from .base import ENTRY_POINT_GROUP, HANDLERS, Handler, load_handler_class
 from .deadletter import TRUNCATION_HEADERS, DeadLetterWriter
 from .dedup import DedupWindow
 from .exceptions import ConsumerError, DeadLetterError, HandlerBugError, OutputError, PermanentError
+from .gcsettings import tune_gc
 from .metrics import HealthServer, Metrics
 from .record import Record
 from .retry import OUTAGE_ERRORS, RetryPolicy, is_outage
@@ -19,5 +20,5 @@ __all__ = [
     "DLQ_HEADERS", "ENTRY_POINT_GROUP", "HANDLERS", "OUTAGE_ERRORS", "TRUNCATION_HEADERS", "ConsumerError",
     "ConsumerRuntime", "DeadLetterError", "DeadLetterWriter", "DedupWindow", "Handler", "HandlerBugError",
     "HealthServer", "Metrics", "OutputError", "PermanentError", "Record", "RetryPolicy", "RunStats", "is_outage",
-    "load_handler_class",
+    "load_handler_class", "tune_gc",
 ]

@@ -34,6 +34,12 @@ Optional hooks (the defaults do nothing, so a simple service ignores them):
   handed to ``handle`` too, as a ``Record`` whose ``event`` is None and whose
   ``decode_error`` says why, instead of going to the dead-letter topic (the
   audit archive keeps every message as it was).
+* ``decode_until``: per event kind, the last top-level field ``handle`` reads
+  (kinds not listed: ``header``). The runtime then decodes each event only up
+  to that field (``Codec.prefix_decoder``), so ``record.event`` holds those
+  fields and a service that needs a few columns does not pay for the whole
+  event; bytes that are not an event still fail to decode. None (the default):
+  the whole event, fully checked.
 * ``tick_interval`` (seconds) and ``tick(now)``: time-based work (rules on a
   clock, closing a file after a quiet hour). The runtime calls ``tick`` at
   least every ``tick_interval`` seconds from the same thread as ``handle``,
@@ -61,12 +67,16 @@ group ``lineagewire.handlers`` (outside packages): ``name = "pkg.module:Class"``
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from lineagewire.exceptions import ConfigError
 
 if TYPE_CHECKING:
+    from lineagewire.schemas import Codec
+    from lineagewire.schemas.codec import Decoder
+
     from .record import Record
 
 __all__ = ["ENTRY_POINT_GROUP", "HANDLERS", "Handler", "load_handler_class"]
@@ -87,6 +97,8 @@ class Handler:
     name: ClassVar[str] = "handler"
     #: hand undecodable messages to ``handle`` (``record.event`` None) instead of dead-lettering them
     accepts_undecodable: ClassVar[bool] = False
+    #: per event kind, the last top-level field ``handle`` reads; the runtime decodes only up to it. None: all
+    decode_until: ClassVar[Mapping[str, str] | None] = None
     #: call ``tick`` at least this often (seconds), also on a quiet topic; None: never
     tick_interval: ClassVar[float | None] = None
     #: exceptions of the handler's own clients that mean "output down" (e.g. ``(httpx.TransportError,)``):
@@ -97,6 +109,11 @@ class Handler:
     def from_options(cls, **options: Any) -> Handler:
         """The handler built from command-line style options (``replay --into NAME`` passes its own)."""
         return cls(**options)
+
+    @classmethod
+    def decoder(cls, codec: Codec) -> Decoder:
+        """How the runtime decodes a message for this handler: whole, or up to ``decode_until``."""
+        return codec.decode if cls.decode_until is None else codec.prefix_decoder(cls.decode_until)
 
     def render(self, record: Record) -> list[str]:
         """This service's outputs for ``record`` as JSON texts, without sending them (``replay --format NAME``)."""

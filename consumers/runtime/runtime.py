@@ -125,6 +125,7 @@ class ConsumerRuntime(Polling):
         self.batch_size = batch_size
         self.codec = codec or Codec(schema_registry_url=settings.schema_registry_url,
                                     registry_config=settings.registry_config())
+        self._decode = handler.decoder(self.codec)
         self.metrics = Metrics(self.service)
         self.stats = RunStats()
         self._metrics_port = metrics_port
@@ -395,7 +396,7 @@ class ConsumerRuntime(Polling):
         self.metrics.consumed(topic)
         started = time.perf_counter()
         try:
-            event = self.codec.decode(msg.value())
+            event = self._decode(msg.value())
         except DecodeError as exc:
             if self.handler.accepts_undecodable:
                 self._handle_undecodable(msg, exc)

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from lineagewire.consumers.audit.archive import ArchiveHandler, rows_to_table
+from lineagewire.consumers.audit.archive import ArchiveHandler, records_to_table
 from lineagewire.consumers.audit.layout import data_path
 from lineagewire.consumers.audit.manifest import load_manifests, verify
 from lineagewire.consumers.audit.storage import Storage
@@ -130,7 +130,7 @@ def test_an_unlisted_file_left_by_a_crash_is_rewritten_under_the_same_name(setti
         def close(self) -> None:  # the data file is written, then the process dies before its manifest line
             buf = self._buffers[(topic, 0)]
             sink = pa.BufferOutputStream()
-            pq.write_table(rows_to_table(buf.rows[:2]), sink)
+            pq.write_table(records_to_table(buf.records[:2]), sink)
             self.storage.put(data_path(topic, 0, buf.first, buf.bucket), sink.getvalue().to_pybytes())
 
         def on_revoke(self, partitions: list[tuple[str, int]]) -> None:

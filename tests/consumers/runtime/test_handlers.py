@@ -1,7 +1,9 @@
 """Handler behaviour through the real broker: bugs vs outages (issue 9.3) and the optional hooks.
 
 Hooks: a buffering handler's durable offsets bound the commits; close() output is committed; tick runs on
-a quiet topic; an undecodable message reaches an ``accepts_undecodable`` handler instead of the DLQ.
+a quiet topic; an undecodable message reaches an ``accepts_undecodable`` handler instead of the DLQ; a
+handler with ``decode_until`` gets each event read up to that field, and bytes that are no event still go to
+the DLQ.
 """
 
 from __future__ import annotations
@@ -215,3 +217,29 @@ def test_an_undecodable_message_reaches_an_accepts_undecodable_handler(settings,
     assert bad.decode_error and bad.decode_error.startswith("unknown-fingerprint")
     assert ("origin", b"test") in bad.headers
     assert rt.stats.dead_lettered == 0 and rt.stats.handled == 3
+
+
+class HeaderOnly(Recording):
+    name = "header-only"
+    decode_until: ClassVar[dict[str, str]] = {"JobStatusChangedEvent": "header"}
+
+
+def test_a_handler_with_decode_until_gets_the_prefix_and_garbage_still_goes_to_the_dlq(settings,  # noqa: ANN001
+                                                                                       group_id) -> None:
+    events = events_for(1, 2)
+    whole = Codec().encode(events[1])
+    with Publisher(settings) as pub:
+        pub.publish(events[0])
+        pub.produce_raw(settings.topics.jobs, b"\xc3\x01not an event", key=b"job-0", partition=0)
+        # Its tail (after the header) cut: not a valid event, but the header this handler reads is whole.
+        pub.produce_raw(settings.topics.jobs, whole[:-5], key=b"job-0", partition=0)
+    h = HeaderOnly()
+    rt = ConsumerRuntime(settings, h, group_id=group_id, retry=FAST, service="header-only")
+    t = start(rt)
+    wait(lambda: len(h.seen) == 2 and rt.stats.dead_lettered == 1, runtime=rt)
+    rt.stop()
+    t.join(30)
+    assert h.seen == [{"header": e["header"]} for e in events]
+    [dead] = read_topic(settings, settings.topics.dlq(settings.topics.jobs, "header-only"), 1, decode=False)
+    assert dead.value() == b"\xc3\x01not an event"
+    assert dict(dead.headers())["lineagewire.error.reason"] == b"unknown-fingerprint"

@@ -1,12 +1,16 @@
-"""Runtime pieces without a broker: the dedup window and the handler registry."""
+"""Runtime pieces without a broker: the dedup window, the handler registry, the decode hook and GC settings."""
 
 from __future__ import annotations
+
+import gc
 
 import pytest
 
 from lineagewire.consumers.openlineage.handler import OpenLineageHandler
-from lineagewire.consumers.runtime import DedupWindow, Handler, load_handler_class
+from lineagewire.consumers.runtime import DedupWindow, Handler, load_handler_class, tune_gc
 from lineagewire.exceptions import ConfigError
+from lineagewire.schemas import Codec
+from tests.helpers import status_event
 
 
 def test_dedup_window_forgets_the_oldest() -> None:
@@ -121,3 +125,24 @@ def test_client_library_connection_errors_are_outages() -> None:
     assert is_outage(httpx.ConnectError("refused"))
     assert not is_outage(sqlalchemy.exc.IntegrityError("INSERT x", {}, Exception("duplicate key")))
     assert not is_outage(httpx.InvalidURL("bad"))
+
+
+def test_the_decoder_is_the_whole_decode_unless_decode_until_names_fields() -> None:
+    class Prefix(Handler):
+        decode_until = {"JobStatusChangedEvent": "old_status"}
+
+    codec, event = Codec(), status_event()
+    data = codec.encode(event)
+    assert Handler.decoder(codec)(data) == event
+    assert Prefix.decoder(codec)(data) == {"header": event["header"], "old_status": event["old_status"]}
+
+
+def test_tune_gc_freezes_startup_objects_and_raises_the_young_threshold() -> None:
+    before = gc.get_threshold()
+    try:
+        tune_gc(12_345)
+        assert gc.get_threshold() == (12_345, *before[1:])
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before)

@@ -1,0 +1,59 @@
+"""The archive's rows without a broker: columns built from records as the runtime hands them to the archive."""
+
+from __future__ import annotations
+
+from lineagewire.consumers.audit.archive import ArchiveHandler, records_to_table
+from lineagewire.consumers.audit.layout import ARCHIVE_SCHEMA
+from lineagewire.consumers.runtime import Record
+from lineagewire.exceptions import DecodeError
+from lineagewire.schemas import Codec
+from tests.consumers.openlineage.samples import app_run, refresh_run
+
+CODEC = Codec()
+DECODE = ArchiveHandler.decoder(CODEC)
+
+
+def record(offset: int, value: bytes, headers: list[tuple[str, bytes | None]] | None = None) -> Record:
+    """The record the runtime hands to the archive: decoded as ``ArchiveHandler.decode_until`` says, or not."""
+    try:
+        event, error = DECODE(value), None
+    except DecodeError as exc:
+        event, error = None, f"{exc.reason}: {exc}"
+    return Record("t", 0, offset, "k", 1_700_000_000_000 + offset, event, value=value, headers=headers or [],
+                  timestamp_type=1, key_bytes=b"k", decode_error=error)
+
+
+def test_decoded_and_undecodable_records_in_one_batch_keep_their_rows() -> None:
+    events = refresh_run()  # a command, then a run: every kind
+    values = [CODEC.encode(e) for e in events]
+    values.insert(2, b"garbage")
+    recs = [record(i, v, [("h", b"1"), ("h", None)] if i == 1 else None) for i, v in enumerate(values)]
+    rows = records_to_table(recs).to_pylist()
+    assert [r["value"] for r in rows] == values and [r["offset"] for r in rows] == list(range(len(values)))
+    assert rows[1]["headers"] == [{"key": "h", "value": b"1"}, {"key": "h", "value": None}]
+    assert rows[2]["kind"] is None and rows[2]["inputs"] is None and rows[2]["decode_error"].startswith("bad-magic")
+    decoded = [r for r in rows if r["decode_error"] is None]
+    assert [r["kind"] for r in decoded] == [e["header"]["schema_name"].rsplit(".", 1)[1] for e in events]
+    assert [r["event_id"] for r in decoded] == [e["header"]["event_id"] for e in events]
+    assert [r["event_time"] for r in decoded] == [e["header"]["event_time"] for e in events]
+    created, running, action, finished = decoded[1:]
+    run = events[1:]
+    assert created["status"] == "CREATED" and created["inputs"] == [
+        {"namespace": d["namespace"], "name": d["name"]} for d in run[0]["lineage"]["sources"]]
+    assert (running["status"], running["old_status"], running["inputs"]) == ("RUNNING", "CREATED", [])
+    assert action["status"] == run[2]["action_status"] and action["parent_run_id"] == run[2]["header"][
+        "parent_run"]["run_id"]
+    assert action["outputs"] == [{"namespace": d["namespace"], "name": d["name"]} for d in run[2]["outputs"]]
+    assert finished["status"] == "FINISHED" and decoded[0]["status"] is None  # a command has no status
+
+
+def test_a_damaged_tail_after_the_columns_is_archived_with_its_columns() -> None:
+    action = next(e for e in app_run("j") if e["header"]["schema_name"].endswith("ActionLineageEvent"))
+    damaged = CODEC.encode(action)[:-30]  # its column lineage cut: a full decode fails
+    [row] = records_to_table([record(0, damaged)]).to_pylist()
+    assert row["value"] == damaged and row["decode_error"] is None
+    assert row["job_name"] == "j" and row["outputs"][0]["name"] == action["outputs"][0]["name"]
+
+
+def test_an_empty_table_has_the_archive_schema() -> None:
+    assert records_to_table([]).schema == ARCHIVE_SCHEMA and records_to_table([]).num_rows == 0

@@ -1,0 +1,83 @@
+"""``Codec.prefix_decoder``: each event read up to the fields a reader needs, with ``decode``'s framing errors."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from confluent_kafka.schema_registry import SchemaRegistryClient
+
+from lineagewire.schemas import Codec, DecodeError, SchemaError
+from tests.consumers.openlineage.samples import app_run, refresh_run
+from tests.helpers import status_event
+from tests.schemas.test_codec import _mutations
+
+CODEC = Codec()
+UNTIL = {"JobStatusChangedEvent": "new_status", "ActionLineageEvent": "outputs", "JobCreatedEvent": "lineage"}
+PREFIX = CODEC.prefix_decoder(UNTIL)
+EVENTS = app_run("j") + refresh_run()
+
+
+def test_each_kind_is_read_up_to_its_last_field_and_equals_the_full_decode_there() -> None:
+    for event in EVENTS:
+        full = CODEC.decode(CODEC.encode(event))
+        part = PREFIX(CODEC.encode(event))
+        fields = list(full)
+        kind = full["header"]["schema_name"].rsplit(".", 1)[1]
+        upto = fields.index(UNTIL.get(kind, "header"))
+        assert part == {k: full[k] for k in fields[:upto + 1]}, kind
+
+
+def test_not_an_event_still_fails_with_the_reason_of_a_full_decode() -> None:
+    good = CODEC.encode(status_event())
+    unknown = good[:2] + bytes.fromhex("0123456789abcdef") + good[10:]
+    for data in (b"", b"{\"json\": 1}", b"\xc3\x02" + b"\x00" * 20, b"\xc3\x01\x00", unknown):
+        with pytest.raises(DecodeError) as full:
+            CODEC.decode(data)
+        with pytest.raises(DecodeError) as part:
+            PREFIX(data)
+        assert part.value.reason == full.value.reason, data
+    # Cut anywhere before new_status (a status event has at most 13 bytes after it): a decode error.
+    for cut in range(10, len(good) - 16):
+        with pytest.raises(DecodeError):
+            PREFIX(good[:cut])
+
+
+def test_a_damaged_tail_after_the_prefix_is_not_read() -> None:
+    action = next(e for e in EVENTS if e["header"]["schema_name"].endswith("ActionLineageEvent"))
+    data = CODEC.encode(action)
+    damaged = data[:-30]  # the column lineage and what follows it, cut
+    with pytest.raises(DecodeError):
+        CODEC.decode(damaged)
+    assert PREFIX(damaged)["outputs"] == action["outputs"]
+    with pytest.raises(DecodeError) as err:
+        CODEC.decode(data + b"\x00")
+    assert err.value.reason == "trailing-bytes"
+    assert PREFIX(data + b"\x00")["header"]["event_id"] == action["header"]["event_id"]
+
+
+def test_a_registry_framed_event_is_decoded_whole() -> None:
+    codec = Codec(registry_client=SchemaRegistryClient.new_client({"url": "mock://prefix-test"}))
+    event = status_event()
+    assert codec.prefix_decoder({"JobStatusChangedEvent": "header"})(codec.encode(event, topic="t")) == event
+
+
+def test_unknown_kinds_and_fields_are_named() -> None:
+    with pytest.raises(SchemaError, match="NoSuchEvent"):
+        CODEC.prefix_decoder({"NoSuchEvent": "header"})
+    with pytest.raises(SchemaError, match="no top-level field 'nope'"):
+        CODEC.prefix_decoder({"JobStatusChangedEvent": "nope"})
+
+
+def test_ten_thousand_bad_byte_strings_give_the_typed_error_or_an_event_with_a_header() -> None:
+    valid = [CODEC.encode(e) for e in EVENTS]
+    outcomes = {"error": 0, "event": 0}
+    for blob in _mutations(valid, random.Random(20261123), 10_000):
+        try:
+            event = PREFIX(blob)
+        except DecodeError:
+            outcomes["error"] += 1
+            continue
+        assert isinstance(event["header"]["event_id"], str)
+        outcomes["event"] += 1
+    assert outcomes["error"] > 5000, outcomes
