@@ -39,6 +39,15 @@ class Record:
     key_bytes: bytes | None = field(default=None, repr=False)
     decode_error: str | None = None
 
+    @classmethod
+    def from_message(cls, msg: Any, event: dict[str, Any] | None, decode_error: str | None = None) -> Record:
+        """The record of a confluent-kafka ``Message`` and its decoded event (None with ``decode_error``)."""
+        key = msg.key()
+        ts_type, ts = msg.timestamp()
+        return cls(msg.topic(), msg.partition(), msg.offset(), key.decode("utf-8", "replace") if key is not None
+                   else None, ts, event, value=msg.value(), headers=list(msg.headers() or ()),
+                   timestamp_type=ts_type, key_bytes=key, decode_error=decode_error)
+
     @property
     def where(self) -> str:
         return f"{self.topic}[{self.partition}]@{self.offset}"

@@ -395,65 +395,42 @@ class ConsumerRuntime(Polling):
         self.stats.consumed += 1
         self.metrics.consumed(topic)
         started = time.perf_counter()
+        event_id = decode_error = None
         try:
             event = self._decode(msg.value())
         except DecodeError as exc:
-            if self.handler.accepts_undecodable:
-                self._handle_undecodable(msg, exc)
+            if not self.handler.accepts_undecodable:
+                log.error("%s: undecodable message (%s): %s; dead-lettering", where, exc.reason, exc,
+                          extra={"topic": topic, "partition": partition, "offset": offset, "service": self.service})
+                self._dead_letter_or_abort(msg, exc, exc.reason)
                 return
-            log.error("%s: undecodable message (%s): %s; dead-lettering", where, exc.reason, exc,
-                      extra={"topic": topic, "partition": partition, "offset": offset, "service": self.service})
-            self._dead_letter_or_abort(msg, exc, exc.reason)
-            return
-        event_id = event["header"]["event_id"]
-        if event_id in self.dedup:
-            self.stats.duplicates += 1
-            self.metrics.duplicate()
-            log.debug("%s: event %s already handled; skipped", where, event_id)
-            self._done(msg)
-            return
-        key = msg.key()
-        ts_type, ts = msg.timestamp()
-        record = Record(topic, partition, offset, key.decode("utf-8", "replace") if key is not None else None, ts,
-                        event, value=msg.value(), headers=list(msg.headers() or ()), timestamp_type=ts_type,
-                        key_bytes=key)
+            # A handler that keeps every message (the archive) gets the undecodable one as it is.
+            event, decode_error = None, f"{exc.reason}: {exc}"
+        else:
+            event_id = event["header"]["event_id"]
+            if event_id in self.dedup:
+                self.stats.duplicates += 1
+                self.metrics.duplicate()
+                log.debug("%s: event %s already handled; skipped", where, event_id)
+                self._done(msg)
+                return
+        record = Record.from_message(msg, event, decode_error)
+        what = f"event {event_id}" if event is not None else "undecodable message"
         try:
             emitted = self.retrier.run(where, lambda: self.handler.handle(record),
                                        retryable=self.handler.retryable_errors)
         except PermanentError as exc:
-            log.error("%s: event %s cannot be handled by %s: %s; dead-lettering", where, event_id, self.service, exc,
+            log.error("%s: %s cannot be handled by %s: %s; dead-lettering", where, what, self.service, exc,
                       extra={"topic": topic, "partition": partition, "offset": offset, "service": self.service,
                              "event_id": event_id})
             self._dead_letter_or_abort(msg, exc, _reason(exc))
             return
         except Aborted:
-            log.warning("%s: stopping while the output is down; event %s stays uncommitted", where, event_id)
+            log.warning("%s: stopping while the output is down; %s stays uncommitted", where, what)
             return
-        self.metrics.latency(time.perf_counter() - started)
-        self.dedup.add(event_id)
-        self.stats.handled += 1
-        self.stats.emitted += emitted or 0
-        self.metrics.emitted(emitted or 0)
-        self._done(msg)
-
-    def _handle_undecodable(self, msg: Message, error: DecodeError) -> None:
-        """A handler that keeps every message (the archive) gets the undecodable one as it is."""
-        topic, partition, offset = position(msg)
-        where = f"{topic}[{partition}]@{offset}"
-        key = msg.key()
-        ts_type, ts = msg.timestamp()
-        record = Record(topic, partition, offset, key.decode("utf-8", "replace") if key is not None else None, ts,
-                        None, value=msg.value(), headers=list(msg.headers() or ()), timestamp_type=ts_type,
-                        key_bytes=key, decode_error=f"{error.reason}: {error}")
-        try:
-            emitted = self.retrier.run(where, lambda: self.handler.handle(record),
-                                       retryable=self.handler.retryable_errors)
-        except PermanentError as exc:
-            log.error("%s: undecodable message rejected by %s: %s; dead-lettering", where, self.service, exc)
-            self._dead_letter_or_abort(msg, exc, _reason(exc))
-            return
-        except Aborted:
-            return
+        if event_id is not None:
+            self.metrics.latency(time.perf_counter() - started)
+            self.dedup.add(event_id)
         self.stats.handled += 1
         self.stats.emitted += emitted or 0
         self.metrics.emitted(emitted or 0)
