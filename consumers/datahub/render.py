@@ -20,9 +20,9 @@ from typing import Any
 
 from datahub.emitter.aspect import ASPECT_MAP
 from datahub.emitter.mcp import MetadataChangeProposalWrapper
-from datahub.emitter.serialization_helper import pre_json_transform
 from datahub.metadata.schema_classes import ChangeTypeClass, SystemMetadataClass
 
+from .aspect_json import aspect_obj
 from .translate import Proposal
 
 __all__ = ["Renderer", "Unchanged", "render"]
@@ -58,7 +58,7 @@ class Renderer:
         hit = self._texts.get(id(aspect))
         if hit is not None and hit[0] is aspect:
             return hit[1]
-        text = _dumps(pre_json_transform(aspect.to_obj()))
+        text = _dumps(aspect_obj(aspect))
         if len(self._texts) >= self._size:
             self._texts.pop(next(iter(self._texts)))
         self._texts[id(aspect)] = (aspect, text)
