@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import OrderedDict
 from collections.abc import Iterable
 from typing import Any
 
@@ -28,6 +29,11 @@ from .translate import Proposal
 __all__ = ["Renderer", "Unchanged", "render"]
 
 _dumps = json.dumps
+
+
+def fingerprint(text: str) -> bytes:
+    """What ``Unchanged`` compares: a 16-byte hash of an aspect's JSON."""
+    return hashlib.blake2b(text.encode(), digest_size=16).digest()
 
 
 def render(proposal: Proposal) -> dict[str, Any]:
@@ -48,21 +54,35 @@ class Renderer:
 
     def __init__(self, size: int = 8192) -> None:
         self._size = size
-        # id(aspect) -> (aspect, its JSON): the aspect is held, so its id is not reused while it is here
-        self._texts: dict[int, tuple[Any, str]] = {}
+        # id(aspect) -> [aspect, its JSON, its fingerprint or None until asked], least recently used first: the
+        # aspect is held, so its id is not reused while it is here
+        self._texts: OrderedDict[int, list[Any]] = OrderedDict()
         self._system_default: dict[str, Any] | None = None
         self._system_rendered: dict[str, Any] = {}
 
+    def _entry(self, aspect: Any) -> list[Any]:
+        key = id(aspect)
+        hit = self._texts.get(key)
+        if hit is not None and hit[0] is aspect:
+            self._texts.move_to_end(key)
+            return hit
+        text = _dumps(aspect_obj(aspect))
+        hit = [aspect, text, None]
+        self._texts[key] = hit
+        if len(self._texts) > self._size:
+            self._texts.popitem(last=False)
+        return hit
+
     def aspect_text(self, aspect: Any) -> str:
         """The aspect's JSON as DataHub's file sink writes it under ``aspect.json``."""
-        hit = self._texts.get(id(aspect))
-        if hit is not None and hit[0] is aspect:
-            return hit[1]
-        text = _dumps(aspect_obj(aspect))
-        if len(self._texts) >= self._size:
-            self._texts.pop(next(iter(self._texts)))
-        self._texts[id(aspect)] = (aspect, text)
-        return text
+        return self._entry(aspect)[1]  # type: ignore[no-any-return]
+
+    def aspect_fingerprint(self, aspect: Any) -> bytes:
+        """``fingerprint(aspect_text(aspect))``, computed once per aspect object."""
+        hit = self._entry(aspect)
+        if hit[2] is None:
+            hit[2] = fingerprint(hit[1])
+        return hit[2]  # type: ignore[no-any-return]
 
     def line(self, p: Proposal, properties: dict[str, str] | None = None) -> str:
         """One record of the file: ``json.dumps(render(p))`` with ``properties`` added to its systemMetadata."""
@@ -111,9 +131,6 @@ class Unchanged:
         self.size = size
         self._last: dict[tuple[str, str], bytes] = {}
 
-    def fingerprint(self, text: str) -> bytes:
-        return hashlib.blake2b(text.encode(), digest_size=16).digest()
-
     def select(self, proposals: list[Proposal]) -> tuple[list[Proposal], list[tuple[tuple[str, str], bytes | None]]]:
         """(the proposals to emit, the changes to ``commit`` once the sink took them)."""
         fresh: list[Proposal] = []
@@ -129,7 +146,7 @@ class Unchanged:
             if p.aspect.ASPECT_TYPE == "timeseries":
                 fresh.append(p)
                 continue
-            fp = self.fingerprint(self.renderer.aspect_text(p.aspect))
+            fp = self.renderer.aspect_fingerprint(p.aspect)
             last = pending[key] if key in pending else self._last.get(key)
             if last == fp:
                 continue
@@ -156,4 +173,4 @@ class Unchanged:
         if record.get("changeType") != ChangeTypeClass.UPSERT or "json" not in aspect:
             self.commit([(key, None)])
         else:
-            self.commit([(key, self.fingerprint(_dumps(aspect["json"])))])
+            self.commit([(key, fingerprint(_dumps(aspect["json"])))])
