@@ -46,11 +46,7 @@ from lineagewire.exceptions import MissingExtraError
 from lineagewire.schemas import kind_of
 
 try:
-    from datahub.emitter.mce_builder import (
-        make_data_flow_urn,
-        make_data_job_urn_with_flow,
-        make_schema_field_urn,
-    )
+    from datahub.emitter.mce_builder import make_schema_field_urn
     from datahub.emitter.mcp import MetadataChangeProposalWrapper
     from datahub.metadata.schema_classes import (
         AuditStampClass,
@@ -72,6 +68,7 @@ try:
         FineGrainedLineageUpstreamTypeClass,
         MetadataChangeProposalClass,
         RunResultTypeClass,
+        SchemaMetadataClass,
         StatusClass,
         SystemMetadataClass,
         UpstreamClass,
@@ -85,7 +82,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 from .config import DataHubConfig
 from .datasets import DatasetNamer, schema_metadata
 from .exceptions import TranslationError
-from .ids import DPI_NAMESPACE, _iso, _ms, _unique, action_job_id, instance_urn
+from .ids import DPI_NAMESPACE, _iso, _ms, _unique, action_job_id, flow_urn, instance_urn, job_urn
 
 __all__ = ["ACTOR", "DPI_NAMESPACE", "RESULT_OF_STATUS", "Proposal", "Translator", "action_job_id", "instance_urn"]
 
@@ -176,7 +173,7 @@ class Translator:
             parentInstance=None if parent is None or hdr.get("schedule") else instance_urn(
                 parent["job_namespace"], parent["job_name"], parent["run_id"])), when))
         if lineage["sources"] or lineage["sinks"]:
-            job = make_data_job_urn_with_flow(flow, hdr["job_name"])
+            job = job_urn(flow, hdr["job_name"])
             out += self._data_job(job, flow, hdr["job_name"], lineage["sources"], lineage["sinks"],
                                   lineage["column_lineage"], when, {"sql": spec["sql"]} if spec.get("sql") else {},
                                   relations=lineage["relations"])
@@ -203,7 +200,7 @@ class Translator:
         flow = self._flow_urn(hdr)
         first_output = e["outputs"][0]["name"] if e["outputs"] else None
         job_id = action_job_id(hdr["job_name"], e["action_name"], e.get("plan_node"), first_output)
-        job = make_data_job_urn_with_flow(flow, job_id)
+        job = job_urn(flow, job_id)
         if e["part"] > 0:
             return self._later_part(job, e, when)
         props = {"actionName": e["action_name"], "lineageComplete": str(e["lineage_complete"]).lower()}
@@ -261,7 +258,7 @@ class Translator:
     def _refresh_command(self, e: dict[str, Any]) -> list[Proposal]:
         hdr = e["header"]
         when = _ms(hdr["event_time"])
-        flow = make_data_flow_urn("lineagewire", e["workflow_id"], self.config.cluster)
+        flow = flow_urn("lineagewire", e["workflow_id"], self.config.cluster)
         parent = hdr.get("parent_run")
         name = parent["job_name"] if parent else f"refresh {e['table']}"
         return [self._mcp(flow, DataFlowInfoClass(
@@ -292,8 +289,8 @@ class Translator:
     def _flow_urn(self, hdr: dict[str, Any]) -> str:
         schedule = hdr.get("schedule")
         if schedule:
-            return make_data_flow_urn("lineagewire", schedule["workflow_id"], self.config.cluster)
-        return make_data_flow_urn("spark", hdr["job_name"], self.config.cluster)
+            return flow_urn("lineagewire", schedule["workflow_id"], self.config.cluster)
+        return flow_urn("spark", hdr["job_name"], self.config.cluster)
 
     def _flow(self, hdr: dict[str, Any], spec: dict[str, Any], when: int) -> list[Proposal]:
         flow = self._flow_urn(hdr)
@@ -378,15 +375,20 @@ class Translator:
     def _data_job(self, job: str, flow: str, name: str, inputs: list[dict[str, Any]], outputs: list[dict[str, Any]],
                   column_lineage: list[dict[str, Any]], when: int, props: dict[str, str],
                   relations: list[dict[str, Any]] | None = None) -> list[Proposal]:
-        key = ("job", job, flow, name, repr(inputs), repr(outputs), repr(column_lineage), repr(props),
-               repr(relations))
-        job_aspects, feeds = self._cached(key, lambda: self._job_aspects(job, flow, name, inputs, outputs,
-                                                                           column_lineage, props, relations))
-        out: list[Proposal] = [self._mcp(job, a, when) for a in job_aspects]
-        for d in inputs:
-            out += self._dataset(d, when)
-        for d, (urn, feeding, mine) in zip(outputs, feeds, strict=True):
-            out += self._dataset(d, when)
+        # One repr of everything the aspects are built from: the cheapest key of a nested event part.
+        key = ("job", repr((job, flow, name, inputs, outputs, column_lineage, props, relations)))
+        job_aspects, feeds, datasets = self._cached(key, lambda: self._job_aspects(
+            job, flow, name, inputs, outputs, column_lineage, props, relations))
+        mcp = self._mcp
+        out: list[Proposal] = [mcp(job, a, when) for a in job_aspects]
+        for urn, schema in datasets[:len(inputs)]:
+            out.append(mcp(urn, _STATUS, when))
+            if schema is not None:
+                out.append(mcp(urn, schema, when))
+        for (urn, schema), (_, feeding, mine) in zip(datasets[len(inputs):], feeds, strict=True):
+            out.append(mcp(urn, _STATUS, when))
+            if schema is not None:
+                out.append(mcp(urn, schema, when))
             if feeding or mine:
                 def upstream(feeding: list[str] = feeding, mine: Any = mine) -> UpstreamLineageClass:
                     return UpstreamLineageClass(fineGrainedLineages=mine or None, upstreams=[
@@ -394,14 +396,16 @@ class Translator:
                                       auditStamp=AuditStampClass(time=when, actor=ACTOR)) for u in feeding])
 
                 lineage = self._cached(("upstream", key, urn, when), upstream)
-                out.append(self._mcp(urn, lineage, when))
+                out.append(mcp(urn, lineage, when))
         return out
 
     def _job_aspects(self, job: str, flow: str, name: str, inputs: list[dict[str, Any]],
                      outputs: list[dict[str, Any]], column_lineage: list[dict[str, Any]], props: dict[str, str],
-                     relations: list[dict[str, Any]] | None) -> tuple[list[Any], list[tuple[str, list[str], Any]]]:
-        """The DataJob's aspects, and per output (its URN, the datasets feeding it, its fine-grained lineage);
-        built once per distinct content (``_cached``): a job repeats them in every action of every run."""
+                     relations: list[dict[str, Any]] | None
+                     ) -> tuple[list[Any], list[tuple[str, list[str], Any]], list[tuple[str, Any]]]:
+        """The DataJob's aspects, per output (its URN, the datasets feeding it, its fine-grained lineage), and
+        per input then output (its URN, its schemaMetadata or None); built once per distinct content
+        (``_cached``): a job repeats them in every action of every run."""
         known = self._known(inputs, outputs)
         lineages = self._fine_grained(column_lineage, known)
         in_urns = _unique(self.names.urn(d) for d in inputs)
@@ -431,15 +435,15 @@ class Translator:
             mine = [fgl for fgl in lineages if fgl.downstreams and fgl.downstreams[0].startswith(
                 f"urn:li:schemaField:({urn},")]
             feeds.append((urn, [u for u in feeding if u != urn], mine))
-        return aspects, feeds
+        return aspects, feeds, [self._schema(d) for d in (*inputs, *outputs)]
 
-    def _dataset(self, d: dict[str, Any], when: int) -> list[Proposal]:
+    def _schema(self, d: dict[str, Any]) -> tuple[str, SchemaMetadataClass | None]:
+        """(the dataset's URN, its schemaMetadata, or None when the event has no fields for it)."""
         urn = self.names.urn(d)
         if not d["fields"]:
-            return [self._mcp(urn, _STATUS, when)]
-        schema = self._cached(("schema", urn, d["name"], repr(d["fields"])),
-                              lambda: schema_metadata(urn, self.names.platform(urn), d["name"], d["fields"]))
-        return [self._mcp(urn, _STATUS, when), self._mcp(urn, schema, when)]
+            return urn, None
+        return urn, self._cached(("schema", urn, d["name"], repr(d["fields"])),
+                                 lambda: schema_metadata(urn, self.names.platform(urn), d["name"], d["fields"]))
 
     def _instance_io(self, dpi: str, inputs: list[dict[str, Any]], outputs: list[dict[str, Any]],
                      when: int) -> list[Proposal]:
