@@ -13,6 +13,7 @@ DataHub upserts versioned aspects, so re-emitting an identical one changes nothi
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections import OrderedDict
@@ -57,6 +58,8 @@ class Renderer:
         # id(aspect) -> [aspect, its JSON, its fingerprint or None until asked], least recently used first: the
         # aspect is held, so its id is not reused while it is here
         self._texts: OrderedDict[int, list[Any]] = OrderedDict()
+        self._systems: dict[int, tuple[Any, str, bool]] = {}
+        self._quoted = functools.lru_cache(maxsize=256)(_dumps)  # entity types, change types, aspect names
         self._system_default: dict[str, Any] | None = None
         self._system_rendered: dict[str, Any] = {}
 
@@ -92,14 +95,37 @@ class Renderer:
                 system = obj.setdefault("systemMetadata", {})
                 system["properties"] = {**(system.get("properties") or {}), **properties}
             return _dumps(obj)
-        system = self._system_of(p.systemMetadata) if p.systemMetadata is not None else None
-        if properties:
-            system = dict(system or {})
-            system["properties"] = {**(system.get("properties") or {}), **properties}
-        tail = "}" if system is None else f', "systemMetadata": {_dumps(system)}}}'
-        return (f'{{"entityType": {_dumps(p.entityType)}, "entityUrn": {_dumps(p.entityUrn)}, '
-                f'"changeType": {_dumps(p.changeType)}, "aspectName": {_dumps(p.aspectName)}, '
+        sm = p.systemMetadata
+        if sm is None:
+            tail = f', "systemMetadata": {{"properties": {_dumps(properties)}}}}}' if properties else "}"
+        else:
+            text, has_properties = self._system_text(sm)
+            if not properties:
+                tail = f', "systemMetadata": {text}}}'
+            elif not has_properties:  # properties go last, as render() adds them
+                tail = f', "systemMetadata": {text[:-1]}{", " if len(text) > 2 else ""}"properties": ' \
+                       f'{_dumps(properties)}}}}}'
+            else:
+                system = self._system_of(sm)
+                system["properties"] = {**system["properties"], **properties}
+                tail = f', "systemMetadata": {_dumps(system)}}}'
+        q = self._quoted
+        return (f'{{"entityType": {q(p.entityType)}, "entityUrn": {_dumps(p.entityUrn)}, '
+                f'"changeType": {q(p.changeType)}, "aspectName": {q(p.aspectName)}, '
                 f'"aspect": {{"json": {self.aspect_text(p.aspect)}}}' + tail)
+
+    def _system_text(self, sm: Any) -> tuple[str, bool]:
+        """(the JSON of ``_system_of(sm)``, whether it has a properties map), remembered for the last few
+        objects (the translator shares one per event time)."""
+        hit = self._systems.get(id(sm))
+        if hit is not None and hit[0] is sm:
+            return hit[1], hit[2]
+        system = self._system_of(sm)
+        text, has_properties = _dumps(system), system.get("properties") is not None
+        self._systems[id(sm)] = (sm, text, has_properties)
+        if len(self._systems) > 64:
+            self._systems.pop(next(iter(self._systems)))
+        return text, has_properties
 
     def _system_of(self, sm: Any) -> dict[str, Any]:
         """DataHub's rendering of systemMetadata; when only ``lastObserved`` differs from the defaults (what the

@@ -145,6 +145,26 @@ def test_memoised_rendering_is_datahubs_own_rendering() -> None:
     assert len(kinds) >= 11 and len(proposals) > 100 and changes == {"UPSERT", "PATCH"}
 
 
+def test_rendered_system_metadata_of_any_shape_is_datahubs_own() -> None:
+    from datahub.emitter.mcp import MetadataChangeProposalWrapper
+    from datahub.metadata.schema_classes import StatusClass, SystemMetadataClass
+
+    from lineagewire.consumers.datahub.render import Renderer, render
+
+    fast = Renderer()
+    urn = "urn:li:dataset:(urn:li:dataPlatform:hive,a.b,PROD)"
+    for sm in (None, SystemMetadataClass(lastObserved=5), SystemMetadataClass(lastObserved=5, runId="r"),
+               SystemMetadataClass(lastObserved=5, properties={"x": "1"}), SystemMetadataClass(properties={})):
+        p = MetadataChangeProposalWrapper(entityUrn=urn, aspect=StatusClass(removed=False), systemMetadata=sm)
+        for props in (None, {"k": "v"}):
+            want = render(p)
+            if props:
+                system = want.setdefault("systemMetadata", {})
+                system["properties"] = {**(system.get("properties") or {}), **props}
+            for _ in range(2):  # the second time from memory
+                assert fast.line(p, props) == json.dumps(want)
+
+
 def split_action() -> list[dict]:
     """An action whose column lineage comes in two parts (the second one is a PATCH)."""
     run = app_run("split", actions=1)
