@@ -39,6 +39,7 @@ the last part gives the run events.
 
 from __future__ import annotations
 
+import marshal
 from collections.abc import Callable
 from typing import Any
 
@@ -104,6 +105,16 @@ _FULL_TABLE = DataProcessInstanceRunEventClass(timestampMillis=0, status=DataPro
                                                ).partitionSpec
 _MEMO_SIZE = 4096
 _RESULT_OF_ACTION = {"SUCCEEDED": RunResultTypeClass.SUCCESS, "FAILED": RunResultTypeClass.FAILURE}
+
+
+def _content_key(part: Any) -> bytes | str:
+    """A cheap key of a decoded event part for ``Translator._cached``: its ``marshal`` bytes (5x faster than
+    ``repr``, lossless, so equal bytes mean equal content; equal content may marshal differently when string
+    objects are shared differently, which only costs a rebuild), or its repr for what marshal cannot take."""
+    try:
+        return marshal.dumps(part)
+    except ValueError:
+        return repr(part)
 
 
 class Translator:
@@ -297,7 +308,7 @@ class Translator:
         if hdr.get("schedule"):
             return []  # the workflow's DataFlow comes from its RefreshCommand
         props = {"jobNamespace": hdr["job_namespace"], "engine": spec["engine"], "jobType": spec["job_type"]}
-        info = self._cached(("flow", flow, hdr["job_name"], repr(props)), lambda: DataFlowInfoClass(
+        info = self._cached(("flow", flow, hdr["job_name"], _content_key(props)), lambda: DataFlowInfoClass(
             name=hdr["job_name"], customProperties=props, env=self.config.env))
         return [self._mcp(flow, info, when), self._mcp(flow, _STATUS, when)]
 
@@ -375,8 +386,7 @@ class Translator:
     def _data_job(self, job: str, flow: str, name: str, inputs: list[dict[str, Any]], outputs: list[dict[str, Any]],
                   column_lineage: list[dict[str, Any]], when: int, props: dict[str, str],
                   relations: list[dict[str, Any]] | None = None) -> list[Proposal]:
-        # One repr of everything the aspects are built from: the cheapest key of a nested event part.
-        key = ("job", repr((job, flow, name, inputs, outputs, column_lineage, props, relations)))
+        key = ("job", _content_key((job, flow, name, inputs, outputs, column_lineage, props, relations)))
         job_aspects, feeds, datasets = self._cached(key, lambda: self._job_aspects(
             job, flow, name, inputs, outputs, column_lineage, props, relations))
         mcp = self._mcp
@@ -442,7 +452,7 @@ class Translator:
         urn = self.names.urn(d)
         if not d["fields"]:
             return urn, None
-        return urn, self._cached(("schema", urn, d["name"], repr(d["fields"])),
+        return urn, self._cached(("schema", urn, d["name"], _content_key(d["fields"])),
                                  lambda: schema_metadata(urn, self.names.platform(urn), d["name"], d["fields"]))
 
     def _instance_io(self, dpi: str, inputs: list[dict[str, Any]], outputs: list[dict[str, Any]],
