@@ -109,10 +109,13 @@ class Renderer:
                 system = self._system_of(sm)
                 system["properties"] = {**system["properties"], **properties}
                 tail = f', "systemMetadata": {_dumps(system)}}}'
+        # A timeseries point (a run event) is written once: rendered without taking a place in the memory.
+        aspect = p.aspect
+        text = _dumps(aspect_obj(aspect)) if aspect.ASPECT_TYPE == "timeseries" else self.aspect_text(aspect)
         q = self._quoted
         return (f'{{"entityType": {q(p.entityType)}, "entityUrn": {_dumps(p.entityUrn)}, '
                 f'"changeType": {q(p.changeType)}, "aspectName": {q(p.aspectName)}, '
-                f'"aspect": {{"json": {self.aspect_text(p.aspect)}}}' + tail)
+                f'"aspect": {{"json": {text}}}' + tail)
 
     def _system_text(self, sm: Any) -> tuple[str, bool]:
         """(the JSON of ``_system_of(sm)``, whether it has a properties map), remembered for the last few

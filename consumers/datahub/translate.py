@@ -40,6 +40,7 @@ the last part gives the run events.
 from __future__ import annotations
 
 import marshal
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -127,7 +128,8 @@ class Translator:
     def __init__(self, config: DataHubConfig | None = None) -> None:
         self.config = config or DataHubConfig()
         self.names = DatasetNamer(self.config)
-        self._memo: dict[Any, Any] = {}
+        self._memo: OrderedDict[Any, Any] = OrderedDict()
+        self._systems: dict[int, SystemMetadataClass] = {}
         self._by_kind: dict[str, Callable[[dict[str, Any]], list[Proposal]]] = {
             "JobCreatedEvent": self._job_created,
             "JobStatusChangedEvent": self._status_changed,
@@ -179,10 +181,11 @@ class Translator:
             name=hdr["run_id"], created=AuditStampClass(time=when, actor=ACTOR), customProperties=props,
             type=kind), when))
         parent = hdr.get("parent_run")
-        out.append(self._mcp(dpi, DataProcessInstanceRelationshipsClass(
-            upstreamInstances=[], parentTemplate=flow,
-            parentInstance=None if parent is None or hdr.get("schedule") else instance_urn(
-                parent["job_namespace"], parent["job_name"], parent["run_id"])), when))
+        parent_dpi = None if parent is None or hdr.get("schedule") else instance_urn(
+            parent["job_namespace"], parent["job_name"], parent["run_id"])
+        out.append(self._mcp(dpi, self._cached(("relationships", flow, parent_dpi), lambda: (
+            DataProcessInstanceRelationshipsClass(upstreamInstances=[], parentTemplate=flow,
+                                                  parentInstance=parent_dpi))), when))
         if lineage["sources"] or lineage["sinks"]:
             job = job_urn(flow, hdr["job_name"])
             out += self._data_job(job, flow, hdr["job_name"], lineage["sources"], lineage["sinks"],
@@ -279,19 +282,28 @@ class Translator:
     # -- pieces ------------------------------------------------------------------------------
 
     def _system(self, when: int) -> SystemMetadataClass:
-        # One object per event time, shared by that time's proposals (the sinks that stamp it send copies).
-        return self._cached(("system", when), lambda: SystemMetadataClass(lastObserved=when))
+        # One object per event time, shared by that time's proposals (the sinks that stamp it send copies);
+        # kept apart from _memo, which per-event entries would flush.
+        hit = self._systems.get(when)
+        if hit is None:
+            if len(self._systems) >= 16:
+                self._systems.pop(next(iter(self._systems)))
+            hit = self._systems[when] = SystemMetadataClass(lastObserved=when)
+        return hit
 
     def _cached(self, key: Any, build: Callable[[], Any]) -> Any:
-        """``build()``, remembered by ``key`` (the content it is built from): constructing acryl-datahub's
-        classes resolves their defaults through a generic Avro walk, and a run repeats its datasets, jobs and
-        flows in every action. The objects are shared, never changed after they are built."""
-        hit = self._memo.get(key)
+        """``build()``, remembered by ``key`` (the content it is built from), least recently used forgotten
+        first: a run repeats its datasets, jobs and flows in every action and every run of a job repeats them,
+        so each distinct aspect is built (and rendered by the sinks) once. The objects are shared, never
+        changed after they are built."""
+        memo = self._memo
+        hit = memo.get(key)
         if hit is None:
-            hit = build()
-            if len(self._memo) >= _MEMO_SIZE:
-                self._memo.pop(next(iter(self._memo)))
-            self._memo[key] = hit
+            hit = memo[key] = build()
+            if len(memo) > _MEMO_SIZE:
+                memo.popitem(last=False)
+        else:
+            memo.move_to_end(key)
         return hit
 
     def _mcp(self, urn: str, aspect: Any, when: int) -> MetadataChangeProposalWrapper:
@@ -399,14 +411,10 @@ class Translator:
             out.append(mcp(urn, _STATUS, when))
             if schema is not None:
                 out.append(mcp(urn, schema, when))
-            if feeding or mine:
-                def upstream(feeding: list[str] = feeding, mine: Any = mine) -> UpstreamLineageClass:
-                    return UpstreamLineageClass(fineGrainedLineages=mine or None, upstreams=[
-                        UpstreamClass(dataset=u, type=DatasetLineageTypeClass.TRANSFORMED,
-                                      auditStamp=AuditStampClass(time=when, actor=ACTOR)) for u in feeding])
-
-                lineage = self._cached(("upstream", key, urn, when), upstream)
-                out.append(mcp(urn, lineage, when))
+            if feeding or mine:  # stamped with the event time: new each time
+                out.append(mcp(urn, UpstreamLineageClass(fineGrainedLineages=mine or None, upstreams=[
+                    UpstreamClass(dataset=u, type=DatasetLineageTypeClass.TRANSFORMED,
+                                  auditStamp=AuditStampClass(time=when, actor=ACTOR)) for u in feeding]), when))
         return out
 
     def _job_aspects(self, job: str, flow: str, name: str, inputs: list[dict[str, Any]],
@@ -460,10 +468,11 @@ class Translator:
         out: list[Proposal] = []
         ins = _unique(self.names.urn(d) for d in inputs)
         outs = _unique(self.names.urn(d) for d in outputs)
+        # Functions of the dataset URNs only: every run of a job shares one object (rendered once).
         if ins:
-            out.append(self._mcp(dpi, DataProcessInstanceInputClass(
-                inputs=ins, inputEdges=[EdgeClass(destinationUrn=u) for u in ins]), when))
+            out.append(self._mcp(dpi, self._cached(("inputs", *ins), lambda: DataProcessInstanceInputClass(
+                inputs=ins, inputEdges=[EdgeClass(destinationUrn=u) for u in ins])), when))
         if outs:
-            out.append(self._mcp(dpi, DataProcessInstanceOutputClass(
-                outputs=outs, outputEdges=[EdgeClass(destinationUrn=u) for u in outs]), when))
+            out.append(self._mcp(dpi, self._cached(("outputs", *outs), lambda: DataProcessInstanceOutputClass(
+                outputs=outs, outputEdges=[EdgeClass(destinationUrn=u) for u in outs])), when))
         return out
