@@ -39,7 +39,7 @@ from lineagewire.consumers.datahub.render import Unchanged
 from lineagewire.consumers.datahub.sinks import FileSink
 from lineagewire.consumers.datahub.translate import Translator
 from lineagewire.consumers.runtime.record import Record
-from lineagewire.schemas import Codec
+from lineagewire.schemas import Codec, job_key
 from tests.consumers.openlineage.samples import app_run
 
 TARGET = 5000
@@ -111,10 +111,11 @@ def _stages(blobs: list[bytes], codec: Codec, tmp: pathlib.Path) -> dict[str, tu
         t, c = lap("decode", t, c)
         proposals = translator.translate(event)
         t, c = lap("translate", t, c)
-        fresh, marks = unchanged.select(proposals)
+        scope = job_key(event)
+        fresh, marks = unchanged.select(proposals, scope)
         unchanged.commit(marks)
         t, c = lap("skip_unchanged", t, c)
-        sink.write(event["header"]["event_id"], fresh)
+        sink.write(event["header"]["event_id"], fresh, scope)
         lap("write", t, c)
     sink.close()
     return {k: (wall[k], cpu[k]) for k in names}

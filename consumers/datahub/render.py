@@ -7,8 +7,8 @@ rendering walks each aspect twice (``to_obj``, JSON string, ``to_obj`` of the en
 object for the same content) and puts the envelope around that text. ``tests/consumers/datahub/
 test_file_sink.py`` checks the result equals ``render`` for every proposal kind.
 
-``Unchanged`` remembers, per sink, the fingerprint of the aspect last emitted for each (URN, aspect name):
-DataHub upserts versioned aspects, so re-emitting an identical one changes nothing and is skipped.
+``Unchanged`` remembers, per sink and job, the fingerprint of the aspect last emitted for each (URN, aspect
+name): DataHub upserts versioned aspects, so re-emitting an identical one changes nothing and is skipped.
 """
 
 from __future__ import annotations
@@ -153,20 +153,28 @@ class Unchanged:
     the process: a new process, or a replay into a fresh DataHub, emits everything once again. ``select``
     does not change the memory; ``commit`` records what the sink accepted, so a failed write skips nothing
     on its retry.
+
+    The memory is kept per ``scope``, the job whose event the proposals come from: a job's events are in
+    order on one partition, but two jobs' events (on two partitions) interleave differently from one
+    consumption to the next. Were the memory shared, an aspect both jobs emit (a dataset they both read)
+    would go out with whichever job came first, and a replay of the same range would not give the same
+    records. Per job, what is written depends only on that job's own events. The price: such an aspect is
+    written once per job rather than once.
     """
 
     def __init__(self, renderer: Renderer, size: int = 100_000) -> None:
         self.renderer = renderer
         self.size = size
-        self._last: dict[tuple[str, str], bytes] = {}
+        self._last: dict[tuple[str, str, str], bytes] = {}
 
-    def select(self, proposals: list[Proposal]) -> tuple[list[Proposal], list[tuple[tuple[str, str], bytes | None]]]:
+    def select(self, proposals: list[Proposal], scope: str = ""
+               ) -> tuple[list[Proposal], list[tuple[tuple[str, str, str], bytes | None]]]:
         """(the proposals to emit, the changes to ``commit`` once the sink took them)."""
         fresh: list[Proposal] = []
-        marks: list[tuple[tuple[str, str], bytes | None]] = []
-        pending: dict[tuple[str, str], bytes | None] = {}
+        marks: list[tuple[tuple[str, str, str], bytes | None]] = []
+        pending: dict[tuple[str, str, str], bytes | None] = {}
         for p in proposals:
-            key = (p.entityUrn or "", p.aspectName or "")
+            key = (scope, p.entityUrn or "", p.aspectName or "")
             if not _plain(p) or p.changeType != ChangeTypeClass.UPSERT:
                 pending[key] = None
                 marks.append((key, None))
@@ -184,7 +192,7 @@ class Unchanged:
             fresh.append(p)
         return fresh, marks
 
-    def commit(self, marks: Iterable[tuple[tuple[str, str], bytes | None]]) -> None:
+    def commit(self, marks: Iterable[tuple[tuple[str, str, str], bytes | None]]) -> None:
         for key, fp in marks:
             self._last.pop(key, None)
             if fp is not None:
@@ -192,11 +200,11 @@ class Unchanged:
         while len(self._last) > self.size:
             self._last.pop(next(iter(self._last)))
 
-    def seed(self, record: dict[str, Any]) -> None:
+    def seed(self, record: dict[str, Any], scope: str = "") -> None:
         """Take a record already in the output (the file after a restart) as emitted, in output order."""
-        key = (record.get("entityUrn") or "", record.get("aspectName") or "")
+        key = (scope, record.get("entityUrn") or "", record.get("aspectName") or "")
         aspect = record.get("aspect") or {}
-        cls = ASPECT_MAP.get(key[1])
+        cls = ASPECT_MAP.get(key[2])
         if cls is not None and cls.ASPECT_TYPE == "timeseries":
             return
         if record.get("changeType") != ChangeTypeClass.UPSERT or "json" not in aspect:

@@ -209,3 +209,22 @@ def test_identical_aspects_are_written_once_and_a_restart_on_the_file_gives_the_
         feed(h, part)
         h.close()
     assert cut.read_text() == path.read_text()
+
+
+def test_two_jobs_interleaved_either_way_give_the_same_records(tmp_path) -> None:  # noqa: ANN001
+    # Both jobs read sales.orders. Their events are on two partitions, so a replay may interleave them the
+    # other way: what each job writes must not depend on that (the replay test of test_service compares).
+    daily, hourly = app_run(), app_run("hourly", fail=True)
+    files = []
+    for name, order in (("a", daily + hourly), ("b", [e for pair in zip(hourly, daily, strict=True)
+                                                       for e in pair])):
+        path = tmp_path / f"{name}.json"
+        h = handler(path)
+        feed(h, order)
+        h.close()
+        files.append(sorted(json.dumps(r) for r in json.loads(path.read_text())))
+    assert files[0] == files[1]
+    orders = "urn:li:dataset:(urn:li:dataPlatform:hive,sales.orders,PROD)"
+    jobs = {json.loads(r)["systemMetadata"]["properties"]["lineagewire.job"] for r in files[0]
+            if json.loads(r)["entityUrn"] == orders and json.loads(r)["aspectName"] == "schemaMetadata"}
+    assert jobs == {"spark/daily_orders", "spark/hourly"}
