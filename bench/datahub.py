@@ -33,6 +33,7 @@ import uuid
 from typing import Any
 
 from bench._common import save
+from lineagewire.consumers.datahub import ids
 from lineagewire.consumers.datahub.config import load_config
 from lineagewire.consumers.datahub.handler import DataHubHandler
 from lineagewire.consumers.datahub.render import Unchanged
@@ -57,6 +58,8 @@ def _mix(n: int) -> list[dict[str, Any]]:
 def in_process(n: int, tmp: pathlib.Path, gc_mode: str = "default") -> dict[str, Any]:
     codec = Codec()
     blobs = [codec.encode(e) for e in _mix(n)]
+    for cache in (ids.flow_urn, ids.job_urn, ids.instance_urn):  # module-wide: each run starts cold
+        cache.cache_clear()
     out = tmp / f"in_process-{uuid.uuid4().hex[:8]}.json"
     handler = DataHubHandler(load_config(file={"path": str(out)}))
     handler.open()

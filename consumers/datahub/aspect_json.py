@@ -223,21 +223,38 @@ class _Compiler:
                 raise _Slow
             self._records[name] = slow
             return slow
-        fields = [(f.name, self.of(f.type)) for f in s.fields]
-
-        def record(v: Any) -> Any:
-            if getattr(type(v), "RECORD_SCHEMA", None) is not s and (
-                    not isinstance(v, DictWrapper) or type(v).RECORD_SCHEMA.fullname != name):
-                raise _Slow
-            inner = v._inner_dict
-            out = {}
-            for key, conv in fields:
-                x = inner.get(key, _MISSING)
-                if x is _MISSING:  # avrogen would use the schema's default
-                    raise _Slow
-                x = conv(x)
-                if x is not None:
-                    out[key] = x
-            return out
+        record = self._generate(s)
         self._records[name] = record
         return record
+
+    def _generate(self, s: Any) -> Conv:
+        """The record's converter as Python source, so that a string, integer or boolean field (alone or
+        with null) is checked inline rather than through a function call; other fields call ``of(type)``."""
+        env: dict[str, Any] = {"s": s, "name": s.fullname, "DictWrapper": DictWrapper, "_Slow": _Slow,
+                               "M": _MISSING}
+        code = ["def record(v):",
+                "    if getattr(type(v), 'RECORD_SCHEMA', None) is not s and (",
+                "            not isinstance(v, DictWrapper) or type(v).RECORD_SCHEMA.fullname != name):",
+                "        raise _Slow",
+                "    get = v._inner_dict.get",
+                "    out = {}"]
+        for i, f in enumerate(s.fields):
+            key, t = repr(f.name), f.type
+            optional = t.type == "union" and len(t.schemas) == 2 and any(b.type == "null" for b in t.schemas)
+            inner = next(b for b in t.schemas if b.type != "null") if optional else t
+            check = {"string": "not isinstance(x, str)", "boolean": "type(x) is not bool",
+                     "int": f"type(x) is not int or not {_INT[0]} <= x <= {_INT[1]}",
+                     "long": f"type(x) is not int or not {_LONG[0]} <= x <= {_LONG[1]}"}.get(inner.type)
+            code.append(f"    x = get({key}, M)")  # missing (M): avrogen would use the default; fails any check
+            if check is None:
+                env[f"c{i}"] = self.of(t)
+                code += ["    if x is M:", "        raise _Slow", f"    x = c{i}(x)", "    if x is not None:",
+                         f"        out[{key}] = x"]
+            elif optional:
+                code += ["    if x is not None:", f"        if {check}:", "            raise _Slow",
+                         f"        out[{key}] = x"]
+            else:
+                code += [f"    if {check}:", "        raise _Slow", f"    out[{key}] = x"]
+        code.append("    return out")
+        exec("\n".join(code), env)  # noqa: S102 - source built above from the schema's field names (repr'd)
+        return env["record"]  # type: ignore[no-any-return]
