@@ -53,8 +53,12 @@ def _plain(p: Proposal) -> bool:
 class Renderer:
     """``render`` as JSON text, with memory (see the module docstring)."""
 
-    def __init__(self, size: int = 8192) -> None:
+    def __init__(self, size: int = 8192, max_chars: int = 32 << 20) -> None:
+        # Bounded by count and by the length of the texts kept (a wide schema's text is large): about 2 KB an
+        # entry for the bench's mix, so the count binds first there (~16 MB with the aspects held).
         self._size = size
+        self._max_chars = max_chars
+        self._chars = 0
         # id(aspect) -> [aspect, its JSON, its fingerprint or None until asked], least recently used first: the
         # aspect is held, so its id is not reused while it is here
         self._texts: OrderedDict[int, list[Any]] = OrderedDict()
@@ -72,8 +76,9 @@ class Renderer:
         text = _dumps(aspect_obj(aspect))
         hit = [aspect, text, None]
         self._texts[key] = hit
-        if len(self._texts) > self._size:
-            self._texts.popitem(last=False)
+        self._chars += len(text)
+        while len(self._texts) > self._size or (self._chars > self._max_chars and len(self._texts) > 1):
+            self._chars -= len(self._texts.popitem(last=False)[1][1])
         return hit
 
     def aspect_text(self, aspect: Any) -> str:

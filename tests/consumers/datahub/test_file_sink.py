@@ -134,12 +134,13 @@ def test_memoised_rendering_is_datahubs_own_rendering() -> None:
     t = Translator()
     events = app_run() + app_run() + app_run("x", fail=True) + refresh_run() + split_action()
     proposals = [p for e in events for p in t.translate(e)]
-    fast = Renderer(size=8)
+    fast, small = Renderer(size=8), Renderer(max_chars=2000)
     kinds, changes = set(), set()
     for i, p in enumerate(proposals):
         want = render(p)
         want.setdefault("systemMetadata", {})["properties"] = {"k": str(i)}
-        assert fast.line(p, {"k": str(i)}) == json.dumps(want)
+        assert fast.line(p, {"k": str(i)}) == small.line(p, {"k": str(i)}) == json.dumps(want)
+        assert len(fast._texts) <= 8 and small._chars <= 2000 + max(len(t[1]) for t in small._texts.values())
         kinds.add(p.aspectName)
         changes.add(want["changeType"])
     assert len(kinds) >= 11 and len(proposals) > 100 and changes == {"UPSERT", "PATCH"}
