@@ -71,7 +71,7 @@ def _in_range(lo: int, hi: int) -> Callable[[Any], Callable[[Any], bool]]:
 _ACCEPTS: dict[str, Callable[[Any], Callable[[Any], bool]]] = {
     "boolean": _isinstance(bool), "string": _isinstance(str), "bytes": _isinstance(str, bytes),
     "int": _in_range(*_INT), "long": _in_range(*_LONG), "float": _isinstance(int, float),
-    "double": _isinstance(int, float), "enum": lambda s: lambda v, symbols=list(s.symbols): v in symbols,
+    "double": _isinstance(int, float), "enum": lambda s: list(s.symbols).__contains__,
 }
 
 
@@ -257,4 +257,5 @@ class _Compiler:
                 code += [f"    if {check}:", "        raise _Slow", f"    out[{key}] = x"]
         code.append("    return out")
         exec("\n".join(code), env)  # noqa: S102 - source built above from the schema's field names (repr'd)
-        return env["record"]  # type: ignore[no-any-return]
+        record: Conv = env["record"]
+        return record

@@ -83,14 +83,16 @@ class Renderer:
 
     def aspect_text(self, aspect: Any) -> str:
         """The aspect's JSON as DataHub's file sink writes it under ``aspect.json``."""
-        return self._entry(aspect)[1]  # type: ignore[no-any-return]
+        text: str = self._entry(aspect)[1]
+        return text
 
     def aspect_fingerprint(self, aspect: Any) -> bytes:
         """``fingerprint(aspect_text(aspect))``, computed once per aspect object."""
         hit = self._entry(aspect)
         if hit[2] is None:
             hit[2] = fingerprint(hit[1])
-        return hit[2]  # type: ignore[no-any-return]
+        fp: bytes = hit[2]
+        return fp
 
     def line(self, p: Proposal, properties: dict[str, str] | None = None) -> str:
         """One record of the file: ``json.dumps(render(p))`` with ``properties`` added to its systemMetadata."""
@@ -115,7 +117,7 @@ class Renderer:
                 system["properties"] = {**system["properties"], **properties}
                 tail = f', "systemMetadata": {_dumps(system)}}}'
         # A timeseries point (a run event) is written once: rendered without taking a place in the memory.
-        aspect = p.aspect
+        aspect: Any = p.aspect
         text = _dumps(aspect_obj(aspect)) if aspect.ASPECT_TYPE == "timeseries" else self.aspect_text(aspect)
         q = self._quoted
         return (f'{{"entityType": {q(p.entityType)}, "entityUrn": {_dumps(p.entityUrn)}, '

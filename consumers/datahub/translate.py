@@ -39,8 +39,6 @@ the last part gives the run events.
 
 from __future__ import annotations
 
-import marshal
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -85,6 +83,7 @@ from .config import DataHubConfig
 from .datasets import DatasetNamer, schema_metadata
 from .exceptions import TranslationError
 from .ids import DPI_NAMESPACE, _iso, _ms, _unique, action_job_id, flow_urn, instance_urn, job_urn
+from .memo import Memo, content_key, wrap
 
 __all__ = ["ACTOR", "DPI_NAMESPACE", "RESULT_OF_STATUS", "Proposal", "Translator", "action_job_id", "instance_urn"]
 
@@ -104,18 +103,7 @@ _STATUS = StatusClass(removed=False)
 #: the run event's default partitionSpec, as acryl-datahub resolves it (once: resolving it costs ~40 µs a time)
 _FULL_TABLE = DataProcessInstanceRunEventClass(timestampMillis=0, status=DataProcessRunStatusClass.STARTED
                                                ).partitionSpec
-_MEMO_SIZE = 4096
 _RESULT_OF_ACTION = {"SUCCEEDED": RunResultTypeClass.SUCCESS, "FAILED": RunResultTypeClass.FAILURE}
-
-
-def _content_key(part: Any) -> bytes | str:
-    """A cheap key of a decoded event part for ``Translator._cached``: its ``marshal`` bytes (5x faster than
-    ``repr``, lossless, so equal bytes mean equal content; equal content may marshal differently when string
-    objects are shared differently, which only costs a rebuild), or its repr for what marshal cannot take."""
-    try:
-        return marshal.dumps(part)
-    except ValueError:
-        return repr(part)
 
 
 class Translator:
@@ -128,7 +116,7 @@ class Translator:
     def __init__(self, config: DataHubConfig | None = None) -> None:
         self.config = config or DataHubConfig()
         self.names = DatasetNamer(self.config)
-        self._memo: OrderedDict[Any, Any] = OrderedDict()
+        self._memo = Memo()
         self._systems: dict[int, SystemMetadataClass] = {}
         self._by_kind: dict[str, Callable[[dict[str, Any]], list[Proposal]]] = {
             "JobCreatedEvent": self._job_created,
@@ -183,7 +171,7 @@ class Translator:
         parent = hdr.get("parent_run")
         parent_dpi = None if parent is None or hdr.get("schedule") else instance_urn(
             parent["job_namespace"], parent["job_name"], parent["run_id"])
-        out.append(self._mcp(dpi, self._cached(("relationships", flow, parent_dpi), lambda: (
+        out.append(self._mcp(dpi, self._memo.get(("relationships", flow, parent_dpi), lambda: (
             DataProcessInstanceRelationshipsClass(upstreamInstances=[], parentTemplate=flow,
                                                   parentInstance=parent_dpi))), when))
         if lineage["sources"] or lineage["sinks"]:
@@ -291,23 +279,8 @@ class Translator:
             hit = self._systems[when] = SystemMetadataClass(lastObserved=when)
         return hit
 
-    def _cached(self, key: Any, build: Callable[[], Any]) -> Any:
-        """``build()``, remembered by ``key`` (the content it is built from), least recently used forgotten
-        first: a run repeats its datasets, jobs and flows in every action and every run of a job repeats them,
-        so each distinct aspect is built (and rendered by the sinks) once. The objects are shared, never
-        changed after they are built."""
-        memo = self._memo
-        hit = memo.get(key)
-        if hit is None:
-            hit = memo[key] = build()
-            if len(memo) > _MEMO_SIZE:
-                memo.popitem(last=False)
-        else:
-            memo.move_to_end(key)
-        return hit
-
     def _mcp(self, urn: str, aspect: Any, when: int) -> MetadataChangeProposalWrapper:
-        return MetadataChangeProposalWrapper(entityUrn=urn, aspect=aspect, systemMetadata=self._system(when))
+        return wrap(urn, aspect, self._system(when))
 
     def _flow_urn(self, hdr: dict[str, Any]) -> str:
         schedule = hdr.get("schedule")
@@ -320,7 +293,7 @@ class Translator:
         if hdr.get("schedule"):
             return []  # the workflow's DataFlow comes from its RefreshCommand
         props = {"jobNamespace": hdr["job_namespace"], "engine": spec["engine"], "jobType": spec["job_type"]}
-        info = self._cached(("flow", flow, hdr["job_name"], _content_key(props)), lambda: DataFlowInfoClass(
+        info = self._memo.get(("flow", flow, hdr["job_name"], content_key(props)), lambda: DataFlowInfoClass(
             name=hdr["job_name"], customProperties=props, env=self.config.env))
         return [self._mcp(flow, info, when), self._mcp(flow, _STATUS, when)]
 
@@ -398,8 +371,8 @@ class Translator:
     def _data_job(self, job: str, flow: str, name: str, inputs: list[dict[str, Any]], outputs: list[dict[str, Any]],
                   column_lineage: list[dict[str, Any]], when: int, props: dict[str, str],
                   relations: list[dict[str, Any]] | None = None) -> list[Proposal]:
-        key = ("job", _content_key((job, flow, name, inputs, outputs, column_lineage, props, relations)))
-        job_aspects, feeds, datasets = self._cached(key, lambda: self._job_aspects(
+        key = ("job", content_key((job, flow, name, inputs, outputs, column_lineage, props, relations)))
+        job_aspects, feeds, datasets = self._memo.get(key, lambda: self._job_aspects(
             job, flow, name, inputs, outputs, column_lineage, props, relations))
         mcp = self._mcp
         out: list[Proposal] = [mcp(job, a, when) for a in job_aspects]
@@ -423,7 +396,7 @@ class Translator:
                      ) -> tuple[list[Any], list[tuple[str, list[str], Any]], list[tuple[str, Any]]]:
         """The DataJob's aspects, per output (its URN, the datasets feeding it, its fine-grained lineage), and
         per input then output (its URN, its schemaMetadata or None); built once per distinct content
-        (``_cached``): a job repeats them in every action of every run."""
+        (``Memo``): a job repeats them in every action of every run."""
         known = self._known(inputs, outputs)
         lineages = self._fine_grained(column_lineage, known)
         in_urns = _unique(self.names.urn(d) for d in inputs)
@@ -460,7 +433,7 @@ class Translator:
         urn = self.names.urn(d)
         if not d["fields"]:
             return urn, None
-        return urn, self._cached(("schema", urn, d["name"], _content_key(d["fields"])),
+        return urn, self._memo.get(("schema", urn, d["name"], content_key(d["fields"])),
                                  lambda: schema_metadata(urn, self.names.platform(urn), d["name"], d["fields"]))
 
     def _instance_io(self, dpi: str, inputs: list[dict[str, Any]], outputs: list[dict[str, Any]],
@@ -470,9 +443,9 @@ class Translator:
         outs = _unique(self.names.urn(d) for d in outputs)
         # Functions of the dataset URNs only: every run of a job shares one object (rendered once).
         if ins:
-            out.append(self._mcp(dpi, self._cached(("inputs", *ins), lambda: DataProcessInstanceInputClass(
+            out.append(self._mcp(dpi, self._memo.get(("inputs", *ins), lambda: DataProcessInstanceInputClass(
                 inputs=ins, inputEdges=[EdgeClass(destinationUrn=u) for u in ins])), when))
         if outs:
-            out.append(self._mcp(dpi, self._cached(("outputs", *outs), lambda: DataProcessInstanceOutputClass(
+            out.append(self._mcp(dpi, self._memo.get(("outputs", *outs), lambda: DataProcessInstanceOutputClass(
                 outputs=outs, outputEdges=[EdgeClass(destinationUrn=u) for u in outs])), when))
         return out
