@@ -70,12 +70,22 @@ def in_process(n: int, tmp: pathlib.Path, gc_mode: str = "default") -> dict[str,
     elif gc_mode == "off":
         gc.disable()
     collections0 = sum(s["collections"] for s in gc.get_stats())
+    in_gc = [0.0, 0.0]  # seconds spent collecting, start of the current collection
+
+    def timed(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            in_gc[1] = time.perf_counter()
+        else:
+            in_gc[0] += time.perf_counter() - in_gc[1]
+
+    gc.callbacks.append(timed)
     c0, t0 = time.process_time(), time.perf_counter()
     for off, blob in enumerate(blobs):
         emitted += handler.handle(Record("bench", 0, off, None, 0, codec.decode(blob)))
     handler.close()
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     gc_passes = sum(s["collections"] for s in gc.get_stats()) - collections0
+    gc.callbacks.remove(timed)
     gc.enable()
     gc.unfreeze()
     written = len(json.loads(out.read_text()))
@@ -83,7 +93,7 @@ def in_process(n: int, tmp: pathlib.Path, gc_mode: str = "default") -> dict[str,
     return {"events": n, "proposals": emitted, "proposals_written": written, "seconds": round(seconds, 3),
             "events_per_s": round(n / seconds), "proposals_per_s": round(emitted / seconds),
             "cpu_seconds": round(cpu, 3), "events_per_cpu_s": round(n / cpu) if cpu else None,
-            "gc": gc_mode, "gc_collections": gc_passes,
+            "gc": gc_mode, "gc_collections": gc_passes, "gc_us_per_event": round(in_gc[0] / n * 1e6, 1),
             "us_per_event": {k: round(wall / n * 1e6, 1) for k, (wall, _) in stages.items()},
             "cpu_us_per_event": {k: round(c / n * 1e6, 1) for k, (_, c) in stages.items()},
             "file_is_json_array_of_every_proposal": written == emitted,
