@@ -94,8 +94,9 @@ class Renderer:
         fp: bytes = hit[2]
         return fp
 
-    def line(self, p: Proposal, properties: dict[str, str] | None = None) -> str:
-        """One record of the file: ``json.dumps(render(p))`` with ``properties`` added to its systemMetadata."""
+    def line(self, p: Proposal, properties: dict[str, str] | None = None, properties_json: str | None = None) -> str:
+        """One record of the file: ``json.dumps(render(p))`` with ``properties`` added to its systemMetadata
+        (``properties_json``: ``json.dumps(properties)`` when the caller has it cheaper)."""
         if not _plain(p):
             obj = render(p)
             if properties:
@@ -104,14 +105,15 @@ class Renderer:
             return _dumps(obj)
         sm = p.systemMetadata
         if sm is None:
-            tail = f', "systemMetadata": {{"properties": {_dumps(properties)}}}}}' if properties else "}"
+            tail = f', "systemMetadata": {{"properties": {properties_json or _dumps(properties)}}}}}' \
+                if properties else "}"
         else:
             text, has_properties = self._system_text(sm)
             if not properties:
                 tail = f', "systemMetadata": {text}}}'
             elif not has_properties:  # properties go last, as render() adds them
                 tail = f', "systemMetadata": {text[:-1]}{", " if len(text) > 2 else ""}"properties": ' \
-                       f'{_dumps(properties)}}}}}'
+                       f'{properties_json or _dumps(properties)}}}}}'
             else:
                 system = self._system_of(sm)
                 system["properties"] = {**system["properties"], **properties}

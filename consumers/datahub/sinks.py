@@ -178,7 +178,10 @@ class FileSink(Sink):
         n = len(proposals)
         line = self.renderer.line
         job = {JOB_PROPERTY: scope} if scope else {}
-        lines = [line(p, {EVENT_ID_PROPERTY: event_id, RECORD_PROPERTY: f"{i}/{n}", **job})
+        # The properties' JSON as json.dumps writes it, around the one part that changes from line to line.
+        head = f'{{{json.dumps(EVENT_ID_PROPERTY)}: {json.dumps(event_id)}, {json.dumps(RECORD_PROPERTY)}: "'
+        tail = f'", {json.dumps(JOB_PROPERTY)}: {json.dumps(scope)}}}' if scope else '"}'
+        lines = [line(p, {EVENT_ID_PROPERTY: event_id, RECORD_PROPERTY: f"{i}/{n}", **job}, f"{head}{i}/{n}{tail}")
                  for i, p in enumerate(proposals, 1)]
         body = ",\n".join(lines)
         # One positioned write over the closing tail, straight to the OS (a crash of this process loses nothing);

@@ -139,7 +139,8 @@ def test_memoised_rendering_is_datahubs_own_rendering() -> None:
     for i, p in enumerate(proposals):
         want = render(p)
         want.setdefault("systemMetadata", {})["properties"] = {"k": str(i)}
-        assert fast.line(p, {"k": str(i)}) == small.line(p, {"k": str(i)}) == json.dumps(want)
+        assert fast.line(p, {"k": str(i)}) == small.line(p, {"k": str(i)}, json.dumps({"k": str(i)})) == \
+            json.dumps(want)
         assert len(fast._texts) <= 8 and small._chars <= 2000 + max(len(t[1]) for t in small._texts.values())
         kinds.add(p.aspectName)
         changes.add(want["changeType"])
@@ -229,3 +230,26 @@ def test_two_jobs_interleaved_either_way_give_the_same_records(tmp_path) -> None
     jobs = {json.loads(r)["systemMetadata"]["properties"]["lineagewire.job"] for r in files[0]
             if json.loads(r)["entityUrn"] == orders and json.loads(r)["aspectName"] == "schemaMetadata"}
     assert jobs == {"spark/daily_orders", "spark/hourly"}
+
+
+def test_each_line_is_datahubs_rendering_with_the_sinks_properties(tmp_path) -> None:  # noqa: ANN001
+    from lineagewire.consumers.datahub.render import Renderer, Unchanged, render
+    from lineagewire.consumers.datahub.translate import Translator
+    from lineagewire.schemas import job_key
+
+    events = app_run() + app_run("hourly", fail=True)
+    path = tmp_path / "out.json"
+    h = handler(path)
+    feed(h, events)
+    h.close()
+    translator, unchanged, want = Translator(), Unchanged(Renderer()), []
+    for e in events:
+        fresh, marks = unchanged.select(translator.translate(e), job_key(e))
+        unchanged.commit(marks)
+        for i, p in enumerate(fresh, 1):
+            obj = render(p)
+            obj["systemMetadata"]["properties"] = {"lineagewire.eventId": e["header"]["event_id"],
+                                                   "lineagewire.record": f"{i}/{len(fresh)}",
+                                                   "lineagewire.job": job_key(e)}
+            want.append(json.dumps(obj))
+    assert [line.rstrip(",") for line in path.read_text().splitlines()[1:-1]] == want
