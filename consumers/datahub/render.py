@@ -3,9 +3,10 @@
 ``render`` is acryl-datahub's own file rendering. ``Renderer`` gives the same bytes faster: acryl-datahub's
 ``to_obj`` is a generic Avro walk that validates as it goes (tens to hundreds of µs per aspect), and its MCP
 rendering walks each aspect twice (``to_obj``, JSON string, ``to_obj`` of the envelope, ``json.loads``).
-``Renderer`` calls the aspect's own ``to_obj`` once per aspect object (the translator hands out the same
-object for the same content) and puts the envelope around that text. ``tests/consumers/datahub/
-test_file_sink.py`` checks the result equals ``render`` for every proposal kind.
+``Renderer`` renders each aspect object once (the translator hands out the same object for the same
+content), with ``aspect_json.aspect_obj`` (acryl-datahub's ``to_obj`` compiled per schema), keeps that text
+and its fingerprint (LRU, bounded by count and length), and puts the envelope around it.
+``tests/consumers/datahub/test_file_sink.py`` checks the result equals ``render`` for every proposal kind.
 
 ``Unchanged`` remembers, per sink and job, the fingerprint of the aspect last emitted for each (URN, aspect
 name): DataHub upserts versioned aspects, so re-emitting an identical one changes nothing and is skipped.
