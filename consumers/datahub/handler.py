@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from lineagewire.consumers.runtime.base import Handler
 from lineagewire.exceptions import ConfigError
+from lineagewire.schemas import job_key
 
 from .config import DataHubConfig
 from .render import Renderer, Unchanged
@@ -84,7 +85,8 @@ class DataHubHandler(Handler):
         pending = [s for s in self.sinks if not s.written(event_id)]
         if pending:
             proposals = self.translator.translate(record.event)
-            emitted = max(sink.emit(event_id, proposals) for sink in pending)
+            scope = job_key(record.event)  # a job's events are in order: see render.Unchanged
+            emitted = max(sink.emit(event_id, proposals, scope) for sink in pending)
         self._handled[(record.topic, record.partition)] = record.offset + 1
         return emitted
 

@@ -4,7 +4,7 @@ Contract of a ``Sink``
 ----------------------
 * ``check()`` may run before ``open()`` to refuse a wrong setting at once (a server that is not GMS).
 * ``open()`` once before the first event, ``close()`` once at shutdown (flush everything).
-* ``write(event_id, proposals)`` delivers the proposals of one event **synchronously**:
+* ``write(event_id, proposals, scope)`` delivers the proposals of one event **synchronously**:
   when it returns they are accepted by the output (or, for the file, written to the OS
   and made durable by the next ``sync()``). Failures raise ``EmitError`` naming the
   output; the runtime retries the event with backoff.
@@ -12,8 +12,9 @@ Contract of a ``Sink``
   (the file after a restart); the handler then skips the event.
 * ``sync()`` makes what was written durable and returns True when the sink buffers
   (the file); sinks that deliver synchronously return False.
-* ``emit(event_id, proposals)`` is what the handler calls: ``write`` of the proposals whose aspect
-  differs from the one this sink last took for the same URN (``unchanged``, when set), then
+* ``emit(event_id, proposals, scope)`` is what the handler calls (``scope``: the event's job): ``write`` of
+  the proposals whose aspect differs from the one this sink last took for the same URN in the same job
+  (``unchanged``, when set), then
   remembers them. A sink whose output survives a restart (the file) fills ``unchanged`` from it
   on ``open()``, so a restart gives the same output as one uninterrupted run.
 
@@ -41,6 +42,8 @@ __all__ = ["SINKS", "FileSink", "KafkaSink", "Renderer", "RestSink", "Sink", "re
 #: systemMetadata properties the file sink adds, so a restart knows which events are complete in the file
 EVENT_ID_PROPERTY = "lineagewire.eventId"
 RECORD_PROPERTY = "lineagewire.record"
+#: ... and the job (``namespace/name``) of that event, the scope of what ``unchanged`` remembers
+JOB_PROPERTY = "lineagewire.job"
 _EMPTY = "[\n]\n"
 _TAIL = "\n]\n"
 
@@ -52,13 +55,13 @@ class Sink:
     #: skips aspects identical to the last one this sink took for their URN; None: write everything
     unchanged: Unchanged | None = None
 
-    def emit(self, event_id: str, proposals: list[Proposal]) -> int:
+    def emit(self, event_id: str, proposals: list[Proposal], scope: str = "") -> int:
         """Write what changed (see the module docstring); the number of proposals written."""
         if self.unchanged is None:
-            self.write(event_id, proposals)
+            self.write(event_id, proposals, scope)
             return len(proposals)
-        fresh, marks = self.unchanged.select(proposals)
-        self.write(event_id, fresh)
+        fresh, marks = self.unchanged.select(proposals, scope)
+        self.write(event_id, fresh, scope)
         self.unchanged.commit(marks)
         return len(fresh)
 
@@ -71,7 +74,7 @@ class Sink:
     def written(self, event_id: str) -> bool:
         return False
 
-    def write(self, event_id: str, proposals: list[Proposal]) -> None:
+    def write(self, event_id: str, proposals: list[Proposal], scope: str = "") -> None:
         raise NotImplementedError
 
     def sync(self) -> bool:
@@ -96,7 +99,8 @@ class FileSink(Sink):
 
     def __init__(self, config: FileSinkConfig) -> None:
         self.path = config.path
-        self._file: Any = None
+        self._fd: int | None = None
+        self._end = 0  # the file's size in bytes: it ends with _TAIL
         self._count = 0
         self._seen: set[str] = set()
         self.renderer = Renderer()
@@ -107,14 +111,16 @@ class FileSink(Sink):
         self._count = len(records)
         if self.unchanged is not None:
             for _, line in records:
-                self.unchanged.seed(json.loads(line))
+                record = json.loads(line)
+                self.unchanged.seed(record, record["systemMetadata"]["properties"].get(JOB_PROPERTY, ""))
         text = self._layout([line for _, line in records])
         try:
             if not self.path.exists() or self.path.read_text() != text:
                 tmp = self.path.with_name(self.path.name + ".tmp")
                 tmp.write_text(text)
                 os.replace(tmp, self.path)
-            self._file = self.path.open("r+", encoding="utf-8")
+            self._fd = os.open(self.path, os.O_RDWR)
+            self._end = os.fstat(self._fd).st_size
         except OSError as exc:
             raise ConfigError(f"--file {str(self.path)!r}: cannot write it ({exc}); expected a writable path") from exc
         log.info("DataHub file sink %s: %d proposals of %d events already there", self.path, self._count,
@@ -166,44 +172,50 @@ class FileSink(Sink):
     def written(self, event_id: str) -> bool:
         return event_id in self._seen
 
-    def write(self, event_id: str, proposals: list[Proposal]) -> None:
+    def write(self, event_id: str, proposals: list[Proposal], scope: str = "") -> None:
         if not proposals:
             return
         n = len(proposals)
         line = self.renderer.line
-        lines = [line(p, {EVENT_ID_PROPERTY: event_id, RECORD_PROPERTY: f"{i}/{n}"})
+        job = {JOB_PROPERTY: scope} if scope else {}
+        # The properties' JSON as json.dumps writes it, around the one part that changes from line to line.
+        head = f'{{{json.dumps(EVENT_ID_PROPERTY)}: {json.dumps(event_id)}, {json.dumps(RECORD_PROPERTY)}: "'
+        tail = f'", {json.dumps(JOB_PROPERTY)}: {json.dumps(scope)}}}' if scope else '"}'
+        lines = [line(p, {EVENT_ID_PROPERTY: event_id, RECORD_PROPERTY: f"{i}/{n}", **job}, f"{head}{i}/{n}{tail}")
                  for i, p in enumerate(proposals, 1)]
         body = ",\n".join(lines)
+        # One positioned write over the closing tail, straight to the OS (a crash of this process loses nothing);
+        # fsync'ed by sync() before a commit.
+        if self._count:
+            data, at = (",\n" + body + _TAIL).encode(), self._end - len(_TAIL)
+        else:
+            data, at = ("[\n" + body + _TAIL).encode(), 0
         try:
-            if self._count:
-                self._file.seek(0, os.SEEK_END)
-                self._file.seek(self._file.tell() - len(_TAIL))
-                self._file.write(",\n" + body + _TAIL)
-            else:
-                self._file.seek(0)
-                self._file.write("[\n" + body + _TAIL)
-                self._file.truncate()
-            # To the OS at once (a crash of this process loses nothing); fsync'ed by sync() before a commit.
-            self._file.flush()
+            done = 0
+            while done < len(data):
+                done += os.pwrite(self._fd, data[done:], at + done)  # type: ignore[arg-type]
+            if at + done < self._end:
+                os.ftruncate(self._fd, at + done)  # type: ignore[arg-type]
         except OSError as exc:
             raise EmitError(f"DataHub file sink {self.path}: cannot write {n} proposals of event {event_id}: "
                             f"{exc}") from exc
+        self._end = at + done
         self._count += n
         self._seen.add(event_id)
 
     def sync(self) -> bool:
-        if self._file is not None:
+        if self._fd is not None:
             try:
-                os.fsync(self._file.fileno())
+                os.fsync(self._fd)
             except OSError as exc:
                 raise EmitError(f"DataHub file sink {self.path}: fsync failed: {exc}") from exc
         return True
 
     def close(self) -> None:
-        if self._file is not None:
+        if self._fd is not None:
             self.sync()
-            self._file.close()
-            self._file = None
+            os.close(self._fd)
+            self._fd = None
 
 
 class RestSink(Sink):
@@ -249,7 +261,7 @@ class RestSink(Sink):
             return
         self._checked = True
 
-    def write(self, event_id: str, proposals: list[Proposal]) -> None:
+    def write(self, event_id: str, proposals: list[Proposal], scope: str = "") -> None:
         if not proposals:
             return
         from datahub.emitter.rest_emitter import EmitMode
@@ -302,7 +314,7 @@ class KafkaSink(Sink):
                 raise ConfigError(f"DataHub Kafka sink settings are invalid: {exc}; expected bootstrap servers, a "
                                   "schema registry URL and librdkafka producer properties") from exc
 
-    def write(self, event_id: str, proposals: list[Proposal]) -> None:
+    def write(self, event_id: str, proposals: list[Proposal], scope: str = "") -> None:
         errors: list[str] = []
 
         def delivered(err: Any, msg: Any) -> None:

@@ -46,11 +46,7 @@ from lineagewire.exceptions import MissingExtraError
 from lineagewire.schemas import kind_of
 
 try:
-    from datahub.emitter.mce_builder import (
-        make_data_flow_urn,
-        make_data_job_urn_with_flow,
-        make_schema_field_urn,
-    )
+    from datahub.emitter.mce_builder import make_schema_field_urn
     from datahub.emitter.mcp import MetadataChangeProposalWrapper
     from datahub.metadata.schema_classes import (
         AuditStampClass,
@@ -72,6 +68,7 @@ try:
         FineGrainedLineageUpstreamTypeClass,
         MetadataChangeProposalClass,
         RunResultTypeClass,
+        SchemaMetadataClass,
         StatusClass,
         SystemMetadataClass,
         UpstreamClass,
@@ -85,7 +82,8 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 from .config import DataHubConfig
 from .datasets import DatasetNamer, schema_metadata
 from .exceptions import TranslationError
-from .ids import DPI_NAMESPACE, _iso, _ms, _unique, action_job_id, instance_urn
+from .ids import DPI_NAMESPACE, _iso, _ms, _unique, action_job_id, flow_urn, instance_urn, job_urn
+from .memo import Memo, content_key, wrap
 
 __all__ = ["ACTOR", "DPI_NAMESPACE", "RESULT_OF_STATUS", "Proposal", "Translator", "action_job_id", "instance_urn"]
 
@@ -105,7 +103,6 @@ _STATUS = StatusClass(removed=False)
 #: the run event's default partitionSpec, as acryl-datahub resolves it (once: resolving it costs ~40 µs a time)
 _FULL_TABLE = DataProcessInstanceRunEventClass(timestampMillis=0, status=DataProcessRunStatusClass.STARTED
                                                ).partitionSpec
-_MEMO_SIZE = 4096
 _RESULT_OF_ACTION = {"SUCCEEDED": RunResultTypeClass.SUCCESS, "FAILED": RunResultTypeClass.FAILURE}
 
 
@@ -119,7 +116,8 @@ class Translator:
     def __init__(self, config: DataHubConfig | None = None) -> None:
         self.config = config or DataHubConfig()
         self.names = DatasetNamer(self.config)
-        self._memo: dict[Any, Any] = {}
+        self._memo = Memo()
+        self._systems: dict[int, SystemMetadataClass] = {}
         self._by_kind: dict[str, Callable[[dict[str, Any]], list[Proposal]]] = {
             "JobCreatedEvent": self._job_created,
             "JobStatusChangedEvent": self._status_changed,
@@ -171,12 +169,13 @@ class Translator:
             name=hdr["run_id"], created=AuditStampClass(time=when, actor=ACTOR), customProperties=props,
             type=kind), when))
         parent = hdr.get("parent_run")
-        out.append(self._mcp(dpi, DataProcessInstanceRelationshipsClass(
-            upstreamInstances=[], parentTemplate=flow,
-            parentInstance=None if parent is None or hdr.get("schedule") else instance_urn(
-                parent["job_namespace"], parent["job_name"], parent["run_id"])), when))
+        parent_dpi = None if parent is None or hdr.get("schedule") else instance_urn(
+            parent["job_namespace"], parent["job_name"], parent["run_id"])
+        out.append(self._mcp(dpi, self._memo.get(("relationships", flow, parent_dpi), lambda: (
+            DataProcessInstanceRelationshipsClass(upstreamInstances=[], parentTemplate=flow,
+                                                  parentInstance=parent_dpi))), when))
         if lineage["sources"] or lineage["sinks"]:
-            job = make_data_job_urn_with_flow(flow, hdr["job_name"])
+            job = job_urn(flow, hdr["job_name"])
             out += self._data_job(job, flow, hdr["job_name"], lineage["sources"], lineage["sinks"],
                                   lineage["column_lineage"], when, {"sql": spec["sql"]} if spec.get("sql") else {},
                                   relations=lineage["relations"])
@@ -203,7 +202,7 @@ class Translator:
         flow = self._flow_urn(hdr)
         first_output = e["outputs"][0]["name"] if e["outputs"] else None
         job_id = action_job_id(hdr["job_name"], e["action_name"], e.get("plan_node"), first_output)
-        job = make_data_job_urn_with_flow(flow, job_id)
+        job = job_urn(flow, job_id)
         if e["part"] > 0:
             return self._later_part(job, e, when)
         props = {"actionName": e["action_name"], "lineageComplete": str(e["lineage_complete"]).lower()}
@@ -261,7 +260,7 @@ class Translator:
     def _refresh_command(self, e: dict[str, Any]) -> list[Proposal]:
         hdr = e["header"]
         when = _ms(hdr["event_time"])
-        flow = make_data_flow_urn("lineagewire", e["workflow_id"], self.config.cluster)
+        flow = flow_urn("lineagewire", e["workflow_id"], self.config.cluster)
         parent = hdr.get("parent_run")
         name = parent["job_name"] if parent else f"refresh {e['table']}"
         return [self._mcp(flow, DataFlowInfoClass(
@@ -271,36 +270,30 @@ class Translator:
     # -- pieces ------------------------------------------------------------------------------
 
     def _system(self, when: int) -> SystemMetadataClass:
-        # One object per event time, shared by that time's proposals (the sinks that stamp it send copies).
-        return self._cached(("system", when), lambda: SystemMetadataClass(lastObserved=when))
-
-    def _cached(self, key: Any, build: Callable[[], Any]) -> Any:
-        """``build()``, remembered by ``key`` (the content it is built from): constructing acryl-datahub's
-        classes resolves their defaults through a generic Avro walk, and a run repeats its datasets, jobs and
-        flows in every action. The objects are shared, never changed after they are built."""
-        hit = self._memo.get(key)
+        # One object per event time, shared by that time's proposals (the sinks that stamp it send copies);
+        # kept apart from _memo, which per-event entries would flush.
+        hit = self._systems.get(when)
         if hit is None:
-            hit = build()
-            if len(self._memo) >= _MEMO_SIZE:
-                self._memo.pop(next(iter(self._memo)))
-            self._memo[key] = hit
+            if len(self._systems) >= 16:
+                self._systems.pop(next(iter(self._systems)))
+            hit = self._systems[when] = SystemMetadataClass(lastObserved=when)
         return hit
 
     def _mcp(self, urn: str, aspect: Any, when: int) -> MetadataChangeProposalWrapper:
-        return MetadataChangeProposalWrapper(entityUrn=urn, aspect=aspect, systemMetadata=self._system(when))
+        return wrap(urn, aspect, self._system(when))
 
     def _flow_urn(self, hdr: dict[str, Any]) -> str:
         schedule = hdr.get("schedule")
         if schedule:
-            return make_data_flow_urn("lineagewire", schedule["workflow_id"], self.config.cluster)
-        return make_data_flow_urn("spark", hdr["job_name"], self.config.cluster)
+            return flow_urn("lineagewire", schedule["workflow_id"], self.config.cluster)
+        return flow_urn("spark", hdr["job_name"], self.config.cluster)
 
     def _flow(self, hdr: dict[str, Any], spec: dict[str, Any], when: int) -> list[Proposal]:
         flow = self._flow_urn(hdr)
         if hdr.get("schedule"):
             return []  # the workflow's DataFlow comes from its RefreshCommand
         props = {"jobNamespace": hdr["job_namespace"], "engine": spec["engine"], "jobType": spec["job_type"]}
-        info = self._cached(("flow", flow, hdr["job_name"], repr(props)), lambda: DataFlowInfoClass(
+        info = self._memo.get(("flow", flow, hdr["job_name"], content_key(props)), lambda: DataFlowInfoClass(
             name=hdr["job_name"], customProperties=props, env=self.config.env))
         return [self._mcp(flow, info, when), self._mcp(flow, _STATUS, when)]
 
@@ -378,30 +371,32 @@ class Translator:
     def _data_job(self, job: str, flow: str, name: str, inputs: list[dict[str, Any]], outputs: list[dict[str, Any]],
                   column_lineage: list[dict[str, Any]], when: int, props: dict[str, str],
                   relations: list[dict[str, Any]] | None = None) -> list[Proposal]:
-        key = ("job", job, flow, name, repr(inputs), repr(outputs), repr(column_lineage), repr(props),
-               repr(relations))
-        job_aspects, feeds = self._cached(key, lambda: self._job_aspects(job, flow, name, inputs, outputs,
-                                                                           column_lineage, props, relations))
-        out: list[Proposal] = [self._mcp(job, a, when) for a in job_aspects]
-        for d in inputs:
-            out += self._dataset(d, when)
-        for d, (urn, feeding, mine) in zip(outputs, feeds, strict=True):
-            out += self._dataset(d, when)
-            if feeding or mine:
-                def upstream(feeding: list[str] = feeding, mine: Any = mine) -> UpstreamLineageClass:
-                    return UpstreamLineageClass(fineGrainedLineages=mine or None, upstreams=[
-                        UpstreamClass(dataset=u, type=DatasetLineageTypeClass.TRANSFORMED,
-                                      auditStamp=AuditStampClass(time=when, actor=ACTOR)) for u in feeding])
-
-                lineage = self._cached(("upstream", key, urn, when), upstream)
-                out.append(self._mcp(urn, lineage, when))
+        key = ("job", content_key((job, flow, name, inputs, outputs, column_lineage, props, relations)))
+        job_aspects, feeds, datasets = self._memo.get(key, lambda: self._job_aspects(
+            job, flow, name, inputs, outputs, column_lineage, props, relations))
+        mcp = self._mcp
+        out: list[Proposal] = [mcp(job, a, when) for a in job_aspects]
+        for urn, schema in datasets[:len(inputs)]:
+            out.append(mcp(urn, _STATUS, when))
+            if schema is not None:
+                out.append(mcp(urn, schema, when))
+        for (urn, schema), (_, feeding, mine) in zip(datasets[len(inputs):], feeds, strict=True):
+            out.append(mcp(urn, _STATUS, when))
+            if schema is not None:
+                out.append(mcp(urn, schema, when))
+            if feeding or mine:  # stamped with the event time: new each time
+                out.append(mcp(urn, UpstreamLineageClass(fineGrainedLineages=mine or None, upstreams=[
+                    UpstreamClass(dataset=u, type=DatasetLineageTypeClass.TRANSFORMED,
+                                  auditStamp=AuditStampClass(time=when, actor=ACTOR)) for u in feeding]), when))
         return out
 
     def _job_aspects(self, job: str, flow: str, name: str, inputs: list[dict[str, Any]],
                      outputs: list[dict[str, Any]], column_lineage: list[dict[str, Any]], props: dict[str, str],
-                     relations: list[dict[str, Any]] | None) -> tuple[list[Any], list[tuple[str, list[str], Any]]]:
-        """The DataJob's aspects, and per output (its URN, the datasets feeding it, its fine-grained lineage);
-        built once per distinct content (``_cached``): a job repeats them in every action of every run."""
+                     relations: list[dict[str, Any]] | None
+                     ) -> tuple[list[Any], list[tuple[str, list[str], Any]], list[tuple[str, Any]]]:
+        """The DataJob's aspects, per output (its URN, the datasets feeding it, its fine-grained lineage), and
+        per input then output (its URN, its schemaMetadata or None); built once per distinct content
+        (``Memo``): a job repeats them in every action of every run."""
         known = self._known(inputs, outputs)
         lineages = self._fine_grained(column_lineage, known)
         in_urns = _unique(self.names.urn(d) for d in inputs)
@@ -431,25 +426,26 @@ class Translator:
             mine = [fgl for fgl in lineages if fgl.downstreams and fgl.downstreams[0].startswith(
                 f"urn:li:schemaField:({urn},")]
             feeds.append((urn, [u for u in feeding if u != urn], mine))
-        return aspects, feeds
+        return aspects, feeds, [self._schema(d) for d in (*inputs, *outputs)]
 
-    def _dataset(self, d: dict[str, Any], when: int) -> list[Proposal]:
+    def _schema(self, d: dict[str, Any]) -> tuple[str, SchemaMetadataClass | None]:
+        """(the dataset's URN, its schemaMetadata, or None when the event has no fields for it)."""
         urn = self.names.urn(d)
         if not d["fields"]:
-            return [self._mcp(urn, _STATUS, when)]
-        schema = self._cached(("schema", urn, d["name"], repr(d["fields"])),
-                              lambda: schema_metadata(urn, self.names.platform(urn), d["name"], d["fields"]))
-        return [self._mcp(urn, _STATUS, when), self._mcp(urn, schema, when)]
+            return urn, None
+        return urn, self._memo.get(("schema", urn, d["name"], content_key(d["fields"])),
+                                 lambda: schema_metadata(urn, self.names.platform(urn), d["name"], d["fields"]))
 
     def _instance_io(self, dpi: str, inputs: list[dict[str, Any]], outputs: list[dict[str, Any]],
                      when: int) -> list[Proposal]:
         out: list[Proposal] = []
         ins = _unique(self.names.urn(d) for d in inputs)
         outs = _unique(self.names.urn(d) for d in outputs)
+        # Functions of the dataset URNs only: every run of a job shares one object (rendered once).
         if ins:
-            out.append(self._mcp(dpi, DataProcessInstanceInputClass(
-                inputs=ins, inputEdges=[EdgeClass(destinationUrn=u) for u in ins]), when))
+            out.append(self._mcp(dpi, self._memo.get(("inputs", *ins), lambda: DataProcessInstanceInputClass(
+                inputs=ins, inputEdges=[EdgeClass(destinationUrn=u) for u in ins])), when))
         if outs:
-            out.append(self._mcp(dpi, DataProcessInstanceOutputClass(
-                outputs=outs, outputEdges=[EdgeClass(destinationUrn=u) for u in outs]), when))
+            out.append(self._mcp(dpi, self._memo.get(("outputs", *outs), lambda: DataProcessInstanceOutputClass(
+                outputs=outs, outputEdges=[EdgeClass(destinationUrn=u) for u in outs])), when))
         return out

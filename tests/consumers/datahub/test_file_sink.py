@@ -134,15 +134,37 @@ def test_memoised_rendering_is_datahubs_own_rendering() -> None:
     t = Translator()
     events = app_run() + app_run() + app_run("x", fail=True) + refresh_run() + split_action()
     proposals = [p for e in events for p in t.translate(e)]
-    fast = Renderer(size=8)
+    fast, small = Renderer(size=8), Renderer(max_chars=2000)
     kinds, changes = set(), set()
     for i, p in enumerate(proposals):
         want = render(p)
         want.setdefault("systemMetadata", {})["properties"] = {"k": str(i)}
-        assert fast.line(p, {"k": str(i)}) == json.dumps(want)
+        assert fast.line(p, {"k": str(i)}) == small.line(p, {"k": str(i)}, json.dumps({"k": str(i)})) == \
+            json.dumps(want)
+        assert len(fast._texts) <= 8 and small._chars <= 2000 + max(len(t[1]) for t in small._texts.values())
         kinds.add(p.aspectName)
         changes.add(want["changeType"])
     assert len(kinds) >= 11 and len(proposals) > 100 and changes == {"UPSERT", "PATCH"}
+
+
+def test_rendered_system_metadata_of_any_shape_is_datahubs_own() -> None:
+    from datahub.emitter.mcp import MetadataChangeProposalWrapper
+    from datahub.metadata.schema_classes import StatusClass, SystemMetadataClass
+
+    from lineagewire.consumers.datahub.render import Renderer, render
+
+    fast = Renderer()
+    urn = "urn:li:dataset:(urn:li:dataPlatform:hive,a.b,PROD)"
+    for sm in (None, SystemMetadataClass(lastObserved=5), SystemMetadataClass(lastObserved=5, runId="r"),
+               SystemMetadataClass(lastObserved=5, properties={"x": "1"}), SystemMetadataClass(properties={})):
+        p = MetadataChangeProposalWrapper(entityUrn=urn, aspect=StatusClass(removed=False), systemMetadata=sm)
+        for props in (None, {"k": "v"}):
+            want = render(p)
+            if props:
+                system = want.setdefault("systemMetadata", {})
+                system["properties"] = {**(system.get("properties") or {}), **props}
+            for _ in range(2):  # the second time from memory
+                assert fast.line(p, props) == json.dumps(want)
 
 
 def split_action() -> list[dict]:
@@ -189,3 +211,45 @@ def test_identical_aspects_are_written_once_and_a_restart_on_the_file_gives_the_
         feed(h, part)
         h.close()
     assert cut.read_text() == path.read_text()
+
+
+def test_two_jobs_interleaved_either_way_give_the_same_records(tmp_path) -> None:  # noqa: ANN001
+    # Both jobs read sales.orders. Their events are on two partitions, so a replay may interleave them the
+    # other way: what each job writes must not depend on that (the replay test of test_service compares).
+    daily, hourly = app_run(), app_run("hourly", fail=True)
+    files = []
+    for name, order in (("a", daily + hourly), ("b", [e for pair in zip(hourly, daily, strict=True)
+                                                       for e in pair])):
+        path = tmp_path / f"{name}.json"
+        h = handler(path)
+        feed(h, order)
+        h.close()
+        files.append(sorted(json.dumps(r) for r in json.loads(path.read_text())))
+    assert files[0] == files[1]
+    orders = "urn:li:dataset:(urn:li:dataPlatform:hive,sales.orders,PROD)"
+    jobs = {json.loads(r)["systemMetadata"]["properties"]["lineagewire.job"] for r in files[0]
+            if json.loads(r)["entityUrn"] == orders and json.loads(r)["aspectName"] == "schemaMetadata"}
+    assert jobs == {"spark/daily_orders", "spark/hourly"}
+
+
+def test_each_line_is_datahubs_rendering_with_the_sinks_properties(tmp_path) -> None:  # noqa: ANN001
+    from lineagewire.consumers.datahub.render import Renderer, Unchanged, render
+    from lineagewire.consumers.datahub.translate import Translator
+    from lineagewire.schemas import job_key
+
+    events = app_run() + app_run("hourly", fail=True)
+    path = tmp_path / "out.json"
+    h = handler(path)
+    feed(h, events)
+    h.close()
+    translator, unchanged, want = Translator(), Unchanged(Renderer()), []
+    for e in events:
+        fresh, marks = unchanged.select(translator.translate(e), job_key(e))
+        unchanged.commit(marks)
+        for i, p in enumerate(fresh, 1):
+            obj = render(p)
+            obj["systemMetadata"]["properties"] = {"lineagewire.eventId": e["header"]["event_id"],
+                                                   "lineagewire.record": f"{i}/{len(fresh)}",
+                                                   "lineagewire.job": job_key(e)}
+            want.append(json.dumps(obj))
+    assert [line.rstrip(",") for line in path.read_text().splitlines()[1:-1]] == want

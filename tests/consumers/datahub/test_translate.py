@@ -187,3 +187,14 @@ def test_summary_names_flows_jobs_runs_and_column_lineage() -> None:
     assert "DataFlow urn:li:dataFlow:(spark,daily_orders,prod) (daily_orders)" in text
     assert "column /data/daily_orders_out.amount <- sales.orders.amount [DIRECT:AGGREGATION]" in text
     assert ": COMPLETE SUCCESS" in text and ": COMPLETE FAILURE" in text
+
+
+def test_proposals_are_the_wrappers_acryl_datahub_would_construct() -> None:
+    from datahub.emitter.mcp import MetadataChangeProposalWrapper
+
+    proposals = [p for e in app_run() + refresh_run() for p in Translator().translate(e)]
+    plain = [p for p in proposals if p.changeType == "UPSERT"]
+    assert len(plain) > 30
+    for p in plain:
+        built = MetadataChangeProposalWrapper(entityUrn=p.entityUrn, aspect=p.aspect, systemMetadata=p.systemMetadata)
+        assert p == built and vars(p) == vars(built)
