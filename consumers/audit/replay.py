@@ -198,13 +198,20 @@ def _RateColumn() -> Any:  # noqa: N802 - a rich column, built lazily so rich lo
 # -- sinks ---------------------------------------------------------------------------------------
 
 
+def _service(name: str, **options: Any) -> Any:
+    """The service's handler, in a process set up as the service's own command sets it up."""
+    cls = load_handler_class(name)
+    cls.prepare_process()
+    return cls.from_options(**options)
+
+
 def _json_lines_sink(out: IO[str], fmt: str) -> Sink:
     if fmt == "events":
         def write_event(rec: Record) -> int:
             out.write(json.dumps(rec.as_json(), separators=(",", ":"), sort_keys=True) + "\n")
             return 1
         return write_event
-    handler = load_handler_class(fmt).from_options()  # the service's own rendering, through the handler registry
+    handler = _service(fmt)  # the service's own rendering, through the handler registry
 
     def write_rendered(rec: Record) -> int:
         texts = handler.render(rec)
@@ -217,7 +224,7 @@ def _json_lines_sink(out: IO[str], fmt: str) -> Sink:
 def _openlineage_sink(url: str | None, ol_config: str | None) -> tuple[Sink, Callable[[], None]]:
     from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-    handler = load_handler_class("openlineage").from_options(url=url, openlineage_config=ol_config)
+    handler = _service("openlineage", url=url, openlineage_config=ol_config)
     handler.open()
 
     def send(rec: Record) -> int:

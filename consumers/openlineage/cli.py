@@ -21,9 +21,8 @@ __all__ = ["openlineage"]
 @click.pass_context
 def openlineage(ctx: click.Context, url: str | None, ol_config: str | None, **runtime: Any) -> None:
     """Translate events to OpenLineage RunEvents and send them through an OpenLineage transport."""
-    from . import serde
     from .handler import OpenLineageHandler, load_openlineage_config
 
-    serde.install()  # this process is the service: the one-pass JSON rendering is wanted (serde.py)
+    OpenLineageHandler.prepare_process()  # this process is the service: the one-pass JSON rendering (serde.py)
     handler = OpenLineageHandler(config=load_openlineage_config(ol_config, url))
     run_service(ctx, handler, **runtime)

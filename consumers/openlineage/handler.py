@@ -120,6 +120,11 @@ class OpenLineageHandler(Handler):
         self.translator = translator or Translator()
 
     @classmethod
+    def prepare_process(cls) -> None:
+        """The one-pass JSON rendering of RunEvents, for every transport of this process (see ``serde``)."""
+        serde.install()
+
+    @classmethod
     def from_options(cls, *, url: str | None = None, openlineage_config: str | None = None,
                      **options: Any) -> OpenLineageHandler:
         """``--url`` / ``--openlineage-config`` as ``lineagewire consume openlineage`` takes them."""

@@ -21,9 +21,10 @@ as before, only the text they send is produced faster, byte for byte the same
 (the tests compare both implementations on every kind of event).
 
 ``install()`` patches openlineage-python process-wide, so nothing calls it as a
-side effect: the service entry points do (``lineagewire consume openlineage``,
-replay into OpenLineage); a program that embeds the ``Translator`` decides for
-itself. Without it everything works the same, only slower.
+side effect: the service entry points do, through
+``OpenLineageHandler.prepare_process`` (``lineagewire consume openlineage``, and
+``replay`` into OpenLineage or with ``--format openlineage``); a program that
+embeds the ``Translator`` decides for itself. Without it everything works the same, only slower.
 
 A frozen object cannot change afterwards, so its text, computed once and kept
 while the object lives, is never stale: ``freeze`` makes it (and every attrs

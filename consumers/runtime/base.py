@@ -111,6 +111,11 @@ class Handler:
         return cls(**options)
 
     @classmethod
+    def prepare_process(cls) -> None:
+        """Process-wide set-up for a process that runs this service: its command and ``replay`` call it, before
+        building the handler; the runtime and library code never do. Default: nothing."""
+
+    @classmethod
     def decoder(cls, codec: Codec) -> Decoder:
         """How the runtime decodes a message for this handler: whole, or up to ``decode_until``."""
         return codec.decode if cls.decode_until is None else codec.prefix_decoder(cls.decode_until)

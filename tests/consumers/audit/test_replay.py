@@ -175,3 +175,18 @@ def test_into_file_leaves_an_existing_output_untouched_when_the_broker_is_down(t
         assert r.exit_code != 0
         assert out.read_text() == "kept\n"
         assert sorted(p.name for p in tmp_path.iterdir()) == ["events.jsonl"]
+
+
+def test_replay_sets_up_its_process_as_the_openlineage_service_does() -> None:
+    from lineagewire.consumers.audit.replay import _service
+    from lineagewire.consumers.openlineage import serde
+
+    was = serde.installed()
+    serde.uninstall()
+    try:
+        handler = _service("openlineage")
+        assert handler.name == "openlineage"
+        assert serde.installed()  # the one-pass rendering, as `consume openlineage` has it
+    finally:
+        if not was:
+            serde.uninstall()
