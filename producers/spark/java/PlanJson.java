@@ -27,6 +27,7 @@
  */
 package lineagewire.spark;
 
+import java.util.HashMap;
 import java.util.IdentityHashMap;
 import java.util.UUID;
 import java.util.concurrent.atomic.AtomicLong;
@@ -39,6 +40,7 @@ import org.apache.spark.sql.catalyst.catalog.CatalogStorageFormat;
 import org.apache.spark.sql.catalyst.catalog.CatalogTable;
 import org.apache.spark.sql.catalyst.catalog.CatalogTableType;
 import org.apache.spark.sql.catalyst.catalog.FunctionResource;
+import org.apache.spark.sql.catalyst.expressions.AttributeReference;
 import org.apache.spark.sql.catalyst.expressions.ExprId;
 import org.apache.spark.sql.catalyst.plans.JoinType;
 import org.apache.spark.sql.catalyst.plans.physical.BroadcastMode;
@@ -104,7 +106,8 @@ public final class PlanJson {
 
     private String write(TreeNode<?> root, boolean compact) {
         try {
-            String json = new Writer(compact).tree(root).toString();
+            Writer writer = new Writer(compact);
+            String json = compact ? writer.document(root) : writer.tree(root).toString();
             written.incrementAndGet();
             return json;
         } catch (RuntimeException | ReflectiveOperationException | LinkageError e) {
@@ -169,6 +172,31 @@ public final class PlanJson {
         return b.toString();
     }
 
+    /**
+     * The file relations of many plan nodes in one call (the leaves of a 20-join plan are 21 of them: three
+     * round trips each through py4j): for each path in {@code paths} (separated by '\n'), the LogicalRelation
+     * there's relation as {@link #fileRelation} writes it, or "" when it is not a HadoopFsRelation (or the
+     * path leads nowhere), the records separated by '\u001e'.
+     */
+    public String fileRelations(Object root, String paths) throws ReflectiveOperationException {
+        StringBuilder b = new StringBuilder();
+        String[] each = paths.split("\n", -1);
+        for (int i = 0; i < each.length; i++) {
+            if (i > 0) {
+                b.append('\u001e');
+            }
+            Object node = node(root, each[i]);
+            // By name, as the Python side matches it (no compile-time tie to where Spark keeps the class).
+            if (node != null && node.getClass().getSimpleName().equals("LogicalRelation")) {
+                String facts = fileRelation(node.getClass().getMethod("relation").invoke(node));
+                if (facts != null) {
+                    b.append(facts);
+                }
+            }
+        }
+        return b.toString();
+    }
+
     /** Plans written by this class. */
     public long written() {
         return written.get();
@@ -190,9 +218,19 @@ public final class PlanJson {
         private final IdentityHashMap<DataType, String> types = new IdentityHashMap<>();
         private final boolean compact;
         private String emptyMetadata;
+        /** Compact form: each distinct AttributeReference, as written, and its index in "attrs". */
+        private final HashMap<String, Integer> attributeIndex = new HashMap<>();
+        private final StringBuilder attributes = new StringBuilder(1 << 12);
 
         Writer(boolean compact) {
             this.compact = compact;
+        }
+
+        /** The compact document: {"attrs":[distinct attributes],"tree":[the plan's nodes]}. */
+        String document(TreeNode<?> root) throws ReflectiveOperationException {
+            tree(root);
+            return new StringBuilder(out.length() + attributes.length() + 20).append("{\"attrs\":[")
+                    .append(attributes).append("],\"tree\":").append(out).append('}').toString();
         }
 
         /** TreeNode.jsonValue: the nodes of the tree, pre-order, in one array. */
@@ -208,6 +246,10 @@ public final class PlanJson {
                 out.append(',');
             }
             Seq<?> children = tn.children();
+            if (compact && tn.getClass() == AttributeReference.class && children.isEmpty()) {
+                attribute(tn);
+                return;
+            }
             out.append("{\"class\":");
             string(tn.getClass().getName());
             if (!compact || children.length() > 0) {
@@ -223,6 +265,32 @@ public final class PlanJson {
             while (it.hasNext()) {
                 node((TreeNode<?>) it.next(), false);
             }
+        }
+
+        /**
+         * An AttributeReference in the compact form: written once into "attrs", and here as -(its index + 1).
+         * A 1,000-column plan repeats each column in every projection and join above it; written in full
+         * that was nine tenths of its JSON. Equal text, not the exprId alone, makes two references one: an
+         * outer join changes an attribute's nullability and keeps its exprId.
+         */
+        private void attribute(TreeNode<?> tn) throws ReflectiveOperationException {
+            int mark = out.length();
+            out.append("{\"class\":");
+            string(tn.getClass().getName());
+            fields(tn, tn.children());
+            out.append('}');
+            String text = out.substring(mark);
+            out.setLength(mark);
+            Integer index = attributeIndex.get(text);
+            if (index == null) {
+                index = attributeIndex.size();
+                attributeIndex.put(text, index);
+                if (index > 0) {
+                    attributes.append(',');
+                }
+                attributes.append(text);
+            }
+            out.append(-index - 1);
         }
 
         /** TreeNode.jsonFields: children as their index, everything else through parseToJson. */
