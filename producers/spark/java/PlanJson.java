@@ -220,6 +220,8 @@ public final class PlanJson {
         private String emptyMetadata;
         /** Compact form: each distinct AttributeReference, as written, and its index in "attrs". */
         private final HashMap<String, Integer> attributeIndex = new HashMap<>();
+        /** The same, by instance: a plan's nodes mostly share their attribute objects, and rendering is the cost. */
+        private final IdentityHashMap<TreeNode<?>, Integer> attributeObjects = new IdentityHashMap<>();
         private final StringBuilder attributes = new StringBuilder(1 << 12);
 
         Writer(boolean compact) {
@@ -274,6 +276,11 @@ public final class PlanJson {
          * outer join changes an attribute's nullability and keeps its exprId.
          */
         private void attribute(TreeNode<?> tn) throws ReflectiveOperationException {
+            Integer known = attributeObjects.get(tn);
+            if (known != null) {
+                out.append(-known - 1);
+                return;
+            }
             int mark = out.length();
             out.append("{\"class\":");
             string(tn.getClass().getName());
@@ -290,6 +297,7 @@ public final class PlanJson {
                 }
                 attributes.append(text);
             }
+            attributeObjects.put(tn, index);
             out.append(-index - 1);
         }
 
