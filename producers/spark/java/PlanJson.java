@@ -18,10 +18,15 @@
  * repeats thousands of times (issue 14, item 7: on the 1,000-column plan it halves the JSON):
  * "num-children" of leaves (0), every expression's "metadata" (Spark writes Metadata.empty
  * anyway) and "qualifier", and an ExprId's "product-class" and "jvmId" (an ExprId is {"id":N}).
- * Python reads both forms alike (producers/spark/lineage/plan.py).
+ * It also writes each distinct AttributeReference once: the document is {"attrs":[...],"tree":[...]}
+ * and an attribute in an expression is the number -(i + 1) for attrs[i] (a 1,000-column plan lists
+ * every column again in each of its 20 projections: 3.5 MB -> 0.6 MB). Python reads both forms
+ * (producers/spark/lineage/plan.py). The compiled class is cached under a hash of this source, so a
+ * changed form never meets a stale class.
  *
  * node() reaches a node of the tree by its path in one call, for the look-ups the JSON leaves
- * null (py4j would take two round trips per step: children(), then apply(i)).
+ * null (py4j would take two round trips per step: children(), then apply(i)); fileRelations()
+ * gives the format and paths of every file input of a plan in one call.
  *
  * Shipped as source and compiled with JobEventsListener (producers/spark/jvm_classes.py).
  */
