@@ -148,7 +148,7 @@ def parse_plan_json(text: str) -> PlanNode:
         doc = json.loads(text)
     except (TypeError, ValueError) as exc:
         raise PlanFormatError(f"plan JSON: not valid JSON ({exc}); expected the output of toJSON()") from exc
-    attrs: list[dict[str, Any]] = []
+    attrs: Any = []  # the compact form's attribute list (checked below)
     if isinstance(doc, dict) and "tree" in doc:
         attrs, doc = doc.get("attrs"), doc["tree"]
         if not isinstance(attrs, list):
