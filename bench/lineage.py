@@ -132,9 +132,11 @@ def main() -> None:
             # At the emitter's default budget (100 ms): how often is the lineage whole, and are the datasets named?
             at_budget = [extract_action_lineage(qe, func_name, budget_s=0.1) for _ in range(ROUNDS // 4)]
             plan_chars = len(str(qe.optimizedPlan().toJSON()))
+            sent_chars = len(jvm.plan_json(qe.optimizedPlan()))  # what the extraction reads: the compact form
             target = TARGETS_MS.get(name, 100.0)
             results["plans"][name] = {
-                "plan_node": lineage.plan_node, "plan_json_chars": plan_chars, "complete": lineage.complete,
+                "plan_node": lineage.plan_node, "plan_json_chars": plan_chars,
+                "sent_json_chars": sent_chars, "complete": lineage.complete,
                 "inputs": len(lineage.inputs), "outputs": len(lineage.outputs),
                 "column_lineage_fields": len(lineage.column_lineage),
                 "first_ms": round(first_ms, 2), "p50_ms": round(percentile(times, 50), 2),

@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 from lineagewire.schemas.events import ColumnLineage, InputField, Transformation
 
-from .plan import Attribute, Expr, PlanNode, attribute_of, expr_id, parse_expression
+from .plan import Attribute, Expr, PlanNode, attribute_of, attribute_of_fields, expr_id, parse_expression
 
 __all__ = ["ColumnGraph", "Trans"]
 
@@ -133,6 +133,8 @@ class ColumnGraph:
         self._outputs: dict[int, list[Attribute]] = {}
         self._resolved: dict[int, dict[FieldKey, set[Trans]]] = {}
         self._subplans: dict[int, PlanNode] = {}
+        #: Attributes of the compact form's shared attribute dicts, by id() of the dict
+        self._by_raw: dict[int, Attribute | None] = {}
         self._check = check or (lambda what: None)
         self._next_synthetic = 0
 
@@ -149,7 +151,28 @@ class ColumnGraph:
         return out
 
     def _named(self, node: PlanNode, field: str) -> list[Attribute]:
-        return [a for a in (attribute_of(e) for e in node.expressions(field)) if a is not None]
+        value = node.fields.get(field)
+        table = node.attrs
+        if not table or not isinstance(value, list) or not value or not isinstance(value[0], list):
+            return [a for a in (attribute_of(e) for e in node.expressions(field)) if a is not None]
+        # Compact form: most items of a wide node's list are one attribute reference ([~i]), whose
+        # Attribute is made once per plan, not parsed again at every node that lists it.
+        out: list[Attribute] = []
+        by_raw = self._by_raw
+        for flat in value:
+            if not flat:
+                continue
+            ref = flat[0]
+            if len(flat) == 1 and type(ref) is int and 0 <= ~ref < len(table):
+                raw = table[~ref]
+                found = by_raw.get(id(raw))
+                if found is None:
+                    found = by_raw[id(raw)] = attribute_of_fields(raw)
+            else:
+                found = attribute_of(node.parse(flat))
+            if found is not None:
+                out.append(found)
+        return out
 
     def _compute_output(self, node: PlanNode) -> list[Attribute]:
         s = node.simple
@@ -301,7 +324,7 @@ class ColumnGraph:
                 continue
             for out, flat in zip(outputs, projection, strict=False):
                 if isinstance(flat, list) and flat:
-                    for source, trans in _direct_inputs(parse_expression(flat), self._subplan_output):
+                    for source, trans in _direct_inputs(parse_expression(flat, node.attrs), self._subplan_output):
                         self._edge(out.expr_id, source, trans)
 
     def _synthetic(self) -> int:
@@ -375,19 +398,22 @@ class ColumnGraph:
             for key, transes in self.resolve(ident).items():
                 masking = any(t[2] for t in transes)
                 indirect.setdefault(key, set()).add(("INDIRECT", subtype, masking))
-        # Every column shares the indirect inputs: build them once.
+        # Every column shares the indirect inputs: build them once, in order.
         shared = {k: _input_field(k, v) for k, v in indirect.items()}
+        shared_keys = sorted(shared)
+        empty: frozenset[Trans] = frozenset()
         out: list[ColumnLineage] = []
         for column, ident in columns:
             direct = self.resolve(ident)
             if not direct and not shared:
                 continue
-            inputs: list[InputField] = []
-            for key in sorted(direct.keys() | shared.keys()):
-                if key not in direct:
-                    inputs.append(shared[key])
-                else:
-                    inputs.append(_input_field(key, direct[key] | indirect.get(key, set())))
+            # Sorting the shared keys (a 20-join plan's 20-odd join keys) again for each of 1,000 columns
+            # was most of this loop: only the column's own sources are sorted into them.
+            own = [k for k in direct if k not in shared]
+            keys = shared_keys if not own else sorted(shared_keys + own) if shared_keys else sorted(own)
+            inputs: list[InputField] = [
+                shared[key] if key not in direct else _input_field(key, direct[key] | indirect.get(key, empty))
+                for key in keys]
             out.append({"namespace": namespace, "name": name, "field": column, "inputs": inputs})
         return out
 

@@ -120,9 +120,10 @@ class _Extraction(Extraction):
             out = OUTPUTS.get(node.simple)
             if out is not None:
                 self._guard(f"output {node.simple}", lambda o=out, n=node: o(self, n))
-        for node in executed:
-            if node.children or id(node) in self.targets:
-                continue
+        leaves = [n for n in executed if not n.children and id(n) not in self.targets]
+        if self.jvm is not None:
+            self.jvm.fetch_file_relations([n.path for n in leaves if n.simple == "LogicalRelation"])
+        for node in leaves:
             self._guard(f"input {node.simple}", lambda n=node: self._input(n))
         if self.deadline.expired():
             self.result.mark_incomplete(self.deadline.reason("naming the datasets; column lineage skipped"))

@@ -171,7 +171,8 @@ def plan_json(jplan: Any) -> str:
     ``toJSON()``. ``PlanJson`` itself answers with ``toJSON()`` for a plan it cannot write.
     ``PlanJson`` writes the compact form: the same document less fields the lineage never reads
     (leaves' ``num-children``, expressions' ``metadata`` and ``qualifier``, ExprId's ``jvmId``),
-    half the size of a wide plan's JSON, so half the time to send and to parse.
+    with each attribute written once and referred to by number (``plan.py``): a 1,000-column plan
+    with 20 joins is 0.6 MB instead of 7.2, so much less to write, send and parse.
     """
     writer = plan_writer()
     if writer is None:
@@ -214,6 +215,8 @@ class JvmPlan:
         self.deadline = deadline
         #: ``PlanJson``, which walks a whole path in one call (else two py4j calls per step)
         self._writer = writer
+        #: ``file_relation`` facts of LogicalRelation nodes by path (None: not a file relation)
+        self._file_relations: dict[tuple[Step, ...], tuple[str, str, list[str]] | None] = {}
 
     def node(self, path: tuple[Step, ...]) -> Any:
         found = self._nodes.get(path)
@@ -225,7 +228,7 @@ class JvmPlan:
             while at > 0 and path[:at] not in self._nodes:
                 at -= 1
             self.deadline.check_essential("looking up a plan node on the JVM")
-            obj = self._writer.node(self._nodes[path[:at]], "/".join(f"{kind}:{arg}" for kind, arg in path[at:]))
+            obj = self._writer.node(self._nodes[path[:at]], _path_text(path[at:]))
             self._nodes[path] = obj
             return obj
         parent = self.node(path[:-1])
@@ -243,6 +246,28 @@ class JvmPlan:
         return obj
 
 
+    def fetch_file_relations(self, paths: list[tuple[Step, ...]]) -> None:
+        """Look up the file relations of the LogicalRelation nodes at ``paths`` in one call (``PlanJson``
+        only): a plan's inputs cost one round trip instead of three each (the node, its relation, the facts)."""
+        if self._writer is None or not paths:
+            return
+        self.deadline.check_essential("looking up the input relations")
+        try:
+            text = str(self._writer.fileRelations(self._nodes[()], "\n".join(_path_text(p) for p in paths)))
+        except Exception:  # noqa: BLE001 - each input is then looked up on its own, and fails on its own
+            log.debug("the input relations could not be looked up at once", exc_info=True)
+            return
+        records = text.split("\x1e")
+        if len(records) != len(paths):
+            return  # not what was asked for: each input is looked up on its own
+        for path, record in zip(paths, records, strict=True):
+            self._file_relations[path] = _file_facts(record) if record else None
+
+    def known_file_relation(self, path: tuple[Step, ...]) -> tuple[str, str, list[str]] | None:
+        """What ``fetch_file_relations`` found for the LogicalRelation at ``path``; None if it is not a file
+        relation or was not fetched."""
+        return self._file_relations.get(path)
+
     def file_relation(self, relation: Any) -> tuple[str, str, list[str]] | None:
         """A HadoopFsRelation's (file format class simple name, short name or '', root paths) in one call;
         None for another relation, or without ``PlanJson``."""
@@ -250,10 +275,16 @@ class JvmPlan:
             return None
         self.deadline.check_essential("looking up a file relation")
         text = self._writer.fileRelation(relation)
-        if text is None:
-            return None
-        simple, short, *paths = str(text).split("\n")
-        return simple, short, [p for p in paths if p]
+        return None if text is None else _file_facts(str(text))
+
+
+def _path_text(path: tuple[Step, ...]) -> str:
+    return "/".join(f"{kind}:{arg}" for kind, arg in path)
+
+
+def _file_facts(text: str) -> tuple[str, str, list[str]]:
+    simple, short, *paths = text.split("\n")
+    return simple, short, [p for p in paths if p]
 
 
 def option(value: Any) -> Any:

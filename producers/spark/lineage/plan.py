@@ -9,6 +9,12 @@ child (``CreateDataSourceTableAsSelectCommand.query``) is a nested list of
 plan nodes. Values Spark cannot write (paths, maps, relations) come back as
 null: ``PlanNode.path`` says how to reach the node on the JVM side to look
 them up.
+
+The JVM writer's compact form (``java/PlanJson.java``) wraps that list as
+``{"attrs": [...], "tree": [...]}``: every ``AttributeReference`` is written once
+in ``attrs`` and, where it occurs in an expression, as the integer ``~i``
+(``-(i + 1)``) for ``attrs[i]``. A node's ``attrs`` is that list (empty for
+``toJSON()``'s form); ``parse_expression`` resolves the references.
 """
 
 from __future__ import annotations
@@ -68,7 +74,11 @@ class PlanNode:
     nested: dict[str, PlanNode] = field(default_factory=dict)
     #: subquery plans by the id() of their expression's JSON dict (Expr.fields)
     subplans: dict[int, PlanNode] = field(default_factory=dict, repr=False)
+    #: the document's distinct attributes, which expressions refer to as ``~index`` (compact form)
+    attrs: list[dict[str, Any]] = field(default_factory=list, repr=False)
     _exprs: dict[str, list[Expr]] = field(default_factory=dict, repr=False)
+    #: expressions parsed from an item of a Seq field, by id() of the item's flat list
+    _parsed: dict[int, Expr] = field(default_factory=dict, repr=False)
 
     @property
     def simple(self) -> str:
@@ -90,10 +100,11 @@ class PlanNode:
         value = self.fields.get(name)
         parsed: list[Expr] = []
         if isinstance(value, list) and value:
-            if isinstance(value[0], list):
-                parsed = [parse_expression(flat) for flat in value if flat]
-            elif isinstance(value[0], dict):
-                parsed = [parse_expression(value)]
+            first = value[0]
+            if isinstance(first, list):
+                parsed = [self.parse(flat) for flat in value if flat]
+            elif isinstance(first, dict) or (type(first) is int and first < 0 and self.attrs):
+                parsed = [parse_expression(value, self.attrs)]
         self._exprs[name] = parsed
         return parsed
 
@@ -110,8 +121,15 @@ class PlanNode:
         value = self.fields.get(name)
         if not isinstance(value, list) or not value or not isinstance(value[0], list):
             return [e for e in self.expressions(name) if e.cls.endswith(".Alias")]
-        return [parse_expression(flat) for flat in value
+        return [self.parse(flat) for flat in value
                 if flat and type(flat[0]) is dict and flat[0].get("class") == _ALIAS]
+
+    def parse(self, flat: list[Any]) -> Expr:
+        """The expression of one item of a Seq field of this node, parsed once."""
+        found = self._parsed.get(id(flat))
+        if found is None:
+            found = self._parsed[id(flat)] = parse_expression(flat, self.attrs)
+        return found
 
 
 _ALIAS = "org.apache.spark.sql.catalyst.expressions.Alias"
@@ -125,17 +143,24 @@ def _is_plan_list(value: Any) -> bool:
 
 
 def parse_plan_json(text: str) -> PlanNode:
-    """Parse the string ``LogicalPlan.toJSON()`` returned."""
+    """Parse the string ``LogicalPlan.toJSON()`` returned, or the JVM writer's compact form."""
     try:
-        nodes = json.loads(text)
+        doc = json.loads(text)
     except (TypeError, ValueError) as exc:
         raise PlanFormatError(f"plan JSON: not valid JSON ({exc}); expected the output of toJSON()") from exc
+    attrs: Any = []  # the compact form's attribute list (checked below)
+    if isinstance(doc, dict) and "tree" in doc:
+        attrs, doc = doc.get("attrs"), doc["tree"]
+        if not isinstance(attrs, list):
+            raise PlanFormatError(f"plan JSON: 'attrs' is {type(attrs).__name__}, expected a list of attributes")
     # Looking for subqueries means scanning every expression: skip it when the text has none.
-    return parse_plan(nodes, subqueries='"plan":[' in text)
+    return parse_plan(doc, subqueries='"plan":[' in text, attrs=attrs)
 
 
-def parse_plan(nodes: list[dict[str, Any]], path: tuple[Step, ...] = (), subqueries: bool = True) -> PlanNode:
-    """Rebuild a plan tree from the flat pre-order node list of ``toJSON()``."""
+def parse_plan(nodes: list[dict[str, Any]], path: tuple[Step, ...] = (), subqueries: bool = True,
+               attrs: list[dict[str, Any]] | None = None) -> PlanNode:
+    """Rebuild a plan tree from the flat pre-order node list of ``toJSON()`` (``attrs``: see the module doc)."""
+    table = attrs if attrs is not None else []
     if not isinstance(nodes, list) or not nodes:
         raise PlanFormatError(f"plan JSON: got {type(nodes).__name__}, expected a non-empty list of plan nodes")
     pos = 0
@@ -148,11 +173,11 @@ def parse_plan(nodes: list[dict[str, Any]], path: tuple[Step, ...] = (), subquer
         pos += 1
         if not isinstance(raw, dict) or "class" not in raw:
             raise PlanFormatError(f"plan JSON: node {pos - 1} is {raw!r:.80}, expected an object with 'class'")
-        node = PlanNode(raw["class"], raw, at)
+        node = PlanNode(raw["class"], raw, at, attrs=table)
         subquery = 0
         for key, value in raw.items():
             if _is_plan_list(value):
-                node.nested[key] = parse_plan(value, (*at, ("f", key)), subqueries)
+                node.nested[key] = parse_plan(value, (*at, ("f", key)), subqueries, table)
                 continue
             if not subqueries:
                 continue
@@ -160,7 +185,7 @@ def parse_plan(nodes: list[dict[str, Any]], path: tuple[Step, ...] = (), subquer
             # QueryPlan.subqueries lists them (fields in order, each expression in pre-order).
             for expr in _expression_dicts(value):
                 if _is_plan_list(expr.get("plan")):
-                    sub = parse_plan(expr["plan"], (*at, ("s", subquery)), subqueries)
+                    sub = parse_plan(expr["plan"], (*at, ("s", subquery)), subqueries, table)
                     node.nested[f"subquery{subquery}"] = sub
                     node.subplans[id(expr)] = sub
                     subquery += 1
@@ -184,12 +209,14 @@ def _expression_dicts(value: Any) -> Iterator[dict[str, Any]]:
             yield from (v for v in item if isinstance(v, dict))
 
 
-def parse_expression(flat: list[dict[str, Any]]) -> Expr:
-    """Rebuild one expression tree from its flat pre-order list."""
+def parse_expression(flat: list[Any], attrs: list[dict[str, Any]] | None = None) -> Expr:
+    """Rebuild one expression tree from its flat pre-order list (``attrs``: the compact form's attributes)."""
     # Iterative: wide plans have thousands of expressions, and recursion costs more here.
     root: Expr | None = None
     stack: list[tuple[Expr, int]] = []  # (node, children still expected)
     for raw in flat:
+        if type(raw) is int and raw < 0 and attrs and ~raw < len(attrs):
+            raw = attrs[~raw]
         if not isinstance(raw, dict):
             raise PlanFormatError(f"expression JSON: node {raw!r:.80} is not an object")
         expr = Expr(raw.get("class", ""), raw)
@@ -221,17 +248,27 @@ def expr_id(raw: dict[str, Any]) -> int | None:
 
 def attribute_of(expr: Expr) -> Attribute | None:
     """The attribute a named expression (AttributeReference or Alias) outputs, else None."""
-    ident = expr_id(expr.fields)
+    if expr.simple == "Alias" and expr.children:
+        child = expr.children[0].fields
+        return attribute_of_fields(expr.fields, child.get("dataType", expr.fields.get("dataType")),
+                                   bool(child.get("nullable", True)))
+    return attribute_of_fields(expr.fields)
+
+
+_UNSET: Any = object()
+
+
+def attribute_of_fields(raw: dict[str, Any], data_type: Any = _UNSET, nullable: bool | None = None) -> Attribute | None:
+    """The attribute of a named expression's JSON fields (its type and nullability unless given)."""
+    ident = expr_id(raw)
     if ident is None:
         return None
-    data_type = expr.fields.get("dataType")
-    nullable = bool(expr.fields.get("nullable", True))
-    if expr.simple == "Alias" and expr.children:
-        child = expr.children[0]
-        data_type = child.fields.get("dataType", data_type)
-        nullable = bool(child.fields.get("nullable", True))
+    if data_type is _UNSET:
+        data_type = raw.get("dataType")
+    if nullable is None:
+        nullable = bool(raw.get("nullable", True))
     comment = None
-    meta = expr.fields.get("metadata")
+    meta = raw.get("metadata")
     if isinstance(meta, dict) and isinstance(meta.get("comment"), str):
         comment = meta["comment"]
-    return Attribute(ident, str(expr.fields.get("name", "")), data_type, nullable, comment)
+    return Attribute(ident, str(raw.get("name", "")), data_type, nullable, comment)

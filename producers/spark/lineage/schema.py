@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from lineagewire.schemas.events import SchemaField, schema_field
@@ -154,10 +155,32 @@ class _CatalogParser:
         return f
 
 
+#: A field of a flat struct: a name without quotes or ':', a type without nesting (``decimal(10,2)``).
+_FLAT_FIELD = re.compile(r"([^:,`<>]+):([^:,`<>(]+(?:\([^)]*\))?)(?:,|$)")
+
+
+def _flat_fields(inner: str) -> list[SchemaField] | None:
+    """The fields of a struct without nesting or quoted names in one regular expression, else None."""
+    if "<" in inner or "`" in inner:
+        return None
+    fields = []
+    end = 0
+    for m in _FLAT_FIELD.finditer(inner):
+        if m.start() != end:
+            return None
+        end = m.end()
+        fields.append(schema_field(m.group(1), m.group(2)))
+    return fields if end == len(inner) else None
+
+
 def fields_of_catalog_string(text: str, nullable: list[bool] | None = None) -> list[SchemaField]:
     """Top-level fields of a ``struct<...>`` catalog string; ``nullable`` per field when known."""
-    root = _CatalogParser(text).data_type()
-    fields = root["fields"] if root["type"] == "struct" else []
+    flat = _flat_fields(text[7:-1]) if text.startswith("struct<") and text.endswith(">") else None
+    if flat is not None:  # a wide table's schema, mostly: 1,000 fields read a character at a time took 5 ms
+        fields = flat
+    else:
+        root = _CatalogParser(text).data_type()
+        fields = root["fields"] if root["type"] == "struct" else []
     if nullable and len(nullable) == len(fields):
         for f, n in zip(fields, nullable, strict=True):
             f["nullable"] = n

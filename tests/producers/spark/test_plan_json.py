@@ -99,8 +99,8 @@ _EXPRESSIONS = "org.apache.spark.sql.catalyst.expressions."
 
 
 def _compacted(value: Any, in_expression: bool = False) -> Any:
-    """toJSON's document as PlanJson.writeCompact writes it: leaves without num-children, expressions
-    without metadata and qualifier, an ExprId as {"id": n}."""
+    """toJSON's document as PlanJson.writeCompact writes it (its attribute references expanded): leaves
+    without num-children, expressions without metadata and qualifier, an ExprId as {"id": n}."""
     if isinstance(value, list):
         return [_compacted(v, in_expression) for v in value]
     if not isinstance(value, dict):
@@ -110,6 +110,21 @@ def _compacted(value: Any, in_expression: bool = False) -> Any:
     expression = str(value.get("class", "")).startswith(_EXPRESSIONS)
     return {k: _compacted(v) for k, v in value.items()
             if not (k == "num-children" and v == 0) and not (expression and k in ("metadata", "qualifier"))}
+
+
+def _expanded(doc: dict[str, Any]) -> Any:
+    """The compact document's tree with every attribute reference (-(i + 1) in a list) replaced by attrs[i]."""
+    attrs = doc["attrs"]
+    assert len({json.dumps(a, sort_keys=True) for a in attrs}) == len(attrs), "an attribute written twice"
+
+    def expand(value: Any) -> Any:
+        if isinstance(value, list):
+            return [attrs[-v - 1] if type(v) is int and v < 0 else expand(v) for v in value]
+        if isinstance(value, dict):
+            return {k: expand(v) for k, v in value.items()}
+        return value
+
+    return expand(doc["tree"])
 
 
 def test_the_jvm_writer_writes_what_tojson_writes(spark: Any, writer: Any, tmp_path) -> None:  # noqa: ANN001
@@ -138,7 +153,7 @@ def test_the_jvm_writer_writes_what_tojson_writes(spark: Any, writer: Any, tmp_p
                           min(len(got), len(expected)))
                 raise AssertionError(f"{func_name} {stage}: differs at {at}: got {got[at - 80:at + 80]!r}, "
                                      f"toJSON {expected[at - 80:at + 80]!r}")
-            compact = json.loads(str(writer.writeCompact(plan)))
+            compact = _expanded(json.loads(str(writer.writeCompact(plan))))
             assert compact == _compacted(json.loads(expected)), f"{func_name} {stage}: compact form differs"
             compared += 1
             kinds.add(str(plan.getClass().getSimpleName()))
@@ -173,8 +188,8 @@ def test_extraction_reads_the_jvm_writers_json(spark: Any, writer: Any, tmp_path
     assert result.complete, result.incomplete_reason
     assert [d["name"] for d in result.inputs] == [f"{tmp_path}/in"]
     assert [d["format"] for d in result.inputs] == ["parquet"]
-    # One call each: the compact JSON, the way to the relation, the relation's format and paths.
-    assert calls == ["writeCompact", "node", "fileRelation"], calls
+    # One call each: the compact JSON, then the input relations' formats and paths (all inputs at once).
+    assert calls == ["writeCompact", "fileRelations"], calls
 
 
 def test_the_writer_finds_nodes_and_file_relations_as_py4j_does(spark: Any, writer: Any, tmp_path) -> None:  # noqa: ANN001

@@ -72,6 +72,9 @@ def logical_relation(ctx: Extraction, node: PlanNode) -> list[Dataset]:
     catalog_table = dict_or_none(node.fields.get("catalogTable"))
     fields = ctx.fields_of(node)
     ctx.deadline.check_essential("looking up an input relation")
+    facts = ctx.jvm.known_file_relation(node.path) if ctx.jvm is not None else None
+    if facts is not None and "Delta" not in facts[0]:  # Delta's version read needs the relation itself
+        return hadoop_fs_relation(ctx, node, None, catalog_table, fields, ctx.symlinks(catalog_table), facts)
     return relation_datasets(ctx, node, ctx.j(node).relation(), catalog_table, fields)
 
 

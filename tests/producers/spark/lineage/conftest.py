@@ -81,8 +81,26 @@ class Capture:
         implements = ["org.apache.spark.sql.util.QueryExecutionListener"]
 
 
+@pytest.fixture(scope="session")
+def jvm_writer(spark: Any) -> None:
+    """The JVM plan writer (``java/PlanJson.java``) compiled into the cache, as the emitter's install does.
+
+    Without it the extraction reads Spark's ``toJSON()``; with it the compact form, which is what
+    users get once the emitter has compiled its classes: the tests check that path whatever the cache
+    held before (``tests/producers/spark/test_plan_json.py`` covers the fallback).
+    """
+    from lineagewire.producers.spark import jvm_classes
+    from lineagewire.producers.spark.lineage import jvm
+
+    info = jvm_classes.JvmInfo.of(spark)
+    javac = jvm_classes.find_javac(info)
+    if javac is not None:
+        jvm_classes.compile_classes(info, javac)
+        jvm._WRITERS.clear()  # look the cache up now, not after the retry interval of an earlier miss
+
+
 @pytest.fixture
-def capture(spark: Any) -> Iterator[Capture]:
+def capture(spark: Any, jvm_writer: None) -> Iterator[Capture]:
     from pyspark.java_gateway import ensure_callback_server_started
 
     ensure_callback_server_started(spark.sparkContext._gateway)

@@ -86,6 +86,47 @@ def test_plan_json_rebuilds_children_and_nested_plans() -> None:
     assert query.expressions("condition")[0].simple == "AttributeReference"
 
 
+def _compact_doc() -> dict:
+    """A projection over a relation in PlanJson's compact form: each attribute once in "attrs", ~i where used."""
+    e = "org.apache.spark.sql.catalyst.expressions."
+    a, b = _attr("a", 1), {**_attr("b", 2), "nullable": False}
+    total = [{"class": e + "Alias", "num-children": 1, "child": 0, "name": "total", "exprId": {"id": 3}},
+             {"class": e + "Add", "num-children": 2, "left": 0, "right": 1, "dataType": "integer"}, -1, -2]
+    return {"attrs": [a, b], "tree": [
+        {"class": "org.apache.spark.sql.catalyst.plans.logical.Project", "num-children": 1,
+         "projectList": [[-1], total], "child": 0},
+        {"class": "org.apache.spark.sql.catalyst.plans.logical.Filter", "num-children": 1, "condition": [-2],
+         "child": 0},
+        {"class": "org.apache.spark.sql.execution.datasources.LogicalRelation", "output": [[-1], [-2]]}]}
+
+
+def _expand(value: object, attrs: list) -> object:
+    if isinstance(value, list):
+        return [attrs[~v] if type(v) is int and v < 0 else _expand(v, attrs) for v in value]
+    return {k: _expand(v, attrs) for k, v in value.items()} if isinstance(value, dict) else value
+
+
+@pytest.mark.parametrize("form", ["compact", "toJSON"])
+def test_compact_attribute_references_read_as_the_attributes_they_name(form: str) -> None:
+    from lineagewire.producers.spark.lineage.columns import ColumnGraph
+
+    doc = _compact_doc()
+    root = parse_plan_json(json.dumps(doc if form == "compact" else _expand(doc["tree"], doc["attrs"])))
+    relation = root.children[0].children[0]
+    assert (form == "compact") == bool(root.attrs)
+    assert [x.simple for x in root.children[0].expressions("condition")] == ["AttributeReference"]
+    graph = ColumnGraph()
+    assert [(x.expr_id, x.name, x.nullable) for x in graph.output(relation)] == [(1, "a", True), (2, "b", False)]
+    graph.add_source(graph.output(relation), "file", "/t")
+    graph.add_plan(root)
+    lineage = graph.lineage("file", "/out", [(x.name, x.expr_id) for x in graph.output(root)])
+    found = {c["field"]: {(i["field"], t["type"], t["subtype"]) for i in c["inputs"] for t in i["transformations"]}
+             for c in lineage}
+    assert found == {"a": {("a", "DIRECT", "IDENTITY"), ("b", "INDIRECT", "FILTER")},
+                     "total": {("a", "DIRECT", "TRANSFORMATION"), ("b", "DIRECT", "TRANSFORMATION"),
+                               ("b", "INDIRECT", "FILTER")}}
+
+
 def test_plan_json_errors_name_what_was_expected() -> None:
     with pytest.raises(PlanFormatError, match="expected a non-empty list"):
         parse_plan_json("{}")
