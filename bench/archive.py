@@ -33,7 +33,6 @@ from lineagewire.consumers.audit.archive_read import read_archive
 from lineagewire.consumers.audit.manifest import verify
 from lineagewire.consumers.audit.query import run_query
 from lineagewire.consumers.audit.storage import Storage
-from lineagewire.consumers.runtime import tune_gc
 from lineagewire.consumers.runtime.record import Record
 from lineagewire.schemas import Codec, job_key
 from tests.consumers.openlineage.samples import app_run
@@ -77,9 +76,9 @@ def main() -> None:
     t = time.perf_counter()
     msgs = history(args.events, args.partitions, args.days)
     generate_s = time.perf_counter() - t
-    # What ``consume archive`` does at startup (consumers/runtime/gcsettings.py); it also keeps the million
-    # encoded messages, which are the bench's and not the service's, out of the collector's passes.
-    tune_gc()
+    # What ``consume archive`` does at startup (ArchiveHandler.prepare_process: tune_gc); it also keeps the
+    # million encoded messages, which are the bench's and not the service's, out of the collector's passes.
+    ArchiveHandler.prepare_process()
     offsets = [0] * args.partitions
     with tempfile.TemporaryDirectory(prefix="bench-archive-") as root:
         decode = ArchiveHandler.decoder(Codec())

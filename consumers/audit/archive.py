@@ -39,7 +39,7 @@ from typing import Any, ClassVar
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lineagewire.consumers.runtime import Handler, Record
+from lineagewire.consumers.runtime import Handler, Record, tune_gc
 from lineagewire.exceptions import ConfigError
 
 from .layout import ARCHIVE_SCHEMA, data_path, hour_bucket, records_to_batch
@@ -88,6 +88,12 @@ class ArchiveHandler(Handler):
     decode_until: ClassVar[Mapping[str, str] | None] = {
         "JobStatusChangedEvent": "new_status", "ActionLineageEvent": "outputs", "JobCreatedEvent": "status"}
     tick_interval: ClassVar[float | None] = 5.0
+
+    @classmethod
+    def prepare_process(cls) -> None:
+        """The archive holds up to a batch of decoded events per partition: see ``tune_gc`` (a quarter less CPU
+        per event in bench/archive)."""
+        tune_gc()
 
     def __init__(self, location: str | Storage, *, roll_bytes: int = 64 << 20, roll_records: int = 1_000_000,
                  roll_seconds: float = 600.0, compression: str = "zstd",

@@ -13,7 +13,6 @@ import click
 
 from lineagewire.cli import settings_from
 from lineagewire.consumers.cli import run_service, runtime_options
-from lineagewire.consumers.runtime import tune_gc
 
 # The registry's commands live in registry_cli; lineagewire.cli.COMMANDS and consumers.cli.SERVICES name them here.
 from .registry_cli import jobs, lineage, registry, registry_group, runs
@@ -69,11 +68,9 @@ def archive(ctx: click.Context, location: str, roll_mb: float, roll_records: int
         runtime["topics"] = (settings.topics.jobs, settings.topics.refresh_commands)
     # Two records with one event id are two records at two offsets: the archive keeps both.
     runtime["dedup_window"] = 0
+    ArchiveHandler.prepare_process()
     handler = ArchiveHandler(_storage(location, storage_options), roll_bytes=int(roll_mb * (1 << 20)),
                              roll_records=roll_records, roll_seconds=roll_seconds)
-    # The archive holds up to a batch of decoded events per partition: see gcsettings (a quarter less CPU
-    # per event in bench/archive).
-    tune_gc()
     run_service(ctx, handler, **runtime)
 
 
