@@ -29,6 +29,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise MissingExtraError("pyarrow", "audit", "The audit archive") from exc
 
 from lineagewire.consumers.runtime.record import Record
+from lineagewire.schemas import kind_of
 
 __all__ = ["ARCHIVE_SCHEMA", "GENESIS", "MANIFEST_DIR", "chain_hash", "data_path",
            "hour_bucket", "manifest_path", "records_to_batch"]
@@ -133,7 +134,7 @@ def records_to_batch(records: list[Record]) -> pa.RecordBatch:
 def _decoded_arrays(events: list[dict[str, Any]]) -> list[pa.Array]:
     """The decoded columns of decoded events, in ``DECODED`` order."""
     hs = [e["header"] for e in events]
-    kinds = [h["schema_name"].rpartition(".")[2] for h in hs]
+    kinds = [kind_of(e) for e in events]
     status: list[str | None] = []
     old: list[str | None] = []
     # Datasets as flat lists plus, per row, the offset where its list ends (a ListArray's offsets).
