@@ -415,18 +415,17 @@ class ConsumerRuntime(Polling):
                 self._done(msg)
                 return
         record = Record.from_message(msg, event, decode_error)
-        what = f"event {event_id}" if event is not None else "undecodable message"
         try:
             emitted = self.retrier.run(where, lambda: self.handler.handle(record),
                                        retryable=self.handler.retryable_errors)
         except PermanentError as exc:
-            log.error("%s: %s cannot be handled by %s: %s; dead-lettering", where, what, self.service, exc,
+            log.error("%s: %s cannot be handled by %s: %s; dead-lettering", where, _what(event_id), self.service, exc,
                       extra={"topic": topic, "partition": partition, "offset": offset, "service": self.service,
                              "event_id": event_id})
             self._dead_letter_or_abort(msg, exc, _reason(exc))
             return
         except Aborted:
-            log.warning("%s: stopping while the output is down; %s stays uncommitted", where, what)
+            log.warning("%s: stopping while the output is down; %s stays uncommitted", where, _what(event_id))
             return
         if event_id is not None:
             self.metrics.latency(time.perf_counter() - started)
@@ -453,6 +452,10 @@ class ConsumerRuntime(Polling):
         self.stats.dead_lettered += 1
         self.metrics.dead_lettered(topic, reason)
         self._done(msg)
+
+def _what(event_id: str | None) -> str:
+    return "undecodable message" if event_id is None else f"event {event_id}"
+
 
 def _reason(exc: PermanentError) -> str:
     return "handler-bug" if isinstance(exc, HandlerBugError) else "permanent"
