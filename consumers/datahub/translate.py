@@ -117,7 +117,7 @@ class Translator:
         self.config = config or DataHubConfig()
         self.names = DatasetNamer(self.config)
         self._memo = Memo()
-        self._systems: dict[int, SystemMetadataClass] = {}
+        self._systems = Memo(16)
         self._by_kind: dict[str, Callable[[dict[str, Any]], list[Proposal]]] = {
             "JobCreatedEvent": self._job_created,
             "JobStatusChangedEvent": self._status_changed,
@@ -272,12 +272,8 @@ class Translator:
     def _system(self, when: int) -> SystemMetadataClass:
         # One object per event time, shared by that time's proposals (the sinks that stamp it send copies);
         # kept apart from _memo, which per-event entries would flush.
-        hit = self._systems.get(when)
-        if hit is None:
-            if len(self._systems) >= 16:
-                self._systems.pop(next(iter(self._systems)))
-            hit = self._systems[when] = SystemMetadataClass(lastObserved=when)
-        return hit
+        system: SystemMetadataClass = self._systems.get(when, lambda: SystemMetadataClass(lastObserved=when))
+        return system
 
     def _mcp(self, urn: str, aspect: Any, when: int) -> MetadataChangeProposalWrapper:
         return wrap(urn, aspect, self._system(when))
