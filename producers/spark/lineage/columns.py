@@ -410,7 +410,7 @@ class ColumnGraph:
             # Sorting the shared keys (a 20-join plan's 20-odd join keys) again for each of 1,000 columns
             # was most of this loop: only the column's own sources are sorted into them.
             own = [k for k in direct if k not in shared]
-            keys = shared_keys if not own else sorted(shared_keys + own) if shared_keys else sorted(own)
+            keys = sorted(shared_keys + own) if own else shared_keys
             inputs: list[InputField] = [
                 shared[key] if key not in direct else _input_field(key, direct[key] | indirect.get(key, empty))
                 for key in keys]

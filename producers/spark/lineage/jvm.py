@@ -245,7 +245,6 @@ class JvmPlan:
         self._nodes[path] = obj
         return obj
 
-
     def fetch_file_relations(self, paths: list[tuple[Step, ...]]) -> None:
         """Look up the file relations of the LogicalRelation nodes at ``paths`` in one call (``PlanJson``
         only): a plan's inputs cost one round trip instead of three each (the node, its relation, the facts)."""
