@@ -12,6 +12,10 @@ Body: fastavro schemaless encoding of the event record. Framing:
 ``decode`` detects the framing from the first byte, reads with the writer's
 schema (any released version) into the current reader schema, and raises
 ``DecodeError`` and nothing else for bytes that are not a lineagewire event.
+A body written with the current schema is read by the function
+``reader.compile_reader`` generated for it (the same values, faster); one
+that needs schema resolution, and any body that reader rejects, is read by
+fastavro, whose error is the one reported.
 
 ``prefix_decoder`` makes a decode that stops after the fields a reader needs:
 Avro binary is read in field order with no index, so the fields after the last
@@ -21,6 +25,7 @@ that field are checked as by ``decode``; a damaged tail is not noticed.
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import struct
@@ -29,16 +34,22 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
+from fastavro.schema import to_parsing_canonical_form
 
 from lineagewire.exceptions import DecodeError, SchemaError
 
 from . import _repository
 from ._repository import EventSchema
+from .reader import Reader, compile_reader
 
 __all__ = ["CONFLUENT_MAGIC", "SINGLE_OBJECT_MAGIC", "Codec", "Decoder"]
 
 #: bytes -> event dict, raising ``DecodeError`` (``Codec.decode`` or a ``Codec.prefix_decoder``)
 Decoder = Callable[[bytes | None], dict[str, Any]]
+
+#: what decoding a body needs: the event's full name, fastavro's writer and reader schemas (reader None when
+#: they are the same) and the generated reader (None where fastavro reads: resolution, or a type it lacks)
+_Schemas = tuple[str, Any, Any, Reader | None]
 
 SINGLE_OBJECT_MAGIC = b"\xc3\x01"
 CONFLUENT_MAGIC = b"\x00"
@@ -65,10 +76,13 @@ class Codec:
         # Writer schemas by fingerprint: the current ones and every released version.
         # The reader schema is None when writer == reader, which lets fastavro skip resolution.
         self._by_fingerprint: dict[bytes, tuple[EventSchema, Any]] = {}
+        self._schemas: dict[bytes, _Schemas] = {}
         for versions in (*_repository.released().values(), self._current):
             for name, es in versions.items():
                 reader = None if es.canonical == self._current[name].canonical else self._current[name].parsed
                 self._by_fingerprint[es.fingerprint] = (es, reader)
+                self._schemas[es.fingerprint] = (es.full_name, es.parsed, reader,
+                                                 _generated(es.schema) if reader is None else None)
         self._writers = {name: (SINGLE_OBJECT_MAGIC + es.fingerprint, es.parsed) for name, es in self._current.items()}
         self._registry = registry_client
         if self._registry is None and schema_registry_url:
@@ -118,7 +132,7 @@ class Codec:
         """
         for kind in last_fields:
             _repository.full_name(kind)  # an unknown kind is a mistake, not "nothing to cut"
-        cut: dict[bytes, tuple[str, Any, Any]] = {}
+        cut: dict[bytes, _Schemas] = {}
         for fp, (es, reader) in self._by_fingerprint.items():
             current = self._current[es.full_name]
             last = last_fields.get(es.full_name) or last_fields.get(es.kind) or "header"
@@ -128,14 +142,15 @@ class Codec:
             upto = max(i for i, name in enumerate(writer_fields) if name in keep)
             writer_schema = {**es.schema, "fields": es.schema["fields"][:upto + 1]}
             cut[fp] = (es.full_name, parse_schema(writer_schema),
-                       None if reader is None else parse_schema(reader_schema))
+                       None if reader is None else parse_schema(reader_schema),
+                       _generated(writer_schema) if reader is None else None)
 
         def decode_prefix(data: bytes | None) -> dict[str, Any]:
             return self._decode(data, cut)
 
         return decode_prefix
 
-    def _decode(self, data: bytes | None, cut: dict[bytes, tuple[str, Any, Any]] | None) -> dict[str, Any]:
+    def _decode(self, data: bytes | None, cut: dict[bytes, _Schemas] | None) -> dict[str, Any]:
         if not data:
             raise DecodeError("empty", "empty message; expected a lineagewire Avro event")
         first = data[0]
@@ -146,27 +161,34 @@ class Codec:
                 raise DecodeError("bad-magic", f"bytes {data[:2].hex()} : expected c301 (Avro single-object) "
                                   "or 00 (Confluent wire format)")
             fp = data[2:_SO_HEADER]
-            entry = self._by_fingerprint.get(fp)
+            entry = (self._schemas if cut is None else cut).get(fp)
             if entry is None:
                 raise DecodeError("unknown-fingerprint", f"unknown schema fingerprint {fp.hex()}; expected one "
                                   "of the lineagewire event schemas (current or released); was it written by a "
                                   "newer lineagewire, or is it not a lineagewire event?")
-            if cut is None:
-                es, reader = entry
-                name, writer = es.full_name, es.parsed
-            else:
-                name, writer, reader = cut[fp]
+            name, writer, reader, fast = entry
             offset = _SO_HEADER
         elif first == 0x00:
             if len(data) < _CF_HEADER:
                 raise DecodeError("truncated", f"{len(data)} bytes; a Confluent header needs {_CF_HEADER}")
             (schema_id,) = struct.unpack(">I", data[1:_CF_HEADER])
-            name, writer, reader = self._schema_by_id(schema_id)
+            name, writer, reader, fast = self._schema_by_id(schema_id)
             offset = _CF_HEADER
             cut = None  # decoded whole
         else:
             raise DecodeError("bad-magic", f"first byte 0x{first:02x}: expected 0xc3 (Avro single-object) "
                               "or 0x00 (Confluent wire format)")
+        if fast is not None:
+            try:
+                record, end = fast(data, offset)
+            except Exception:  # noqa: BLE001, S110 - not a valid body: fastavro reads it again and words why
+                pass
+            else:
+                if cut is None and end != len(data):
+                    raise DecodeError("trailing-bytes", f"{name}: {len(data) - end} bytes after the record; "
+                                      "expected the message to end with it")
+                record["header"]["schema_name"] = name
+                return record
         buf = io.BytesIO(data)
         buf.seek(offset)
         try:
@@ -202,7 +224,7 @@ class Codec:
                 self._registered[key] = prefix
         return prefix
 
-    def _schema_by_id(self, schema_id: int) -> tuple[str, Any, Any]:
+    def _schema_by_id(self, schema_id: int) -> _Schemas:
         hit = self._by_schema_id.get(schema_id)
         if hit is not None:
             return hit
@@ -222,10 +244,25 @@ class Codec:
         if name not in self._current:
             raise DecodeError("unknown-schema-id", f"schema id {schema_id} is {name!r}; expected a lineagewire event "
                               "schema")
-        hit = (name, writer, self._current[name].parsed)
+        current = self._current[name]
+        same = to_parsing_canonical_form(schema) == current.canonical
+        hit = (name, writer, None, _generated(current.schema)) if same else (name, writer, current.parsed, None)
         with self._lock:
             self._by_schema_id[schema_id] = hit
         return hit
+
+
+@functools.lru_cache(maxsize=64)
+def _generated_for(schema_json: str) -> Reader | None:
+    try:
+        return compile_reader(json.loads(schema_json))
+    except NotImplementedError:  # a type the generated reader does not read: fastavro reads these bodies
+        return None
+
+
+def _generated(schema: dict[str, Any]) -> Reader | None:
+    """The generated reader of ``schema``, compiled once per process for each schema."""
+    return _generated_for(json.dumps(schema, sort_keys=True))
 
 
 def _prefix(schema: dict[str, Any], last: str) -> dict[str, Any]:
