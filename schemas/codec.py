@@ -17,10 +17,11 @@ A body written with the current schema is read by the function
 that needs schema resolution, and any body that reader rejects, is read by
 fastavro, whose error is the one reported.
 
-``prefix_decoder`` makes a decode that stops after the fields a reader needs:
-Avro binary is read in field order with no index, so the fields after the last
-one needed are neither decoded nor checked. The framing and everything up to
-that field are checked as by ``decode``; a damaged tail is not noticed.
+``fields_decoder`` makes a decode of only the fields a reader needs: the
+others are stepped over without being built, and since Avro binary is read in
+field order with no index, the top-level fields after the last one needed are
+not read at all. The framing is checked as by ``decode``; a damaged tail, or
+bytes that are stepped over, are not.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import io
 import json
 import struct
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
@@ -40,11 +41,11 @@ from lineagewire.exceptions import DecodeError, SchemaError
 
 from . import _repository
 from ._repository import EventSchema
-from .reader import Reader, compile_reader
+from .reader import Reader, compile_reader, keep_tree
 
 __all__ = ["CONFLUENT_MAGIC", "SINGLE_OBJECT_MAGIC", "Codec", "Decoder"]
 
-#: bytes -> event dict, raising ``DecodeError`` (``Codec.decode`` or a ``Codec.prefix_decoder``)
+#: bytes -> event dict, raising ``DecodeError`` (``Codec.decode`` or a ``Codec.fields_decoder``)
 Decoder = Callable[[bytes | None], dict[str, Any]]
 
 #: what decoding a body needs: the event's full name, fastavro's writer and reader schemas (reader None when
@@ -122,20 +123,35 @@ class Codec:
         """Decode bytes framed either way into an event dict of the current schema version."""
         return self._decode(data, None)
 
-    def prefix_decoder(self, last_fields: Mapping[str, str]) -> Decoder:
-        """A ``decode`` that reads each event only up to and including one top-level field.
+    def fields_decoder(self, fields: Mapping[str, Iterable[str]]) -> Decoder:
+        """A ``decode`` that reads only some fields of each event.
 
-        ``last_fields`` maps an event kind (short or full name) to the last top-level field its reader needs;
-        kinds not in it are read up to ``header``. The event dict holds the fields up to that one (an event
-        framed with a registry schema id is decoded whole: a superset). Errors are ``decode``'s, except that
-        the bytes after the prefix are not looked at (see the module docstring).
+        ``fields`` maps an event kind (short or full name) to the fields its reader needs, as dotted paths
+        through records, arrays, maps and unions (``"header"``, ``"inputs.name"``); kinds not in it: the
+        header. The event dict holds those fields and the header's ``event_id`` and ``schema_name``, which
+        name the event in every service's logs and dedup; where the generated reader
+        does not serve (schema resolution, a registry schema that is not the current one, bytes it rejects)
+        fastavro reads the event up to its last top-level field needed: a superset. Errors are ``decode``'s,
+        except that what is not read is not checked (see the module docstring).
         """
-        for kind in last_fields:
+        for kind in fields:
             _repository.full_name(kind)  # an unknown kind is a mistake, not "nothing to cut"
+        trees: dict[str, dict[str, Any]] = {}
+        fast: dict[str, Reader | None] = {}  # by kind, for the bodies written with the current schema
+        for name, es in self._current.items():
+            paths = fields.get(name) or fields.get(es.kind) or ["header"]
+            trees[name] = keep_tree(["header.event_id", "header.schema_name", *paths])
+            try:
+                fast[name] = compile_reader(es.schema, trees[name])
+            except ValueError as exc:  # a field the event does not have is a mistake too
+                raise SchemaError(f"{name}: {exc}; expected dotted paths of its fields") from None
+            except NotImplementedError:
+                fast[name] = None
         cut: dict[bytes, _Schemas] = {}
         for fp, (es, reader) in self._by_fingerprint.items():
             current = self._current[es.full_name]
-            last = last_fields.get(es.full_name) or last_fields.get(es.kind) or "header"
+            names = [f["name"] for f in current.schema["fields"]]
+            last = max(trees[es.full_name], key=names.index)  # top-level fields after it are not read
             reader_schema = _prefix(current.schema, last)
             keep = {f["name"] for f in reader_schema["fields"]}
             writer_fields = [f["name"] for f in es.schema["fields"]]
@@ -143,12 +159,12 @@ class Codec:
             writer_schema = {**es.schema, "fields": es.schema["fields"][:upto + 1]}
             cut[fp] = (es.full_name, parse_schema(writer_schema),
                        None if reader is None else parse_schema(reader_schema),
-                       _generated(writer_schema) if reader is None else None)
+                       fast[es.full_name] if reader is None else None)
 
-        def decode_prefix(data: bytes | None) -> dict[str, Any]:
+        def decode_fields(data: bytes | None) -> dict[str, Any]:
             return self._decode(data, cut)
 
-        return decode_prefix
+        return decode_fields
 
     def _decode(self, data: bytes | None, cut: dict[bytes, _Schemas] | None) -> dict[str, Any]:
         if not data:

@@ -7,13 +7,14 @@ retries, metrics, health and shutdown are the runtime's. What it adds:
   cannot decode is archived as it is (its decode error in ``decode_error``)
   instead of dead-lettered. The CLI also turns the runtime's event-id dedup
   off: a record published twice is two records at two offsets, and both are kept.
-* **Decodes only what its columns need** (``decode_until``): the header, the
-  status fields and the datasets; the runtime stops reading each event there
-  (for an ActionLineageEvent, before its column lineage). The bytes are stored
-  as they came, so a message whose framing, header and those fields read but
-  whose tail is damaged is archived with its decoded columns instead of with a
-  ``decode_error``: the archive keeps what was on the topic, and whoever
-  replays it decodes it whole and learns of the damage then.
+* **Decodes only what its columns need** (``decode_fields``): the header
+  fields, the status fields and each dataset's namespace and name; the runtime
+  steps over the rest (a dataset's schema) and stops reading each event after
+  them (for an ActionLineageEvent, before its column lineage). The bytes are
+  stored as they came, so a message whose framing and those fields read but
+  whose other bytes are damaged is archived with its decoded columns instead
+  of with a ``decode_error``: the archive keeps what was on the topic, and
+  whoever replays it decodes it whole and learns of the damage then.
 * **One open file per topic partition**, rows buffered in memory, closed
   (``_close``) when it reaches ``roll_bytes`` or ``roll_records``, when a
   record of another UTC hour arrives, or on ``tick`` once it has been open
@@ -32,7 +33,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -42,7 +43,7 @@ import pyarrow.parquet as pq
 from lineagewire.consumers.runtime import Handler, Record, tune_gc
 from lineagewire.exceptions import ConfigError
 
-from .layout import ARCHIVE_SCHEMA, data_path, hour_bucket, records_to_batch
+from .layout import ARCHIVE_SCHEMA, DECODE_FIELDS, data_path, hour_bucket, records_to_batch
 from .manifest import Manifest
 from .storage import Storage
 
@@ -85,8 +86,7 @@ class ArchiveHandler(Handler):
     name: ClassVar[str] = "archive"
     accepts_undecodable: ClassVar[bool] = True
     #: what ``layout.records_to_batch`` reads of each kind (other kinds: the header)
-    decode_until: ClassVar[Mapping[str, str] | None] = {
-        "JobStatusChangedEvent": "new_status", "ActionLineageEvent": "outputs", "JobCreatedEvent": "status"}
+    decode_fields: ClassVar[Mapping[str, Sequence[str]] | None] = DECODE_FIELDS
     tick_interval: ClassVar[float | None] = 5.0
 
     @classmethod

@@ -31,7 +31,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 from lineagewire.consumers.runtime.record import Record
 from lineagewire.schemas import kind_of
 
-__all__ = ["ARCHIVE_SCHEMA", "GENESIS", "MANIFEST_DIR", "chain_hash", "data_path",
+__all__ = ["ARCHIVE_SCHEMA", "DECODE_FIELDS", "GENESIS", "MANIFEST_DIR", "chain_hash", "data_path",
            "hour_bucket", "manifest_path", "records_to_batch"]
 
 MANIFEST_DIR = "_manifests"
@@ -70,6 +70,19 @@ ARCHIVE_SCHEMA = pa.schema([
     ("inputs", _DATASETS),
     ("outputs", _DATASETS),
 ])
+
+_HEADER = ["header.event_id", "header.job_namespace", "header.job_name", "header.run_id", "header.parent_run.run_id",
+           "header.sequence", "header.event_time"]
+#: the fields of each event kind that ``records_to_batch`` reads (``ArchiveHandler.decode_fields``)
+DECODE_FIELDS = {
+    "JobStatusChangedEvent": [*_HEADER, "old_status", "new_status"],
+    "ActionLineageEvent": [*_HEADER, "action_status", "inputs.namespace", "inputs.name", "outputs.namespace",
+                           "outputs.name"],
+    "JobCreatedEvent": [*_HEADER, "status", "lineage.sources.namespace", "lineage.sources.name",
+                        "lineage.sinks.namespace", "lineage.sinks.name"],
+    "RefreshCommand": _HEADER,
+    "CancelRefresh": _HEADER,
+}
 
 #: the decoded columns (filled by ``records_to_batch``), in schema order
 DECODED = ("kind", "event_id", "job_namespace", "job_name", "run_id", "parent_run_id", "sequence", "status",

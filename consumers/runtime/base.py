@@ -34,12 +34,12 @@ Optional hooks (the defaults do nothing, so a simple service ignores them):
   handed to ``handle`` too, as a ``Record`` whose ``event`` is None and whose
   ``decode_error`` says why, instead of going to the dead-letter topic (the
   audit archive keeps every message as it was).
-* ``decode_until``: per event kind, the last top-level field ``handle`` reads
-  (kinds not listed: ``header``). The runtime then decodes each event only up
-  to that field (``Codec.prefix_decoder``), so ``record.event`` holds those
-  fields and a service that needs a few columns does not pay for the whole
-  event; bytes that are not an event still fail to decode. None (the default):
-  the whole event, fully checked.
+* ``decode_fields``: per event kind, the fields ``handle`` reads, as dotted
+  paths (``"header"``, ``"inputs.name"``; kinds not listed: ``header``). The
+  runtime then decodes only those (``Codec.fields_decoder``), so
+  ``record.event`` holds them and a service that needs a few columns does not
+  pay for the whole event; bytes that are not an event still fail to decode.
+  None (the default): the whole event, fully checked.
 * ``tick_interval`` (seconds) and ``tick(now)``: time-based work (rules on a
   clock, closing a file after a quiet hour). The runtime calls ``tick`` at
   least every ``tick_interval`` seconds from the same thread as ``handle``,
@@ -67,7 +67,7 @@ group ``lineagewire.handlers`` (outside packages): ``name = "pkg.module:Class"``
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -97,8 +97,8 @@ class Handler:
     name: ClassVar[str] = "handler"
     #: hand undecodable messages to ``handle`` (``record.event`` None) instead of dead-lettering them
     accepts_undecodable: ClassVar[bool] = False
-    #: per event kind, the last top-level field ``handle`` reads; the runtime decodes only up to it. None: all
-    decode_until: ClassVar[Mapping[str, str] | None] = None
+    #: per event kind, the fields ``handle`` reads (dotted paths); the runtime decodes only those. None: all
+    decode_fields: ClassVar[Mapping[str, Sequence[str]] | None] = None
     #: call ``tick`` at least this often (seconds), also on a quiet topic; None: never
     tick_interval: ClassVar[float | None] = None
     #: exceptions of the handler's own clients that mean "output down" (e.g. ``(httpx.TransportError,)``):
@@ -117,8 +117,8 @@ class Handler:
 
     @classmethod
     def decoder(cls, codec: Codec) -> Decoder:
-        """How the runtime decodes a message for this handler: whole, or up to ``decode_until``."""
-        return codec.decode if cls.decode_until is None else codec.prefix_decoder(cls.decode_until)
+        """How the runtime decodes a message for this handler: whole, or only ``decode_fields``."""
+        return codec.decode if cls.decode_fields is None else codec.fields_decoder(cls.decode_fields)
 
     def render(self, record: Record) -> list[str]:
         """This service's outputs for ``record`` as JSON texts, without sending them (``replay --format NAME``)."""

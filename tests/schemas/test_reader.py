@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lineagewire.schemas import Codec, DecodeError, _repository
-from lineagewire.schemas.reader import compile_reader
+from lineagewire.schemas.reader import compile_reader, keep_tree
 from tests.schemas.strategies import events
 from tests.schemas.test_codec import _mutations
 
@@ -39,6 +39,28 @@ def test_random_events_of_every_kind_read_as_fastavro_reads_them(full_name: str)
         value, end = read(data, HEADER)
         assert (value, end) == _fastavro(data, es.parsed)
         assert end == len(data)
+
+    check()
+
+
+@pytest.mark.parametrize("full_name", KINDS)
+def test_a_reader_of_some_fields_steps_over_the_others_on_random_events(full_name: str) -> None:
+    """Every other top-level field kept (the ones between are stepped over: maps, unions, arrays, records)."""
+    es = _repository.current()[full_name]
+    names = [f["name"] for f in es.schema["fields"]]
+    keep = names[::2]
+    read = compile_reader(es.schema, keep_tree([*keep, "header.event_id"]))
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(events(full_name))
+    def check(event: dict) -> None:
+        data = CODEC.encode(event)
+        full, _ = _fastavro(data, es.parsed)
+        value, end = read(data, HEADER)
+        last = names.index(keep[-1])
+        assert value == {k: full[k] for k in names[:last + 1] if k in keep}
+        # the fields after the last kept are not read (each takes at least a byte in these schemas)
+        assert end == len(data) if last == len(names) - 1 else end < len(data)
 
     check()
 

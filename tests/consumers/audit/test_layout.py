@@ -14,7 +14,7 @@ DECODE = ArchiveHandler.decoder(CODEC)
 
 
 def record(offset: int, value: bytes, headers: list[tuple[str, bytes | None]] | None = None) -> Record:
-    """The record the runtime hands to the archive: decoded as ``ArchiveHandler.decode_until`` says, or not."""
+    """The record the runtime hands to the archive: decoded as ``ArchiveHandler.decode_fields`` says, or not."""
     try:
         event, error = DECODE(value), None
     except DecodeError as exc:

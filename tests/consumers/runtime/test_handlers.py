@@ -2,7 +2,7 @@
 
 Hooks: a buffering handler's durable offsets bound the commits; close() output is committed; tick runs on
 a quiet topic; an undecodable message reaches an ``accepts_undecodable`` handler instead of the DLQ; a
-handler with ``decode_until`` gets each event read up to that field, and bytes that are no event still go to
+handler with ``decode_fields`` gets only those fields of each event, and bytes that are no event still go to
 the DLQ.
 """
 
@@ -221,10 +221,10 @@ def test_an_undecodable_message_reaches_an_accepts_undecodable_handler(settings,
 
 class HeaderOnly(Recording):
     name = "header-only"
-    decode_until: ClassVar[dict[str, str]] = {"JobStatusChangedEvent": "header"}
+    decode_fields: ClassVar[dict[str, list[str]]] = {"JobStatusChangedEvent": ["header"]}
 
 
-def test_a_handler_with_decode_until_gets_the_prefix_and_garbage_still_goes_to_the_dlq(settings,  # noqa: ANN001
+def test_a_handler_with_decode_fields_gets_them_and_garbage_still_goes_to_the_dlq(settings,  # noqa: ANN001
                                                                                        group_id) -> None:
     events = events_for(1, 2)
     whole = Codec().encode(events[1])

@@ -127,14 +127,17 @@ def test_client_library_connection_errors_are_outages() -> None:
     assert not is_outage(httpx.InvalidURL("bad"))
 
 
-def test_the_decoder_is_the_whole_decode_unless_decode_until_names_fields() -> None:
-    class Prefix(Handler):
-        decode_until = {"JobStatusChangedEvent": "old_status"}
+def test_the_decoder_is_the_whole_decode_unless_decode_fields_names_fields() -> None:
+    class Some(Handler):
+        decode_fields = {"JobStatusChangedEvent": ["header.run_id", "old_status"]}
 
     codec, event = Codec(), status_event()
     data = codec.encode(event)
     assert Handler.decoder(codec)(data) == event
-    assert Prefix.decoder(codec)(data) == {"header": event["header"], "old_status": event["old_status"]}
+    h = event["header"]
+    assert Some.decoder(codec)(data) == {"header": {"event_id": h["event_id"], "run_id": h["run_id"],
+                                                    "schema_name": h["schema_name"]},
+                                         "old_status": event["old_status"]}
 
 
 def test_tune_gc_freezes_startup_objects_and_raises_the_young_threshold() -> None:
