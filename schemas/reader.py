@@ -151,6 +151,10 @@ class _Generator:
             v = self.var("r")
             lines.append(f"{'    ' * ind}{v} = {_dict(fields)}")
             return v
+        if name in self.functions:  # a named type is walked again where a record using it is
+            v = self.var("v")
+            lines.append(f"{'    ' * ind}{v}, p = {self.functions[name]}(d, p)")
+            return v
         if name in self.recursive:  # a function of its own, called where it is used
             fn = self.var("record_")
             self.functions[name] = fn
@@ -253,7 +257,9 @@ class _Generator:
             lines.append(f"{pad}else: raise _Malformed")
         elif t["type"] == "record":
             self.named[t["name"]] = t
-            if t["name"] in self.recursive:
+            if t["name"] in self.skippers:  # a named type is walked again where a record using it is
+                lines.append(f"{pad}p = {self.skippers[t['name']]}(d, p)")
+            elif t["name"] in self.recursive:
                 fn = self.skippers[t["name"]] = self.var("skip_")
                 body: list[str] = []
                 for f in t["fields"]:
