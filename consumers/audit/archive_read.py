@@ -21,6 +21,7 @@ import sys
 from collections.abc import Iterator
 from typing import IO
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
@@ -75,8 +76,6 @@ def read_archive(storage: Storage, topic: str, *, start: Position, end: Position
     ``seen`` (if given) receives, per partition, the last offset inside the range that was read
     (filtered out or not): the topic must not serve it again.
     """
-    from .subscribe import matches
-
     codec = codec or Codec()
     errors = errors or sys.stderr
     if start == "end":
@@ -96,45 +95,71 @@ def read_archive(storage: Storage, topic: str, *, start: Position, end: Position
             done = False
             with storage.open(entry["file"]) as f:
                 for batch in pq.ParquetFile(f).iter_batches(batch_size=_BATCH, columns=_COLUMNS):
-                    cols = {name: batch.column(name).to_pylist() for name in _PY_COLUMNS}
-                    stamps = batch.column("timestamp").cast("int64").to_pylist()
-                    # Most records carry no header: convert only the rows that have some.
-                    headers = batch.column("headers")
-                    has_headers = pc.greater(pc.list_value_length(headers), 0).to_pylist()
-                    for i, offset in enumerate(cols["offset"]):
-                        ts = stamps[i]
-                        if not started:
-                            if ts < start_ms:
-                                continue
-                            started = True
-                        if isinstance(start, int) and offset < start:
-                            continue
-                        if (isinstance(end, int) and offset >= end) or (end_ms is not None and ts >= end_ms):
-                            done = True
-                            break
+                    lo, hi, started, done = _rows_in_range(batch, start, end, start_ms, end_ms, started)
+                    if lo < hi:
                         if seen is not None:
-                            seen[p] = offset
-                        if job is not None and not _job_matches(job, cols["job_namespace"][i], cols["job_name"][i]):
-                            continue
-                        if status is not None and not _status_may_match(status, cols["kind"][i], cols["status"][i]):
-                            continue
-                        value = cols["value"][i]
-                        try:
-                            event = codec.decode(value)
-                        except DecodeError as exc:
-                            print(f"{topic}[{p}]@{offset}: skipped undecodable message ({exc.reason}): {exc}",
-                                  file=errors, flush=True)
-                            continue
-                        if (job is not None or status is not None) and not matches(event, job, status):
-                            continue
-                        yield Record(topic, p, offset, cols["key"][i], ts, event, value=value,
-                                     headers=[(h["key"], h["value"]) for h in headers[i].as_py()]
-                                     if has_headers[i] else [],
-                                     timestamp_type=cols["timestamp_type"][i], key_bytes=cols["key_bytes"][i])
+                            seen[p] = batch.column("offset")[hi - 1].as_py()
+                        yield from _records(batch.slice(lo, hi - lo), topic, p, job, status, codec, errors)
                     if done:
                         break
             if done:
                 break
+
+
+def _rows_in_range(batch: pa.RecordBatch, start: Position, end: Position | None, start_ms: int,
+                   end_ms: int | None, started: bool) -> tuple[int, int, bool, bool]:
+    """``[lo, hi)``: the rows of ``batch`` in the range, whether the range has started (at the first row at or
+    after a time start) and whether it ended in this batch. Offsets rise within a partition; timestamps need
+    not, so a time bound is the first row past it, as on the topic."""
+    lo, hi = 0, batch.num_rows
+    offsets = batch.column("offset")
+    if not started:
+        first = pc.index(pc.greater_equal(batch.column("timestamp").cast("int64"), start_ms), True).as_py()
+        if first < 0:
+            return 0, 0, False, False
+        lo, started = first, True
+    if isinstance(start, int):
+        lo = max(lo, pc.sum(pc.less(offsets, start)).as_py() or 0)
+    done = False
+    past = []
+    if isinstance(end, int):
+        past.append(pc.greater_equal(offsets, end))
+    if end_ms is not None:
+        past.append(pc.greater_equal(batch.column("timestamp").cast("int64"), end_ms))
+    for over in past:
+        at = pc.index(over.slice(lo), True).as_py()
+        if at >= 0:
+            hi, done = min(hi, lo + at), True
+    return lo, max(lo, hi), started, done
+
+
+def _records(batch: pa.RecordBatch, topic: str, p: int, job: str | None, status: str | None, codec: Codec,
+             errors: IO[str]) -> Iterator[Record]:
+    """The decoded records of ``batch`` (rows in the range) that pass the filters."""
+    from .subscribe import matches
+
+    cols = {name: batch.column(name).to_pylist() for name in _PY_COLUMNS}
+    stamps = batch.column("timestamp").cast("int64").to_pylist()
+    # Most records carry no header: convert only the rows that have some.
+    headers = batch.column("headers")
+    has_headers = pc.greater(pc.list_value_length(headers), 0).to_pylist()
+    filtering = job is not None or status is not None
+    decode = codec.decode
+    for i, (offset, value) in enumerate(zip(cols["offset"], cols["value"], strict=True)):
+        if filtering and not (_job_matches(job, cols["job_namespace"][i], cols["job_name"][i])
+                              and _status_may_match(status, cols["kind"][i], cols["status"][i])):
+            continue
+        try:
+            event = decode(value)
+        except DecodeError as exc:
+            print(f"{topic}[{p}]@{offset}: skipped undecodable message ({exc.reason}): {exc}", file=errors,
+                  flush=True)
+            continue
+        if filtering and not matches(event, job, status):
+            continue
+        yield Record(topic, p, offset, cols["key"][i], stamps[i], event, value=value,
+                     headers=[(h["key"], h["value"]) for h in headers[i].as_py()] if has_headers[i] else [],
+                     timestamp_type=cols["timestamp_type"][i], key_bytes=cols["key_bytes"][i])
 
 
 def read_across(settings: Settings, storage: Storage, topic: str, *, start: Position, end: Position,
