@@ -119,7 +119,7 @@ class _Generator:
         if kind in ("array", "map"):
             return self.blocks(lines, ind, t, keep)
         if kind == "long" and t.get("logicalType") == "timestamp-micros":
-            return f"(_EPOCH + _TD(microseconds={self.long(lines, ind)}))"
+            return f"(_EPOCH + _TD(0, 0, {self.long(lines, ind)}))"
         if isinstance(kind, str) and "logicalType" not in t:
             return self.primitive(lines, ind, kind)
         raise NotImplementedError(f"no generated reader for {t!r}")
