@@ -8,8 +8,8 @@ column lineage) spread over ``--days`` (3) is encoded once, then:
 1. ``archive``: ``ArchiveHandler.handle`` of each decoded record, files closed by size/hour, written with
    fsync + rename and hash-chained. One process, one thread, no broker (the broker's own fetch rate is
    measured by bench/consumers). Target: >= 50,000 events/s. Timed apart: ``runtime_decode``, the decode
-   the runtime does before the handler sees a record (``ArchiveHandler.decoder``: up to the fields the
-   archive's columns need), and both together.
+   the runtime does before the handler sees a record (``ArchiveHandler.decoder``: only the fields the
+   archive's columns need, ``decode_fields``), and both together.
 2. ``bytes_per_event`` on disk (zstd Parquet, raw value bytes kept plus decoded columns).
 3. ``verify``: ``audit verify`` over the whole archive, MB/s and files/s.
 4. ``query``: "runs of one job in a month with final status" (the docs/audit.md SQL), seconds.
