@@ -213,14 +213,8 @@ class _Generator:
             return v
         if kind in ("string", "bytes"):
             v = self.var("s")
-            lines.append(f"{pad}b = d[p]; p += 1")
-            lines.append(f"{pad}if b & 129:")  # not a length below 64: the whole varint
-            n = self.long(lines, ind + 1, first=False)
-            lines.append(f"{pad}    if {n} < 0: raise _Malformed")
-            lines.append(f"{pad}    e = p + {n}")
-            lines.append(f"{pad}else:")
-            lines.append(f"{pad}    e = p + (b >> 1)")
-            # a slice past the end is cut short, but then p > L, which read() checks at the end
+            self.length(lines, ind)
+            # a slice past the end is cut short, but then p > len(d), which read() checks at the end
             lines.append(f"{pad}{v} = d[p:e]{'.decode()' if kind == 'string' else ''}; p = e")
             return v
         raise NotImplementedError(f"no generated reader for Avro type {kind!r}")
@@ -238,13 +232,8 @@ class _Generator:
             elif t in ("long", "int"):
                 self.long(lines, ind)
             elif t in ("string", "bytes"):
-                lines.append(f"{pad}b = d[p]; p += 1")
-                lines.append(f"{pad}if b & 129:")  # not a length below 64: the whole varint
-                n = self.long(lines, ind + 1, first=False)
-                lines.append(f"{pad}    if {n} < 0: raise _Malformed")
-                lines.append(f"{pad}    p += {n}")
-                lines.append(f"{pad}else:")
-                lines.append(f"{pad}    p += b >> 1")
+                self.length(lines, ind)
+                lines.append(f"{pad}p = e")
             elif t != "null":
                 raise NotImplementedError(f"no generated reader for Avro type {t!r}")
         elif isinstance(t, list):
@@ -291,6 +280,17 @@ class _Generator:
             self.skip(lines, ind, t["type"])
         else:
             raise NotImplementedError(f"no generated reader for {t!r}")
+
+    def length(self, lines: list[str], ind: int) -> None:
+        """A string's or bytes' length, read: ``e`` is where its bytes end."""
+        pad = "    " * ind
+        lines.append(f"{pad}b = d[p]; p += 1")
+        lines.append(f"{pad}if b & 129:")  # not a length below 64: the whole varint
+        n = self.long(lines, ind + 1, first=False)
+        lines.append(f"{pad}    if {n} < 0: raise _Malformed")
+        lines.append(f"{pad}    e = p + {n}")
+        lines.append(f"{pad}else:")
+        lines.append(f"{pad}    e = p + (b >> 1)")
 
     def long(self, lines: list[str], ind: int, first: bool = True) -> str:
         """A zig-zag varint; one byte (values -64..63) takes the short branch. ``first=False``: its first byte is
