@@ -2,9 +2,10 @@
 
 Why not fastavro here: its reader makes a Python call per value and per byte
 of every varint (``fo.read(1)``), which made decoding the largest cost of
-every consumer service (about 38 µs for an action event of our mix). A
-function generated from the schema reads the bytes in place with straight-line
-code for each field and decodes the same events in about 60 % of that time.
+every consumer service (about 31 µs an event of our mix, 38 µs an action
+event). A function generated from the schema reads the bytes in place with
+straight-line code for each field and decodes the same events in about half
+that time (``bench/codec``).
 
 ``keep`` makes a reader of some fields only (``Codec.fields_decoder``): the
 others are stepped over without building a value, and the top-level fields
