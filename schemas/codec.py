@@ -129,10 +129,10 @@ class Codec:
         ``fields`` maps an event kind (short or full name) to the fields its reader needs, as dotted paths
         through records, arrays, maps and unions (``"header"``, ``"inputs.name"``); kinds not in it: the
         header. The event dict holds those fields and the header's ``event_id`` and ``schema_name``, which
-        name the event in every service's logs and dedup; where the generated reader
-        does not serve (schema resolution, a registry schema that is not the current one, bytes it rejects)
-        fastavro reads the event up to its last top-level field needed: a superset. Errors are ``decode``'s,
-        except that what is not read is not checked (see the module docstring).
+        name the event in every service's logs and dedup. Where the generated reader does not serve (schema
+        resolution, a registry-framed event, bytes it rejects) fastavro reads the event up to its last
+        top-level field needed, or whole: a superset. Errors are ``decode``'s, except that what is not read
+        is not checked (see the module docstring).
         """
         for kind in fields:
             _repository.full_name(kind)  # an unknown kind is a mistake, not "nothing to cut"
