@@ -25,7 +25,7 @@ from datahub.emitter.aspect import ASPECT_MAP
 from datahub.emitter.mcp import MetadataChangeProposalWrapper
 from datahub.metadata.schema_classes import ChangeTypeClass, SystemMetadataClass
 
-from .aspect_json import aspect_obj
+from . import stamp
 from .translate import Proposal
 
 __all__ = ["Renderer", "Unchanged", "render"]
@@ -74,7 +74,7 @@ class Renderer:
         if hit is not None and hit[0] is aspect:
             self._texts.move_to_end(key)
             return hit
-        text = _dumps(aspect_obj(aspect))
+        text = stamp.text(aspect)
         hit = [aspect, text, None]
         self._texts[key] = hit
         self._chars += len(text)
@@ -121,7 +121,7 @@ class Renderer:
                 tail = f', "systemMetadata": {_dumps(system)}}}'
         # A timeseries point (a run event) is written once: rendered without taking a place in the memory.
         aspect: Any = p.aspect
-        text = _dumps(aspect_obj(aspect)) if aspect.ASPECT_TYPE == "timeseries" else self.aspect_text(aspect)
+        text = stamp.text(aspect) if aspect.ASPECT_TYPE == "timeseries" else self.aspect_text(aspect)
         q = self._quoted
         return (f'{{"entityType": {q(p.entityType)}, "entityUrn": {_dumps(p.entityUrn)}, '
                 f'"changeType": {q(p.changeType)}, "aspectName": {q(p.aspectName)}, '

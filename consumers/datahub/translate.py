@@ -46,7 +46,6 @@ from lineagewire.exceptions import MissingExtraError
 from lineagewire.schemas import kind_of
 
 try:
-    from datahub.emitter.mce_builder import make_schema_field_urn
     from datahub.emitter.mcp import MetadataChangeProposalWrapper
     from datahub.metadata.schema_classes import (
         AuditStampClass,
@@ -61,18 +60,12 @@ try:
         DataProcessInstanceRunResultClass,
         DataProcessRunStatusClass,
         DataProcessTypeClass,
-        DatasetLineageTypeClass,
         EdgeClass,
-        FineGrainedLineageClass,
-        FineGrainedLineageDownstreamTypeClass,
-        FineGrainedLineageUpstreamTypeClass,
         MetadataChangeProposalClass,
         RunResultTypeClass,
         SchemaMetadataClass,
         StatusClass,
         SystemMetadataClass,
-        UpstreamClass,
-        UpstreamLineageClass,
     )
     from datahub.specific.datajob import DataJobPatchBuilder
     from datahub.specific.dataset import DatasetPatchBuilder
@@ -82,15 +75,14 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 from .config import DataHubConfig
 from .datasets import DatasetNamer, schema_metadata
 from .exceptions import TranslationError
-from .ids import DPI_NAMESPACE, _iso, _ms, _unique, action_job_id, flow_urn, instance_urn, job_urn
+from .ids import ACTOR, DPI_NAMESPACE, _iso, _ms, _unique, action_job_id, flow_urn, instance_urn, job_urn
+from .lineage import fine_grained, known_urns, upstream_lineage
 from .memo import Memo, content_key, wrap
+from .stamp import Stamped
 
 __all__ = ["ACTOR", "DPI_NAMESPACE", "RESULT_OF_STATUS", "Proposal", "Translator", "action_job_id", "instance_urn"]
 
 Proposal = MetadataChangeProposalWrapper | MetadataChangeProposalClass
-
-#: The actor of audit stamps: the DataHub system user, as ingestion sources use.
-ACTOR = "urn:li:corpuser:datahub"
 
 #: Terminal Flink job status -> (DataHub run result, native result type)
 RESULT_OF_STATUS: dict[str, str] = {
@@ -118,6 +110,8 @@ class Translator:
         self.names = DatasetNamer(self.config)
         self._memo = Memo()
         self._systems = Memo(16)
+        self._last_system: tuple[int | None, Any] = (None, None)
+        self._runs = Memo(1024)  # run events by content (a status, a result, a duration), at any time
         self._by_kind: dict[str, Callable[[dict[str, Any]], list[Proposal]]] = {
             "JobCreatedEvent": self._job_created,
             "JobStatusChangedEvent": self._status_changed,
@@ -236,8 +230,8 @@ class Translator:
 
     def _later_part(self, job: str, e: dict[str, Any], when: int) -> list[Proposal]:
         hdr = e["header"]
-        known = self._known(e["inputs"], e["outputs"])
-        lineages = self._fine_grained(e["column_lineage"], known)
+        known = known_urns(self.names, e["inputs"], e["outputs"])
+        lineages = fine_grained(self.names, e["column_lineage"], known, self.config.include_indirect)
         out: list[Proposal] = []
         if lineages:
             patch = DataJobPatchBuilder(job, system_metadata=self._system(when))
@@ -246,7 +240,8 @@ class Translator:
             out += patch.build()
             if self.config.dataset_lineage:
                 for d in e["outputs"]:
-                    mine = self._fine_grained(e["column_lineage"], known, only=self.names.urn(d))
+                    mine = fine_grained(self.names, e["column_lineage"], known, self.config.include_indirect,
+                                        only=self.names.urn(d))
                     if mine:
                         dpatch = DatasetPatchBuilder(self.names.urn(d), system_metadata=self._system(when))
                         for fgl in mine:
@@ -272,7 +267,10 @@ class Translator:
     def _system(self, when: int) -> SystemMetadataClass:
         # One object per event time, shared by that time's proposals (the sinks that stamp it send copies);
         # kept apart from _memo, which per-event entries would flush.
-        system: SystemMetadataClass = self._systems.get(when, lambda: SystemMetadataClass(lastObserved=when))
+        last = self._last_system
+        if last[0] != when:  # most proposals of an event are at its time: one look-up an event
+            last = self._last_system = (when, self._systems.get(when, lambda: SystemMetadataClass(lastObserved=when)))
+        system: SystemMetadataClass = last[1]
         return system
 
     def _mcp(self, urn: str, aspect: Any, when: int) -> MetadataChangeProposalWrapper:
@@ -311,10 +309,12 @@ class Translator:
         schedule = hdr.get("schedule")
         if schedule:
             attempt = schedule["attempt"]
-        return self._mcp(dpi, DataProcessInstanceRunEventClass(
-            timestampMillis=when, status=status, attempt=attempt,
-            result=DataProcessInstanceRunResultClass(type=result, nativeResultType=native or result)
-            if result else None, durationMillis=duration, partitionSpec=_FULL_TABLE), when)
+        point = self._runs.get((status, attempt, result, native, duration), lambda: Stamped(
+            lambda t: DataProcessInstanceRunEventClass(
+                timestampMillis=t, status=status, attempt=attempt,
+                result=DataProcessInstanceRunResultClass(type=result, nativeResultType=native or result)
+                if result else None, durationMillis=duration, partitionSpec=_FULL_TABLE)))
+        return self._mcp(dpi, point(when), when)
 
     def _action_run_events(self, dpi: str, hdr: dict[str, Any], e: dict[str, Any], when: int) -> list[Proposal]:
         result = _RESULT_OF_ACTION.get(e["action_status"])
@@ -326,43 +326,6 @@ class Translator:
         return [self._run_event(dpi, hdr, started, DataProcessRunStatusClass.STARTED),
                 self._run_event(dpi, hdr, when, DataProcessRunStatusClass.COMPLETE, result=result,
                                 native=e["action_status"], duration=duration)]
-
-    def _known(self, *datasets: list[dict[str, Any]]) -> dict[tuple[str, str], str]:
-        """The URNs of an event's datasets by (namespace, name): column lineage names a dataset by those only,
-        and a dataset with a catalog table (symlink) is known by its table."""
-        return {(d["namespace"], d["name"]): self.names.urn(d) for ds in datasets for d in ds}
-
-    def _fine_grained(self, column_lineage: list[dict[str, Any]], known: dict[tuple[str, str], str],
-                      only: str | None = None) -> list[FineGrainedLineageClass]:
-        """One fine-grained lineage per output column and transformation kind (DIRECT, INDIRECT, UNKNOWN)."""
-        out: list[FineGrainedLineageClass] = []
-
-        def urn(namespace: str, name: str) -> str:
-            return known.get((namespace, name)) or self.names.urn_of(namespace, name)
-
-        for cl in column_lineage:
-            target = urn(cl["namespace"], cl["name"])
-            if only is not None and target != only:
-                continue
-            by_kind: dict[str, tuple[set[str], set[str]]] = {}
-            for i in cl["inputs"]:
-                field = make_schema_field_urn(urn(i["namespace"], i["name"]), i["field"])
-                for t in i["transformations"] or [{"type": "UNKNOWN", "subtype": ""}]:
-                    kind = t["type"] if t["type"] in ("DIRECT", "INDIRECT") else "UNKNOWN"
-                    if kind == "INDIRECT" and not self.config.include_indirect:
-                        continue
-                    fields, subtypes = by_kind.setdefault(kind, (set(), set()))
-                    fields.add(field)
-                    if t.get("subtype"):
-                        subtypes.add(t["subtype"])
-            downstream = make_schema_field_urn(target, cl["field"])
-            for kind in sorted(by_kind):
-                fields, subtypes = by_kind[kind]
-                out.append(FineGrainedLineageClass(
-                    upstreamType=FineGrainedLineageUpstreamTypeClass.FIELD_SET, upstreams=sorted(fields),
-                    downstreamType=FineGrainedLineageDownstreamTypeClass.FIELD, downstreams=[downstream],
-                    transformOperation=f"{kind}:{','.join(sorted(subtypes))}" if subtypes else kind))
-        return out
 
     def _data_job(self, job: str, flow: str, name: str, inputs: list[dict[str, Any]], outputs: list[dict[str, Any]],
                   column_lineage: list[dict[str, Any]], when: int, props: dict[str, str],
@@ -376,25 +339,23 @@ class Translator:
             out.append(mcp(urn, _STATUS, when))
             if schema is not None:
                 out.append(mcp(urn, schema, when))
-        for (urn, schema), (_, feeding, mine) in zip(datasets[len(inputs):], feeds, strict=True):
+        for (urn, schema), upstream in zip(datasets[len(inputs):], feeds, strict=True):
             out.append(mcp(urn, _STATUS, when))
             if schema is not None:
                 out.append(mcp(urn, schema, when))
-            if feeding or mine:  # stamped with the event time: new each time
-                out.append(mcp(urn, UpstreamLineageClass(fineGrainedLineages=mine or None, upstreams=[
-                    UpstreamClass(dataset=u, type=DatasetLineageTypeClass.TRANSFORMED,
-                                  auditStamp=AuditStampClass(time=when, actor=ACTOR)) for u in feeding]), when))
+            if upstream is not None:  # stamped with the event time: new each time
+                out.append(mcp(urn, upstream(when), when))
         return out
 
     def _job_aspects(self, job: str, flow: str, name: str, inputs: list[dict[str, Any]],
                      outputs: list[dict[str, Any]], column_lineage: list[dict[str, Any]], props: dict[str, str],
                      relations: list[dict[str, Any]] | None
-                     ) -> tuple[list[Any], list[tuple[str, list[str], Any]], list[tuple[str, Any]]]:
-        """The DataJob's aspects, per output (its URN, the datasets feeding it, its fine-grained lineage), and
-        per input then output (its URN, its schemaMetadata or None); built once per distinct content
+                     ) -> tuple[list[Any], list[Stamped | None], list[tuple[str, Any]]]:
+        """The DataJob's aspects, per output its upstreamLineage at a given time (None when nothing feeds it),
+        and per input then output (its URN, its schemaMetadata or None); built once per distinct content
         (``Memo``): a job repeats them in every action of every run."""
-        known = self._known(inputs, outputs)
-        lineages = self._fine_grained(column_lineage, known)
+        known = known_urns(self.names, inputs, outputs)
+        lineages = fine_grained(self.names, column_lineage, known, self.config.include_indirect)
         in_urns = _unique(self.names.urn(d) for d in inputs)
         out_urns = _unique(self.names.urn(d) for d in outputs)
         aspects = [
@@ -407,11 +368,11 @@ class Translator:
                 inputDatasetFields=sorted({u for fgl in lineages for u in fgl.upstreams or ()}),
                 outputDatasetFields=sorted({u for fgl in lineages for u in fgl.downstreams or ()}),
                 fineGrainedLineages=lineages)]
-        feeds: list[tuple[str, list[str], Any]] = []
+        feeds: list[Stamped | None] = []
         for d in outputs:
             urn = self.names.urn(d)
             if not self.config.dataset_lineage:
-                feeds.append((urn, [], []))
+                feeds.append(None)
                 continue
             feeding = in_urns
             if relations:
@@ -421,7 +382,7 @@ class Translator:
                                   ) or in_urns
             mine = [fgl for fgl in lineages if fgl.downstreams and fgl.downstreams[0].startswith(
                 f"urn:li:schemaField:({urn},")]
-            feeds.append((urn, [u for u in feeding if u != urn], mine))
+            feeds.append(upstream_lineage([u for u in feeding if u != urn], mine))
         return aspects, feeds, [self._schema(d) for d in (*inputs, *outputs)]
 
     def _schema(self, d: dict[str, Any]) -> tuple[str, SchemaMetadataClass | None]:
@@ -445,3 +406,4 @@ class Translator:
             out.append(self._mcp(dpi, self._memo.get(("outputs", *outs), lambda: DataProcessInstanceOutputClass(
                 outputs=outs, outputEdges=[EdgeClass(destinationUrn=u) for u in outs])), when))
         return out
+
