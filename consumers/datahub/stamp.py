@@ -6,7 +6,8 @@ lineage, a run status), only that number changing. ``Stamped(build)`` makes them
 ``build(when)``, an acryl-datahub aspect object as any other, and ``text(aspect)`` gives the JSON of an
 aspect so made (``json.dumps(aspect_obj(aspect))``, what the renderer writes) as the content's template
 with the time put in, instead of a walk of the object. The last ``KEEP`` aspects made are remembered by
-identity (a sink renders an event's aspects while handling that event); any other aspect is rendered.
+identity until rendered (a sink renders an event's aspects while handling that event); any other aspect is
+rendered in full.
 
 The template is the rendering of ``build(_S1)`` cut at each occurrence of ``_S1``'s digits. It is kept
 only if putting ``_S2`` (as many characters, other digits) in those places gives exactly the rendering of
@@ -31,11 +32,13 @@ __all__ = ["KEEP", "Stamped", "render_text", "text"]
 
 _S1, _S2 = -7_205_759_403_792_793_601, -7_205_759_403_792_793_610
 _LONG = (-(1 << 63), (1 << 63) - 1)
-#: how many of the last aspects made are remembered (their events' proposals are rendered before that)
-KEEP = 1024
+#: how many of the last aspects made are remembered at least (an event's proposals are rendered before more
+#: are made)
+KEEP = 256
 _dumps = json.dumps
-# id(aspect) -> (aspect, its Stamped, its time), the last KEEP to 2 * KEEP made in two generations; the aspect
-# is held, so its id is not reused while it is here
+# id(aspect) -> (aspect, its Stamped, its time) of aspects made and not rendered yet, at most the last KEEP to
+# 2 * KEEP made (two generations: a sink that renders nothing lets them go); the aspect is held, so its id is
+# not reused while it is here
 _made: dict[int, tuple[Any, Stamped, int]] = {}
 _older: dict[int, tuple[Any, Stamped, int]] = {}
 
@@ -46,9 +49,11 @@ def render_text(aspect: Any) -> str:
 
 
 def text(aspect: Any) -> str:
-    """``render_text(aspect)``, from its template when it was made by a ``Stamped``."""
-    hit = _made.get(id(aspect)) or _older.get(id(aspect))
-    if hit is None or hit[0] is not aspect:
+    """``render_text(aspect)``, from its template when it was made by a ``Stamped`` (once: the aspect is then
+    forgotten, so that aspects do not outlive their event here; the renderer keeps what it needs again)."""
+    key = id(aspect)
+    hit = _made.pop(key, None) or _older.pop(key, None)
+    if hit is None:
         return render_text(aspect)
     return hit[1].text(aspect, hit[2])
 
