@@ -31,6 +31,8 @@ from .translate import Proposal
 __all__ = ["Renderer", "Unchanged", "render"]
 
 _dumps = json.dumps
+#: json.dumps of a str, without its generic entry (what json.dumps calls for a str with its default options)
+_quote = json.encoder.encode_basestring_ascii
 
 
 def fingerprint(text: str) -> bytes:
@@ -123,7 +125,7 @@ class Renderer:
         aspect: Any = p.aspect
         text = stamp.text(aspect) if aspect.ASPECT_TYPE == "timeseries" else self.aspect_text(aspect)
         q = self._quoted
-        return (f'{{"entityType": {q(p.entityType)}, "entityUrn": {_dumps(p.entityUrn)}, '
+        return (f'{{"entityType": {q(p.entityType)}, "entityUrn": {_quote(p.entityUrn)}, '
                 f'"changeType": {q(p.changeType)}, "aspectName": {q(p.aspectName)}, '
                 f'"aspect": {{"json": {text}}}' + tail)
 
