@@ -1,28 +1,31 @@
-"""Aspects that differ from one event to the next only by a time: rendered once per content.
+"""Aspects that differ from one event to the next only by a few values: rendered once per content.
 
 An output dataset's ``upstreamLineage`` carries the event time in each upstream's audit stamp, a run event
-its ``timestampMillis``: the translator builds them for every event from content that repeats (a job's
-lineage, a run status), only that number changing. ``Stamped(build)`` makes them: ``stamped(when)`` is
-``build(when)``, an acryl-datahub aspect object as any other, and ``text(aspect)`` gives the JSON of an
-aspect so made (``json.dumps(aspect_obj(aspect))``, what the renderer writes) as the content's template
-with the time put in, instead of a walk of the object. The last ``KEEP`` aspects made are remembered by
-identity until rendered (a sink renders an event's aspects while handling that event); any other aspect is
-rendered in full.
+its ``timestampMillis``, an action run's properties its run id, action id and time: the translator builds
+them for every event from content that repeats (a job's lineage, a run status, an action), only those
+values changing. ``Stamped(build, kinds)`` makes them: ``stamped(*values)`` is ``build(*values)``, an
+acryl-datahub aspect object as any other, and ``text(aspect)`` gives the JSON of an aspect so made
+(``json.dumps(aspect_obj(aspect))``, what the renderer writes) as the content's template with the values
+put in, instead of a walk of the object. Aspects made are remembered by identity until rendered (a sink
+renders an event's aspects while handling that event; at most the last ``KEEP`` to ``2 * KEEP``); any
+other aspect is rendered in full.
 
-The template is the rendering of ``build(_S1)`` cut at each occurrence of ``_S1``'s digits. It is kept
-only if putting ``_S2`` (as many characters, other digits) in those places gives exactly the rendering of
-``build(_S2)``: were the digits also in the content (in a string), that place would differ, so the
-template is refused and every aspect of that content rendered in full. ``build`` must use its argument
-only as the value of long fields (avrogen renders a long as its digits, at a place that does not depend
-on the value). A time that is not an int in the long range is rendered in full too (which raises
-avrogen's error for it). Content met once is rendered directly: the template (two renderings) is made
-when a second aspect of it is rendered. ``tests/consumers/datahub/test_stamp.py`` compares with
-acryl-datahub's rendering.
+The template is the rendering of ``build`` given a first set of sentinels (an int that is no time, a
+string of control characters), cut where each sentinel's text is. It is kept only if putting a second set
+(each as many characters as the first, other characters) in those places gives exactly the rendering of
+``build`` given the second set: were a sentinel's text also in the content, that place would differ, so
+the template is refused and every aspect of that content rendered in full. ``build`` must use an ``int``
+value only as a long field (avrogen renders it as its digits) and a ``str`` value only within string
+fields (JSON escapes a string character by character), at places that do not depend on the values. A
+value of another type, or an int out of the long range, is rendered in full (which raises avrogen's error
+for it). Content met once is rendered directly: the template (two renderings) is made when a second
+aspect of it is rendered. ``tests/consumers/datahub/test_stamp.py`` compares with acryl-datahub's rendering.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -30,17 +33,29 @@ from .aspect_json import aspect_obj
 
 __all__ = ["KEEP", "Stamped", "render_text", "text"]
 
-_S1, _S2 = -7_205_759_403_792_793_601, -7_205_759_403_792_793_610
 _LONG = (-(1 << 63), (1 << 63) - 1)
 #: how many of the last aspects made are remembered at least (an event's proposals are rendered before more
 #: are made)
 KEEP = 256
 _dumps = json.dumps
-# id(aspect) -> (aspect, its Stamped, its time) of aspects made and not rendered yet, at most the last KEEP to
-# 2 * KEEP made (two generations: a sink that renders nothing lets them go); the aspect is held, so its id is
-# not reused while it is here
-_made: dict[int, tuple[Any, Stamped, int]] = {}
-_older: dict[int, tuple[Any, Stamped, int]] = {}
+_quote = json.encoder.encode_basestring_ascii
+# id(aspect) -> (aspect, its Stamped, its values) of aspects made and not rendered yet, at most the last KEEP
+# to 2 * KEEP made (two generations: a sink that renders nothing lets them go); the aspect is held, so its id
+# is not reused while it is here
+_made: dict[int, tuple[Any, Stamped, tuple[Any, ...]]] = {}
+_older: dict[int, tuple[Any, Stamped, tuple[Any, ...]]] = {}
+
+
+def _sentinels(kind: type, i: int) -> tuple[Any, Any]:
+    """The two sentinels of the ``i``-th value (of type ``kind``): texts of equal length, unlike each other's."""
+    if kind is int:
+        return -7_205_759_403_792_793_600 - i, -7_205_759_403_792_793_650 - i
+    return f"\x00\x01{i:02d}\x02", f"\x00\x03{i:02d}\x04"
+
+
+def _text_of(value: Any) -> str:
+    """How a value's characters are rendered (an int: its digits; a str: escaped, without its quotes)."""
+    return str(value) if type(value) is int else _quote(value)[1:-1]
 
 
 def render_text(aspect: Any) -> str:
@@ -59,37 +74,61 @@ def text(aspect: Any) -> str:
 
 
 class Stamped:
-    """Makes aspects of one content at given times (see the module docstring)."""
+    """Makes aspects of one content with given values (see the module docstring). ``kinds``: the type of each
+    value, ``int`` or ``str``."""
 
-    __slots__ = ("_build", "_parts", "_rendered")
+    __slots__ = ("_build", "_holes", "_kinds", "_parts", "_rendered")
 
-    def __init__(self, build: Callable[[int], Any]) -> None:
+    def __init__(self, build: Callable[..., Any], kinds: tuple[type, ...] = (int,)) -> None:
+        if not kinds or any(k not in (int, str) for k in kinds):
+            raise ValueError(f"Stamped kinds={kinds!r}; expected a tuple of int and str")
         self._build = build
+        self._kinds = kinds
         self._rendered = 0  # aspects rendered in full before the template was made
-        self._parts: list[str] | None = None  # the template, once made and accepted
+        self._parts: list[str] | None = None  # the template's text between the values, once made and accepted
+        self._holes: list[int] = []  # which value goes after each part but the last
 
-    def __call__(self, when: int) -> Any:
+    def __call__(self, *values: Any) -> Any:
         global _made, _older
-        aspect = self._build(when)
-        _made[id(aspect)] = (aspect, self, when)
+        aspect = self._build(*values)
+        _made[id(aspect)] = (aspect, self, values)
         if len(_made) >= KEEP:
             _made, _older = {}, _made
         return aspect
 
-    def text(self, aspect: Any, when: int) -> str:
-        """The JSON of ``aspect``, made by this at ``when``."""
+    def text(self, aspect: Any, values: tuple[Any, ...]) -> str:
+        """The JSON of ``aspect``, made by this with ``values``."""
         parts = self._parts
         if parts is None and self._rendered == 1:
             parts = self._parts = self._template()
-        if parts is None or type(when) is not int or not _LONG[0] <= when <= _LONG[1]:
+        if parts is None or not self._fits(values):
             self._rendered += 1
             return render_text(aspect)
-        return str(when).join(parts)
+        if len(values) == 1:
+            return _text_of(values[0]).join(parts)
+        texts = [_text_of(v) for v in values]
+        out = [parts[0]]
+        for hole, part in zip(self._holes, parts[1:], strict=True):
+            out += (texts[hole], part)
+        return "".join(out)
+
+    def _fits(self, values: tuple[Any, ...]) -> bool:
+        for kind, v in zip(self._kinds, values, strict=True):
+            if type(v) is not kind or (kind is int and not _LONG[0] <= v <= _LONG[1]):
+                return False
+        return True
 
     def _template(self) -> list[str] | None:
+        first, second = zip(*(_sentinels(k, i) for i, k in enumerate(self._kinds)), strict=True)
+        where = {_text_of(s): i for i, s in enumerate(first)}
         try:
-            parts = render_text(self._build(_S1)).split(str(_S1))
-            same = str(_S2).join(parts) == render_text(self._build(_S2))
-        except Exception:  # noqa: BLE001 - the sentinels are not valid there: not a long field, no template
+            cut = re.split("(" + "|".join(map(re.escape, where)) + ")", render_text(self._build(*first)))
+            want = render_text(self._build(*second))
+        except Exception:  # noqa: BLE001 - a sentinel is not valid where build puts it: no template
             return None
-        return parts if same else None  # refused: the content holds the digits, or the time is not a long
+        parts, holes = cut[::2], [where[s] for s in cut[1::2]]
+        texts = [_text_of(s) for s in second]
+        if parts[0] + "".join(texts[h] + p for h, p in zip(holes, parts[1:], strict=True)) != want:
+            return None  # refused: the content holds a sentinel's text, or a value is not where expected
+        self._holes = holes
+        return parts

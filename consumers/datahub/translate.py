@@ -111,7 +111,8 @@ class Translator:
         self._memo = Memo()
         self._systems = Memo(16)
         self._last_system: tuple[int | None, Any] = (None, None)
-        self._runs = Memo(1024)  # run events by content (a status, a result, a duration), at any time
+        # run events and action runs' properties by content (a status, a result, a duration...), at any time
+        self._stamped = Memo(1024)
         self._by_kind: dict[str, Callable[[dict[str, Any]], list[Proposal]]] = {
             "JobCreatedEvent": self._job_created,
             "JobStatusChangedEvent": self._status_changed,
@@ -208,21 +209,26 @@ class Translator:
         app = hdr.get("parent_run") or {"job_namespace": hdr["job_namespace"], "job_name": hdr["job_name"],
                                         "run_id": hdr["run_id"]}
         dpi = instance_urn(hdr["job_namespace"], hdr["job_name"], hdr["run_id"], e["action_id"])
-        run_props = {"actionId": e["action_id"], "actionName": e["action_name"], "runId": hdr["run_id"],
-                     "status": e["action_status"], **self._schedule_props(hdr)}
+        more = self._schedule_props(hdr)  # the run's properties after its ids, action name and status
         if e.get("incomplete_reason"):
-            run_props["incompleteReason"] = e["incomplete_reason"]
+            more["incompleteReason"] = e["incomplete_reason"]
         if e.get("error"):
-            run_props["errorClass"] = e["error"]["error_class"]
-            run_props["errorMessage"] = e["error"]["message"]
-        out.append(self._mcp(dpi, DataProcessInstancePropertiesClass(
-            name=f"{hdr['run_id']}/{e['action_id']}", created=AuditStampClass(time=when, actor=ACTOR),
-            customProperties=run_props,
-            type=DataProcessTypeClass.BATCH_SCHEDULED if hdr.get("schedule") else DataProcessTypeClass.BATCH_AD_HOC),
-            when))
-        out.append(self._mcp(dpi, DataProcessInstanceRelationshipsClass(
-            upstreamInstances=[], parentTemplate=job,
-            parentInstance=instance_urn(app["job_namespace"], app["job_name"], app["run_id"])), when))
+            more["errorClass"] = e["error"]["error_class"]
+            more["errorMessage"] = e["error"]["message"]
+        kind = DataProcessTypeClass.BATCH_SCHEDULED if hdr.get("schedule") else DataProcessTypeClass.BATCH_AD_HOC
+        name, status = e["action_name"], e["action_status"]
+        # The same for every run of the action but for the run's ids and time (and so rendered once).
+        props = self._stamped.get(("action", name, status, kind, *more.items()), lambda: Stamped(
+            lambda run_id, action_id, t: DataProcessInstancePropertiesClass(
+                name=f"{run_id}/{action_id}", created=AuditStampClass(time=t, actor=ACTOR), type=kind,
+                customProperties={"actionId": action_id, "actionName": name, "runId": run_id, "status": status,
+                                  **more}), (str, str, int)))
+        out.append(self._mcp(dpi, props(hdr["run_id"], e["action_id"], when), when))
+        relationships = self._memo.get(("action-relationships", job), lambda: Stamped(
+            lambda parent: DataProcessInstanceRelationshipsClass(upstreamInstances=[], parentTemplate=job,
+                                                                 parentInstance=parent), (str,)))
+        out.append(self._mcp(dpi, relationships(instance_urn(app["job_namespace"], app["job_name"], app["run_id"])),
+                             when))
         out += self._instance_io(dpi, e["inputs"], e["outputs"], when)
         if e["parts"] <= 1:
             out += self._action_run_events(dpi, hdr, e, when)
@@ -309,7 +315,7 @@ class Translator:
         schedule = hdr.get("schedule")
         if schedule:
             attempt = schedule["attempt"]
-        point = self._runs.get((status, attempt, result, native, duration), lambda: Stamped(
+        point = self._stamped.get((status, attempt, result, native, duration), lambda: Stamped(
             lambda t: DataProcessInstanceRunEventClass(
                 timestampMillis=t, status=status, attempt=attempt,
                 result=DataProcessInstanceRunResultClass(type=result, nativeResultType=native or result)

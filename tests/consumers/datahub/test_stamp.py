@@ -9,6 +9,8 @@ import pytest
 from avro.errors import AvroTypeException
 from datahub.metadata.schema_classes import (
     AuditStampClass,
+    DataProcessInstancePropertiesClass,
+    DataProcessInstanceRelationshipsClass,
     DatasetLineageTypeClass,
     UpstreamClass,
     UpstreamLineageClass,
@@ -43,12 +45,16 @@ def renders(monkeypatch: pytest.MonkeyPatch) -> list:
     return done
 
 
+STAMPED = ("upstreamLineage", "dataProcessInstanceRunEvent", "dataProcessInstanceProperties",
+           "dataProcessInstanceRelationships")
+
+
 def test_same_content_at_other_times_gives_acryl_datahubs_rendering_with_each_time(renders: list) -> None:
-    # Runs of one job at other times (and two actions of each): the same upstreamLineage and run events
-    # but for their times.
+    # Runs of one job at other times (and two actions of each): the same upstreamLineage, run events and
+    # action runs' properties and relationships but for their times and run ids.
     events = [e for i in range(8) for e in at(app_run(actions=2), dt.timedelta(minutes=7 * i, milliseconds=i))]
     t, renderer = Translator(), Renderer()
-    stamped, times = 0, set()
+    stamped, times, runs = 0, set(), set()
     for e in events:
         when = int(e["header"]["event_time"].timestamp() * 1000)
         for i, p in enumerate(t.translate(e)):
@@ -59,12 +65,18 @@ def test_same_content_at_other_times_gives_acryl_datahubs_rendering_with_each_ti
                 stamped += 1
                 assert {u["auditStamp"]["time"] for u in want["aspect"]["json"]["upstreams"]} == {when}
                 times.add(when)
-            elif p.aspectName == "dataProcessInstanceRunEvent":
+            elif p.aspectName in STAMPED:
                 stamped += 1
-    assert len(times) == 24 and stamped > 60
+            if p.aspectName == "dataProcessInstanceProperties" and "actionId" in want["aspect"]["json"][
+                    "customProperties"]:
+                aspect = want["aspect"]["json"]
+                assert aspect["name"] == f"{e['header']['run_id']}/{e['action_id']}"
+                assert aspect["customProperties"]["runId"] == e["header"]["run_id"]
+                assert aspect["created"]["time"] == when
+                runs.add(e["header"]["run_id"])
+    assert len(times) == 24 and len(runs) == 8 and stamped > 100
     # Most were put together from their content's template, not rendered.
-    full = [a for a in renders if a.ASPECT_NAME in ("upstreamLineage", "dataProcessInstanceRunEvent")]
-    assert len(full) < stamped / 2
+    assert len([a for a in renders if a.ASPECT_NAME in STAMPED]) < stamped / 3
 
 
 def upstreams(dataset: str) -> Stamped:
@@ -73,13 +85,16 @@ def upstreams(dataset: str) -> Stamped:
                       auditStamp=AuditStampClass(time=when, actor="urn:li:corpuser:datahub"))]))
 
 
-@pytest.mark.parametrize("name", ["plain", str(stamp._S1), f"x{stamp._S2}", f"{stamp._S1}{stamp._S2}"])
+S1, S2 = stamp._sentinels(int, 0)
+
+
+@pytest.mark.parametrize("name", ["plain", str(S1), f"x{S2}", f"{S1}{S2}"])
 def test_a_template_is_refused_when_the_content_holds_the_sentinels_digits(name: str, renders: list) -> None:
     make = upstreams(f"urn:li:dataset:(urn:li:dataPlatform:hive,{name},PROD)")
     for when in (1, 1_700_000_000_123, 1_700_000_000_124, 9):
         aspect = make(when)
         assert stamp.text(aspect) == json.dumps(slow_obj(aspect))
-    used = name == "plain" or str(stamp._S1) not in name
+    used = str(S1) not in name
     assert len([a for a in renders if type(a) is UpstreamLineageClass]) == (3 if used else 6)
 
 
@@ -89,3 +104,37 @@ def test_a_time_avro_cannot_take_raises_avrogens_error() -> None:
         stamp.text(make(when))
     with pytest.raises(AvroTypeException):
         stamp.text(make(1 << 63))
+
+
+ODD = ['quote " and \\ back', "é ü \u2028 \U0001f600", "\x00\x01 00\x02", "", "run/1"]
+
+
+@pytest.mark.parametrize("odd", ODD)
+def test_string_values_are_put_in_as_json_escapes_them(odd: str, renders: list) -> None:
+    make = Stamped(lambda run, action, when: DataProcessInstancePropertiesClass(
+        name=f"{run}/{action}", created=AuditStampClass(time=when, actor="urn:li:corpuser:datahub"),
+        customProperties={"runId": run, "actionId": action, "fixed": "x"}), (str, str, int))
+    for values in (("r1", "0", 5), ("r2", "1", 6), (odd, odd + "b", 7), (f"a{odd}", "2", 8), ("r3", odd, 9)):
+        aspect = make(*values)
+        assert stamp.text(aspect) == json.dumps(slow_obj(aspect))
+    assert len(renders) == 3  # the first, then the two sentinel sets: the rest from the template
+
+
+@pytest.mark.parametrize("values", [(None, "0", 5), ("r", None, 5), ("r", "0", "5"), ("r", "0", True), ("r", "0", 1.5)])
+def test_a_value_of_another_type_is_rendered_in_full(values: tuple, renders: list) -> None:
+    make = Stamped(lambda run, action, when: DataProcessInstanceRelationshipsClass(
+        upstreamInstances=[str(when)], parentTemplate=action, parentInstance=run), (str, str, int))
+    for v in (("a", "b", 1), ("c", "d", 2), values):
+        aspect = make(*v)
+        assert stamp.text(aspect) == json.dumps(slow_obj(aspect))
+    assert len(renders) == 4
+
+
+def test_a_string_template_is_refused_when_the_content_holds_a_sentinel(renders: list) -> None:
+    sentinel = stamp._sentinels(str, 0)[0]
+    make = Stamped(lambda run: DataProcessInstanceRelationshipsClass(
+        upstreamInstances=[sentinel], parentInstance=run), (str,))
+    for run in ("a", "b", "c", "d"):
+        aspect = make(run)
+        assert stamp.text(aspect) == json.dumps(slow_obj(aspect))
+    assert len(renders) == 6
