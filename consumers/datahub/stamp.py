@@ -31,7 +31,7 @@ from typing import Any
 
 from .aspect_json import aspect_obj
 
-__all__ = ["KEEP", "Stamped", "render_text", "text"]
+__all__ = ["KEEP", "Stamped", "made", "render_text", "text"]
 
 _LONG = (-(1 << 63), (1 << 63) - 1)
 #: how many of the last aspects made are remembered at least (an event's proposals are rendered before more
@@ -61,6 +61,12 @@ def _text_of(value: Any) -> str:
 def render_text(aspect: Any) -> str:
     """An aspect's JSON as DataHub's file sink writes it under ``aspect.json``."""
     return _dumps(aspect_obj(aspect))
+
+
+def made(aspect: Any) -> bool:
+    """Whether ``aspect`` was made by a ``Stamped`` and ``text`` has not been asked for it yet."""
+    key = id(aspect)
+    return key in _made or key in _older
 
 
 def text(aspect: Any) -> str:

@@ -138,3 +138,18 @@ def test_a_string_template_is_refused_when_the_content_holds_a_sentinel(renders:
         aspect = make(run)
         assert stamp.text(aspect) == json.dumps(slow_obj(aspect))
     assert len(renders) == 6
+
+
+def test_an_event_with_more_stamped_aspects_than_the_renderer_keeps_is_written_right() -> None:
+    from datahub.emitter.mcp import MetadataChangeProposalWrapper
+
+    from lineagewire.consumers.datahub.render import RECENT
+
+    makes = [upstreams(f"urn:li:dataset:(urn:li:dataPlatform:hive,t{i},PROD)") for i in range(3 * RECENT)]
+    renderer = Renderer()
+    for when in (1_700_000_000_000, 1_700_000_000_500, 1_700_000_001_000):  # three events, all outputs each
+        proposals = [MetadataChangeProposalWrapper(entityUrn=f"urn:li:dataset:(urn:li:dataPlatform:hive,o{i},PROD)",
+                                                   aspect=make(when)) for i, make in enumerate(makes)]
+        prints = [renderer.aspect_fingerprint(p.aspect) for p in proposals]  # choosing what changed, then lines
+        assert [renderer.line(p) for p in proposals] == [json.dumps(render(p)) for p in proposals]
+        assert len(set(prints)) == len(prints)
