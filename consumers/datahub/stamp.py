@@ -31,7 +31,7 @@ from typing import Any
 
 from .aspect_json import aspect_obj
 
-__all__ = ["KEEP", "Stamped", "made", "render_text", "text"]
+__all__ = ["KEEP", "Stamped", "made", "once", "render_text", "text"]
 
 _LONG = (-(1 << 63), (1 << 63) - 1)
 #: how many of the last aspects made are remembered at least (an event's proposals are rendered before more
@@ -42,8 +42,8 @@ _quote = json.encoder.encode_basestring_ascii
 # id(aspect) -> (aspect, its Stamped, its values) of aspects made and not rendered yet, at most the last KEEP
 # to 2 * KEEP made (two generations: a sink that renders nothing lets them go); the aspect is held, so its id
 # is not reused while it is here
-_made: dict[int, tuple[Any, Stamped, tuple[Any, ...]]] = {}
-_older: dict[int, tuple[Any, Stamped, tuple[Any, ...]]] = {}
+_made: dict[int, tuple[Any, Stamped | None, tuple[Any, ...]]] = {}
+_older: dict[int, tuple[Any, Stamped | None, tuple[Any, ...]]] = {}
 
 
 def _sentinels(kind: type, i: int) -> tuple[Any, Any]:
@@ -63,8 +63,22 @@ def render_text(aspect: Any) -> str:
     return _dumps(aspect_obj(aspect))
 
 
+def _remember(aspect: Any, stamped: Stamped | None, values: tuple[Any, ...]) -> None:
+    global _made, _older
+    _made[id(aspect)] = (aspect, stamped, values)
+    if len(_made) >= KEEP:
+        _made, _older = {}, _made
+
+
+def once(aspect: Any) -> Any:
+    """``aspect``, taken as one event's own like those a ``Stamped`` makes, but with no template (content that
+    does not come again, such as an application run's properties): ``made`` is true for it until rendered."""
+    _remember(aspect, None, ())
+    return aspect
+
+
 def made(aspect: Any) -> bool:
-    """Whether ``aspect`` was made by a ``Stamped`` and ``text`` has not been asked for it yet."""
+    """Whether ``aspect`` was made by a ``Stamped`` (or given to ``once``) and not rendered yet."""
     key = id(aspect)
     return key in _made or key in _older
 
@@ -74,7 +88,7 @@ def text(aspect: Any) -> str:
     forgotten, so that aspects do not outlive their event here; the renderer keeps what it needs again)."""
     key = id(aspect)
     hit = _made.pop(key, None) or _older.pop(key, None)
-    if hit is None:
+    if hit is None or hit[1] is None:
         return render_text(aspect)
     return hit[1].text(aspect, hit[2])
 
@@ -95,11 +109,8 @@ class Stamped:
         self._holes: list[int] = []  # which value goes after each part but the last
 
     def __call__(self, *values: Any) -> Any:
-        global _made, _older
         aspect = self._build(*values)
-        _made[id(aspect)] = (aspect, self, values)
-        if len(_made) >= KEEP:
-            _made, _older = {}, _made
+        _remember(aspect, self, values)
         return aspect
 
     def text(self, aspect: Any, values: tuple[Any, ...]) -> str:

@@ -78,7 +78,7 @@ from .exceptions import TranslationError
 from .ids import ACTOR, DPI_NAMESPACE, _iso, _ms, _unique, action_job_id, flow_urn, instance_urn, job_urn
 from .lineage import fine_grained, known_urns, upstream_lineage
 from .memo import Memo, content_key, wrap
-from .stamp import Stamped
+from .stamp import Stamped, once
 
 __all__ = ["ACTOR", "DPI_NAMESPACE", "RESULT_OF_STATUS", "Proposal", "Translator", "action_job_id", "instance_urn"]
 
@@ -160,9 +160,10 @@ class Translator:
         kind = DataProcessTypeClass.STREAMING if spec["job_type"] == "STREAMING" else DataProcessTypeClass.BATCH_AD_HOC
         if hdr.get("schedule"):
             kind = DataProcessTypeClass.BATCH_SCHEDULED
-        out.append(self._mcp(dpi, DataProcessInstancePropertiesClass(
+        # The run's own (its ids, and often its application id and conf, are in it): see stamp.once.
+        out.append(self._mcp(dpi, once(DataProcessInstancePropertiesClass(
             name=hdr["run_id"], created=AuditStampClass(time=when, actor=ACTOR), customProperties=props,
-            type=kind), when))
+            type=kind)), when))
         parent = hdr.get("parent_run")
         parent_dpi = None if parent is None or hdr.get("schedule") else instance_urn(
             parent["job_namespace"], parent["job_name"], parent["run_id"])
