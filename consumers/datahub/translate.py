@@ -172,10 +172,12 @@ class Translator:
                                                   parentInstance=parent_dpi))), when))
         if lineage["sources"] or lineage["sinks"]:
             job = job_urn(flow, hdr["job_name"])
-            out += self._data_job(job, flow, hdr["job_name"], lineage["sources"], lineage["sinks"],
-                                  lineage["column_lineage"], when, {"sql": spec["sql"]} if spec.get("sql") else {},
-                                  relations=lineage["relations"])
-            out += self._instance_io(dpi, lineage["sources"], lineage["sinks"], when)
+            proposals, io = self._data_job(job, flow, hdr["job_name"], lineage["sources"], lineage["sinks"],
+                                           lineage["column_lineage"], when,
+                                           {"sql": spec["sql"]} if spec.get("sql") else {},
+                                           relations=lineage["relations"])
+            out += proposals
+            out += [self._mcp(dpi, a, when) for a in io]
         if e["status"] in _STARTED_STATUSES:
             out.append(self._run_event(dpi, hdr, when, DataProcessRunStatusClass.STARTED))
         return out
@@ -206,7 +208,7 @@ class Translator:
             props["planNode"] = e["plan_node"]
         if e.get("sql"):
             props["sql"] = e["sql"]
-        out = self._data_job(job, flow, job_id, e["inputs"], e["outputs"], e["column_lineage"], when, props)
+        out, io = self._data_job(job, flow, job_id, e["inputs"], e["outputs"], e["column_lineage"], when, props)
         app = hdr.get("parent_run") or {"job_namespace": hdr["job_namespace"], "job_name": hdr["job_name"],
                                         "run_id": hdr["run_id"]}
         dpi = instance_urn(hdr["job_namespace"], hdr["job_name"], hdr["run_id"], e["action_id"])
@@ -219,18 +221,18 @@ class Translator:
         kind = DataProcessTypeClass.BATCH_SCHEDULED if hdr.get("schedule") else DataProcessTypeClass.BATCH_AD_HOC
         name, status = e["action_name"], e["action_status"]
         # The same for every run of the action but for the run's ids and time (and so rendered once).
-        props = self._stamped.get(("action", name, status, kind, *more.items()), lambda: Stamped(
+        run_props = self._stamped.get(("action", name, status, kind, *more.items()), lambda: Stamped(
             lambda run_id, action_id, t: DataProcessInstancePropertiesClass(
                 name=f"{run_id}/{action_id}", created=AuditStampClass(time=t, actor=ACTOR), type=kind,
                 customProperties={"actionId": action_id, "actionName": name, "runId": run_id, "status": status,
                                   **more}), (str, str, int)))
-        out.append(self._mcp(dpi, props(hdr["run_id"], e["action_id"], when), when))
+        out.append(self._mcp(dpi, run_props(hdr["run_id"], e["action_id"], when), when))
         relationships = self._memo.get(("action-relationships", job), lambda: Stamped(
             lambda parent: DataProcessInstanceRelationshipsClass(upstreamInstances=[], parentTemplate=job,
                                                                  parentInstance=parent), (str,)))
         out.append(self._mcp(dpi, relationships(instance_urn(app["job_namespace"], app["job_name"], app["run_id"])),
                              when))
-        out += self._instance_io(dpi, e["inputs"], e["outputs"], when)
+        out += [self._mcp(dpi, a, when) for a in io]
         if e["parts"] <= 1:
             out += self._action_run_events(dpi, hdr, e, when)
         return out
@@ -336,9 +338,10 @@ class Translator:
 
     def _data_job(self, job: str, flow: str, name: str, inputs: list[dict[str, Any]], outputs: list[dict[str, Any]],
                   column_lineage: list[dict[str, Any]], when: int, props: dict[str, str],
-                  relations: list[dict[str, Any]] | None = None) -> list[Proposal]:
+                  relations: list[dict[str, Any]] | None = None) -> tuple[list[Proposal], list[Any]]:
+        """The DataJob's and its datasets' proposals, and the aspects of a run's instance inputs/outputs."""
         key = ("job", content_key((job, flow, name, inputs, outputs, column_lineage, props, relations)))
-        job_aspects, feeds, datasets = self._memo.get(key, lambda: self._job_aspects(
+        job_aspects, feeds, datasets, io = self._memo.get(key, lambda: self._job_aspects(
             job, flow, name, inputs, outputs, column_lineage, props, relations))
         mcp = self._mcp
         out: list[Proposal] = [mcp(job, a, when) for a in job_aspects]
@@ -352,15 +355,15 @@ class Translator:
                 out.append(mcp(urn, schema, when))
             if upstream is not None:  # stamped with the event time: new each time
                 out.append(mcp(urn, upstream(when), when))
-        return out
+        return out, io
 
     def _job_aspects(self, job: str, flow: str, name: str, inputs: list[dict[str, Any]],
                      outputs: list[dict[str, Any]], column_lineage: list[dict[str, Any]], props: dict[str, str],
                      relations: list[dict[str, Any]] | None
-                     ) -> tuple[list[Any], list[Stamped | None], list[tuple[str, Any]]]:
+                     ) -> tuple[list[Any], list[Stamped | None], list[tuple[str, Any]], list[Any]]:
         """The DataJob's aspects, per output its upstreamLineage at a given time (None when nothing feeds it),
-        and per input then output (its URN, its schemaMetadata or None); built once per distinct content
-        (``Memo``): a job repeats them in every action of every run."""
+        per input then output (its URN, its schemaMetadata or None), and a run's instance inputs/outputs; built
+        once per distinct content (``Memo``): a job repeats them in every action of every run."""
         known = known_urns(self.names, inputs, outputs)
         lineages = fine_grained(self.names, column_lineage, known, self.config.include_indirect)
         in_urns = _unique(self.names.urn(d) for d in inputs)
@@ -390,7 +393,7 @@ class Translator:
             mine = [fgl for fgl in lineages if fgl.downstreams and fgl.downstreams[0].startswith(
                 f"urn:li:schemaField:({urn},")]
             feeds.append(upstream_lineage([u for u in feeding if u != urn], mine))
-        return aspects, feeds, [self._schema(d) for d in (*inputs, *outputs)]
+        return aspects, feeds, [self._schema(d) for d in (*inputs, *outputs)], self._instance_io(in_urns, out_urns)
 
     def _schema(self, d: dict[str, Any]) -> tuple[str, SchemaMetadataClass | None]:
         """(the dataset's URN, its schemaMetadata, or None when the event has no fields for it)."""
@@ -400,17 +403,14 @@ class Translator:
         return urn, self._memo.get(("schema", urn, d["name"], content_key(d["fields"])),
                                  lambda: schema_metadata(urn, self.names.platform(urn), d["name"], d["fields"]))
 
-    def _instance_io(self, dpi: str, inputs: list[dict[str, Any]], outputs: list[dict[str, Any]],
-                     when: int) -> list[Proposal]:
-        out: list[Proposal] = []
-        ins = _unique(self.names.urn(d) for d in inputs)
-        outs = _unique(self.names.urn(d) for d in outputs)
-        # Functions of the dataset URNs only: every run of a job shares one object (rendered once).
+    def _instance_io(self, ins: list[str], outs: list[str]) -> list[Any]:
+        """A run instance's inputs and outputs: functions of the dataset URNs only, so every run of every job
+        with those datasets shares one object (rendered once)."""
+        out: list[Any] = []
         if ins:
-            out.append(self._mcp(dpi, self._memo.get(("inputs", *ins), lambda: DataProcessInstanceInputClass(
-                inputs=ins, inputEdges=[EdgeClass(destinationUrn=u) for u in ins])), when))
+            out.append(self._memo.get(("inputs", *ins), lambda: DataProcessInstanceInputClass(
+                inputs=ins, inputEdges=[EdgeClass(destinationUrn=u) for u in ins])))
         if outs:
-            out.append(self._mcp(dpi, self._memo.get(("outputs", *outs), lambda: DataProcessInstanceOutputClass(
-                outputs=outs, outputEdges=[EdgeClass(destinationUrn=u) for u in outs])), when))
+            out.append(self._memo.get(("outputs", *outs), lambda: DataProcessInstanceOutputClass(
+                outputs=outs, outputEdges=[EdgeClass(destinationUrn=u) for u in outs])))
         return out
-
