@@ -54,7 +54,7 @@ def render(proposal: Proposal) -> dict[str, Any]:
 def _plain(p: Proposal) -> bool:
     """An upsert of one aspect object (what ``Renderer`` and ``Unchanged`` handle; patches go the slow way)."""
     return isinstance(p, MetadataChangeProposalWrapper) and p.aspect is not None and p.entityKeyAspect is None \
-        and not p.headers and p.auditHeader is None
+        and not p.headers and p.auditHeader is None and p.entityUrn is not None
 
 
 class Renderer:
@@ -142,7 +142,8 @@ class Renderer:
         aspect: Any = p.aspect
         text = stamp.text(aspect) if aspect.ASPECT_TYPE == "timeseries" else self.aspect_text(aspect)
         q = self._quoted
-        return (f'{{"entityType": {q(p.entityType)}, "entityUrn": {_quote(p.entityUrn)}, '
+        urn: str = p.entityUrn  # type: ignore[assignment]  # _plain: not None
+        return (f'{{"entityType": {q(p.entityType)}, "entityUrn": {_quote(urn)}, '
                 f'"changeType": {q(p.changeType)}, "aspectName": {q(p.aspectName)}, '
                 f'"aspect": {{"json": {text}}}' + tail)
 

@@ -131,7 +131,7 @@ class Stamped:
 
     def _fits(self, values: tuple[Any, ...]) -> bool:
         for kind, v in zip(self._kinds, values, strict=True):
-            if type(v) is not kind or (kind is int and not _LONG[0] <= v <= _LONG[1]):
+            if type(v) is not kind or (type(v) is int and not _LONG[0] <= v <= _LONG[1]):
                 return False
         return True
 
