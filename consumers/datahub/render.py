@@ -33,7 +33,8 @@ from .translate import Proposal
 __all__ = ["Renderer", "Unchanged", "render"]
 
 _dumps = json.dumps
-#: how many of the last aspects made by a ``stamp.Stamped`` the renderer keeps at least (more than one event has)
+#: how many of the last aspects that are one event's own (``stamp.made``) the renderer keeps at least: more than
+#: an event usually has (one with more renders its first ones again for its lines), few enough to die young
 RECENT = 16
 #: json.dumps of a str, without its generic entry (what json.dumps calls for a str with its default options)
 _quote = json.encoder.encode_basestring_ascii
@@ -69,9 +70,9 @@ class Renderer:
         # id(aspect) -> [aspect, its JSON, its fingerprint or None until asked], least recently used first: the
         # aspect is held, so its id is not reused while it is here
         self._texts: OrderedDict[int, list[Any]] = OrderedDict()
-        # ... and the same for aspects made by a ``stamp.Stamped``: one event's, asked for again only while that
-        # event is written, so kept apart, the last RECENT to 2 * RECENT, and let go young (in the LRU they
-        # would outlive ~2,000 events, and the collector's passes over them cost ~4 µs an event in the bench)
+        # ... and the same for aspects that are one event's own (``stamp.made``), asked for again only while
+        # that event is written: kept apart, the last RECENT to 2 * RECENT, and let go young (in the LRU they
+        # would outlive ~2,000 events, and the garbage collector's passes over them cost µs an event)
         self._recent: dict[int, list[Any]] = {}
         self._older: dict[int, list[Any]] = {}
         self._systems: dict[int, tuple[Any, str, bool]] = {}
