@@ -47,7 +47,8 @@ _older: dict[int, tuple[Any, Stamped | None, tuple[Any, ...]]] = {}
 
 
 def _sentinels(kind: type, i: int) -> tuple[Any, Any]:
-    """The two sentinels of the ``i``-th value (of type ``kind``): texts of equal length, unlike each other's."""
+    """The two sentinels of the ``i``-th value (of type ``kind``; ``i`` < 50): texts of equal length, unlike each
+    other's and any other value's."""
     if kind is int:
         return -7_205_759_403_792_793_600 - i, -7_205_759_403_792_793_650 - i
     return f"\x00\x01{i:02d}\x02", f"\x00\x03{i:02d}\x04"
@@ -100,8 +101,8 @@ class Stamped:
     __slots__ = ("_build", "_holes", "_kinds", "_parts", "_rendered")
 
     def __init__(self, build: Callable[..., Any], kinds: tuple[type, ...] = (int,)) -> None:
-        if not kinds or any(k not in (int, str) for k in kinds):
-            raise ValueError(f"Stamped kinds={kinds!r}; expected a tuple of int and str")
+        if not 0 < len(kinds) <= 50 or any(k not in (int, str) for k in kinds):
+            raise ValueError(f"Stamped kinds={kinds!r}; expected a tuple of 1 to 50 types, int or str")
         self._build = build
         self._kinds = kinds
         self._rendered = 0  # aspects rendered in full before the template was made
