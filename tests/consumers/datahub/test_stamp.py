@@ -1,4 +1,4 @@
-"""Aspects rendered from a template with the time put in equal acryl-datahub's rendering of each aspect."""
+"""Aspects rendered from a template with the times and run ids put in equal acryl-datahub's rendering of each."""
 
 from __future__ import annotations
 
