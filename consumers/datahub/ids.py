@@ -11,13 +11,16 @@ from datahub.emitter.mce_builder import make_data_flow_urn, make_data_job_urn_wi
 
 from lineagewire.schemas.naming import action_job_name
 
-__all__ = ["DPI_NAMESPACE", "action_job_id", "flow_urn", "instance_urn", "job_urn"]
+__all__ = ["ACTOR", "DPI_NAMESPACE", "action_job_id", "flow_urn", "instance_urn", "job_urn"]
 
 #: URNs are pure functions of their ids, and acryl-datahub parses and validates what it builds (a DataJob
 #: URN costs ~20 µs): each distinct one is built once. 4096 entries of a few hundred bytes each at most.
 _URN_CACHE = 4096
 flow_urn = functools.lru_cache(maxsize=_URN_CACHE)(make_data_flow_urn)
 job_urn = functools.lru_cache(maxsize=_URN_CACHE)(make_data_job_urn_with_flow)
+
+#: The actor of audit stamps: the DataHub system user, as ingestion sources use.
+ACTOR = "urn:li:corpuser:datahub"
 
 #: UUIDv5 namespace of DataProcessInstance ids (fixed forever: changing it changes every instance URN).
 DPI_NAMESPACE = uuid.UUID("0b0f4a4e-6a53-5d0e-8c1b-3e7f2d9a5c11")

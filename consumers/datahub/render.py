@@ -5,7 +5,9 @@
 rendering walks each aspect twice (``to_obj``, JSON string, ``to_obj`` of the envelope, ``json.loads``).
 ``Renderer`` renders each aspect object once (the translator hands out the same object for the same
 content), with ``aspect_json.aspect_obj`` (acryl-datahub's ``to_obj`` compiled per schema), keeps that text
-and its fingerprint (LRU, bounded by count and length), and puts the envelope around it.
+and its fingerprint (LRU, bounded by count and length), and puts the envelope around it. Aspects that differ
+from event to event only by a time or run id are made by ``stamp.Stamped``: their text is their content's
+template with those values put in, kept only while their event is written.
 ``tests/consumers/datahub/test_file_sink.py`` checks the result equals ``render`` for every proposal kind.
 
 ``Unchanged`` remembers, per sink and job, the fingerprint of the aspect last emitted for each (URN, aspect
@@ -25,12 +27,17 @@ from datahub.emitter.aspect import ASPECT_MAP
 from datahub.emitter.mcp import MetadataChangeProposalWrapper
 from datahub.metadata.schema_classes import ChangeTypeClass, SystemMetadataClass
 
-from .aspect_json import aspect_obj
+from . import stamp
 from .translate import Proposal
 
 __all__ = ["Renderer", "Unchanged", "render"]
 
 _dumps = json.dumps
+#: how many of the last aspects that are one event's own (``stamp.made``) the renderer keeps at least: more than
+#: an event usually has (one with more renders its first ones again for its lines), few enough to die young
+RECENT = 16
+#: json.dumps of a str, without its generic entry (what json.dumps calls for a str with its default options)
+_quote = json.encoder.encode_basestring_ascii
 
 
 def fingerprint(text: str) -> bytes:
@@ -48,7 +55,7 @@ def render(proposal: Proposal) -> dict[str, Any]:
 def _plain(p: Proposal) -> bool:
     """An upsert of one aspect object (what ``Renderer`` and ``Unchanged`` handle; patches go the slow way)."""
     return isinstance(p, MetadataChangeProposalWrapper) and p.aspect is not None and p.entityKeyAspect is None \
-        and not p.headers and p.auditHeader is None
+        and not p.headers and p.auditHeader is None and p.entityUrn is not None
 
 
 class Renderer:
@@ -63,6 +70,11 @@ class Renderer:
         # id(aspect) -> [aspect, its JSON, its fingerprint or None until asked], least recently used first: the
         # aspect is held, so its id is not reused while it is here
         self._texts: OrderedDict[int, list[Any]] = OrderedDict()
+        # ... and the same for aspects that are one event's own (``stamp.made``), asked for again only while
+        # that event is written: kept apart, the last RECENT to 2 * RECENT, and let go young (in the LRU they
+        # would outlive ~2,000 events, and the garbage collector's passes over them cost µs an event)
+        self._recent: dict[int, list[Any]] = {}
+        self._older: dict[int, list[Any]] = {}
         self._systems: dict[int, tuple[Any, str, bool]] = {}
         self._quoted = functools.lru_cache(maxsize=256)(_dumps)  # entity types, change types, aspect names
         self._system_default: dict[str, Any] | None = None
@@ -74,7 +86,15 @@ class Renderer:
         if hit is not None and hit[0] is aspect:
             self._texts.move_to_end(key)
             return hit
-        text = _dumps(aspect_obj(aspect))
+        hit = self._recent.get(key) or self._older.get(key)
+        if hit is not None and hit[0] is aspect:
+            return hit
+        if stamp.made(aspect):
+            hit = self._recent[key] = [aspect, stamp.text(aspect), None]
+            if len(self._recent) >= RECENT:
+                self._recent, self._older = {}, self._recent
+            return hit
+        text = stamp.text(aspect)
         hit = [aspect, text, None]
         self._texts[key] = hit
         self._chars += len(text)
@@ -121,9 +141,10 @@ class Renderer:
                 tail = f', "systemMetadata": {_dumps(system)}}}'
         # A timeseries point (a run event) is written once: rendered without taking a place in the memory.
         aspect: Any = p.aspect
-        text = _dumps(aspect_obj(aspect)) if aspect.ASPECT_TYPE == "timeseries" else self.aspect_text(aspect)
+        text = stamp.text(aspect) if aspect.ASPECT_TYPE == "timeseries" else self.aspect_text(aspect)
         q = self._quoted
-        return (f'{{"entityType": {q(p.entityType)}, "entityUrn": {_dumps(p.entityUrn)}, '
+        urn: str = p.entityUrn  # type: ignore[assignment]  # _plain: not None
+        return (f'{{"entityType": {q(p.entityType)}, "entityUrn": {_quote(urn)}, '
                 f'"changeType": {q(p.changeType)}, "aspectName": {q(p.aspectName)}, '
                 f'"aspect": {{"json": {text}}}' + tail)
 
@@ -175,7 +196,9 @@ class Unchanged:
     def __init__(self, renderer: Renderer, size: int = 100_000) -> None:
         self.renderer = renderer
         self.size = size
-        self._last: dict[tuple[str, str, str], bytes] = {}
+        # oldest emitted first; an OrderedDict, as forgetting the first of a plain dict gets slower with each
+        # one forgotten (it scans the holes they leave: ~30 µs each at 100,000 entries, until the dict resizes)
+        self._last: OrderedDict[tuple[str, str, str], bytes] = OrderedDict()
 
     def select(self, proposals: list[Proposal], scope: str = ""
                ) -> tuple[list[Proposal], list[tuple[tuple[str, str, str], bytes | None]]]:
@@ -203,12 +226,13 @@ class Unchanged:
         return fresh, marks
 
     def commit(self, marks: Iterable[tuple[tuple[str, str, str], bytes | None]]) -> None:
+        last = self._last
         for key, fp in marks:
-            self._last.pop(key, None)
+            last.pop(key, None)
             if fp is not None:
-                self._last[key] = fp
-        while len(self._last) > self.size:
-            self._last.pop(next(iter(self._last)))
+                last[key] = fp
+        while len(last) > self.size:
+            last.popitem(last=False)
 
     def seed(self, record: dict[str, Any], scope: str = "") -> None:
         """Take a record already in the output (the file after a restart) as emitted, in output order."""

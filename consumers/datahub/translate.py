@@ -46,7 +46,6 @@ from lineagewire.exceptions import MissingExtraError
 from lineagewire.schemas import kind_of
 
 try:
-    from datahub.emitter.mce_builder import make_schema_field_urn
     from datahub.emitter.mcp import MetadataChangeProposalWrapper
     from datahub.metadata.schema_classes import (
         AuditStampClass,
@@ -61,18 +60,12 @@ try:
         DataProcessInstanceRunResultClass,
         DataProcessRunStatusClass,
         DataProcessTypeClass,
-        DatasetLineageTypeClass,
         EdgeClass,
-        FineGrainedLineageClass,
-        FineGrainedLineageDownstreamTypeClass,
-        FineGrainedLineageUpstreamTypeClass,
         MetadataChangeProposalClass,
         RunResultTypeClass,
         SchemaMetadataClass,
         StatusClass,
         SystemMetadataClass,
-        UpstreamClass,
-        UpstreamLineageClass,
     )
     from datahub.specific.datajob import DataJobPatchBuilder
     from datahub.specific.dataset import DatasetPatchBuilder
@@ -82,15 +75,14 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 from .config import DataHubConfig
 from .datasets import DatasetNamer, schema_metadata
 from .exceptions import TranslationError
-from .ids import DPI_NAMESPACE, _iso, _ms, _unique, action_job_id, flow_urn, instance_urn, job_urn
+from .ids import ACTOR, DPI_NAMESPACE, _iso, _ms, _unique, action_job_id, flow_urn, instance_urn, job_urn
+from .lineage import fine_grained, known_urns, upstream_lineage
 from .memo import Memo, content_key, wrap
+from .stamp import Stamped, once
 
 __all__ = ["ACTOR", "DPI_NAMESPACE", "RESULT_OF_STATUS", "Proposal", "Translator", "action_job_id", "instance_urn"]
 
 Proposal = MetadataChangeProposalWrapper | MetadataChangeProposalClass
-
-#: The actor of audit stamps: the DataHub system user, as ingestion sources use.
-ACTOR = "urn:li:corpuser:datahub"
 
 #: Terminal Flink job status -> (DataHub run result, native result type)
 RESULT_OF_STATUS: dict[str, str] = {
@@ -118,6 +110,9 @@ class Translator:
         self.names = DatasetNamer(self.config)
         self._memo = Memo()
         self._systems = Memo(16)
+        self._last_system: tuple[int | None, Any] = (None, None)
+        # run events and action runs' properties by content (a status, a result, a duration...), at any time
+        self._stamped = Memo(1024)
         self._by_kind: dict[str, Callable[[dict[str, Any]], list[Proposal]]] = {
             "JobCreatedEvent": self._job_created,
             "JobStatusChangedEvent": self._status_changed,
@@ -165,9 +160,10 @@ class Translator:
         kind = DataProcessTypeClass.STREAMING if spec["job_type"] == "STREAMING" else DataProcessTypeClass.BATCH_AD_HOC
         if hdr.get("schedule"):
             kind = DataProcessTypeClass.BATCH_SCHEDULED
-        out.append(self._mcp(dpi, DataProcessInstancePropertiesClass(
+        # The run's own (its ids, and often its application id and conf, are in it): see stamp.once.
+        out.append(self._mcp(dpi, once(DataProcessInstancePropertiesClass(
             name=hdr["run_id"], created=AuditStampClass(time=when, actor=ACTOR), customProperties=props,
-            type=kind), when))
+            type=kind)), when))
         parent = hdr.get("parent_run")
         parent_dpi = None if parent is None or hdr.get("schedule") else instance_urn(
             parent["job_namespace"], parent["job_name"], parent["run_id"])
@@ -176,10 +172,12 @@ class Translator:
                                                   parentInstance=parent_dpi))), when))
         if lineage["sources"] or lineage["sinks"]:
             job = job_urn(flow, hdr["job_name"])
-            out += self._data_job(job, flow, hdr["job_name"], lineage["sources"], lineage["sinks"],
-                                  lineage["column_lineage"], when, {"sql": spec["sql"]} if spec.get("sql") else {},
-                                  relations=lineage["relations"])
-            out += self._instance_io(dpi, lineage["sources"], lineage["sinks"], when)
+            proposals, io = self._data_job(job, flow, hdr["job_name"], lineage["sources"], lineage["sinks"],
+                                           lineage["column_lineage"], when,
+                                           {"sql": spec["sql"]} if spec.get("sql") else {},
+                                           relations=lineage["relations"])
+            out += proposals
+            out += [self._mcp(dpi, a, when) for a in io]
         if e["status"] in _STARTED_STATUSES:
             out.append(self._run_event(dpi, hdr, when, DataProcessRunStatusClass.STARTED))
         return out
@@ -210,34 +208,39 @@ class Translator:
             props["planNode"] = e["plan_node"]
         if e.get("sql"):
             props["sql"] = e["sql"]
-        out = self._data_job(job, flow, job_id, e["inputs"], e["outputs"], e["column_lineage"], when, props)
+        out, io = self._data_job(job, flow, job_id, e["inputs"], e["outputs"], e["column_lineage"], when, props)
         app = hdr.get("parent_run") or {"job_namespace": hdr["job_namespace"], "job_name": hdr["job_name"],
                                         "run_id": hdr["run_id"]}
         dpi = instance_urn(hdr["job_namespace"], hdr["job_name"], hdr["run_id"], e["action_id"])
-        run_props = {"actionId": e["action_id"], "actionName": e["action_name"], "runId": hdr["run_id"],
-                     "status": e["action_status"], **self._schedule_props(hdr)}
+        more = self._schedule_props(hdr)  # the run's properties after its ids, action name and status
         if e.get("incomplete_reason"):
-            run_props["incompleteReason"] = e["incomplete_reason"]
+            more["incompleteReason"] = e["incomplete_reason"]
         if e.get("error"):
-            run_props["errorClass"] = e["error"]["error_class"]
-            run_props["errorMessage"] = e["error"]["message"]
-        out.append(self._mcp(dpi, DataProcessInstancePropertiesClass(
-            name=f"{hdr['run_id']}/{e['action_id']}", created=AuditStampClass(time=when, actor=ACTOR),
-            customProperties=run_props,
-            type=DataProcessTypeClass.BATCH_SCHEDULED if hdr.get("schedule") else DataProcessTypeClass.BATCH_AD_HOC),
-            when))
-        out.append(self._mcp(dpi, DataProcessInstanceRelationshipsClass(
-            upstreamInstances=[], parentTemplate=job,
-            parentInstance=instance_urn(app["job_namespace"], app["job_name"], app["run_id"])), when))
-        out += self._instance_io(dpi, e["inputs"], e["outputs"], when)
+            more["errorClass"] = e["error"]["error_class"]
+            more["errorMessage"] = e["error"]["message"]
+        kind = DataProcessTypeClass.BATCH_SCHEDULED if hdr.get("schedule") else DataProcessTypeClass.BATCH_AD_HOC
+        name, status = e["action_name"], e["action_status"]
+        # The same for every run of the action but for the run's ids and time (and so rendered once).
+        run_props = self._stamped.get(("action", name, status, kind, *more.items()), lambda: Stamped(
+            lambda run_id, action_id, t: DataProcessInstancePropertiesClass(
+                name=f"{run_id}/{action_id}", created=AuditStampClass(time=t, actor=ACTOR), type=kind,
+                customProperties={"actionId": action_id, "actionName": name, "runId": run_id, "status": status,
+                                  **more}), (str, str, int)))
+        out.append(self._mcp(dpi, run_props(hdr["run_id"], e["action_id"], when), when))
+        relationships = self._memo.get(("action-relationships", job), lambda: Stamped(
+            lambda parent: DataProcessInstanceRelationshipsClass(upstreamInstances=[], parentTemplate=job,
+                                                                 parentInstance=parent), (str,)))
+        out.append(self._mcp(dpi, relationships(instance_urn(app["job_namespace"], app["job_name"], app["run_id"])),
+                             when))
+        out += [self._mcp(dpi, a, when) for a in io]
         if e["parts"] <= 1:
             out += self._action_run_events(dpi, hdr, e, when)
         return out
 
     def _later_part(self, job: str, e: dict[str, Any], when: int) -> list[Proposal]:
         hdr = e["header"]
-        known = self._known(e["inputs"], e["outputs"])
-        lineages = self._fine_grained(e["column_lineage"], known)
+        known = known_urns(self.names, e["inputs"], e["outputs"])
+        lineages = fine_grained(self.names, e["column_lineage"], known, self.config.include_indirect)
         out: list[Proposal] = []
         if lineages:
             patch = DataJobPatchBuilder(job, system_metadata=self._system(when))
@@ -246,7 +249,8 @@ class Translator:
             out += patch.build()
             if self.config.dataset_lineage:
                 for d in e["outputs"]:
-                    mine = self._fine_grained(e["column_lineage"], known, only=self.names.urn(d))
+                    mine = fine_grained(self.names, e["column_lineage"], known, self.config.include_indirect,
+                                        only=self.names.urn(d))
                     if mine:
                         dpatch = DatasetPatchBuilder(self.names.urn(d), system_metadata=self._system(when))
                         for fgl in mine:
@@ -272,7 +276,10 @@ class Translator:
     def _system(self, when: int) -> SystemMetadataClass:
         # One object per event time, shared by that time's proposals (the sinks that stamp it send copies);
         # kept apart from _memo, which per-event entries would flush.
-        system: SystemMetadataClass = self._systems.get(when, lambda: SystemMetadataClass(lastObserved=when))
+        last = self._last_system
+        if last[0] != when:  # most proposals of an event are at its time: one look-up an event
+            last = self._last_system = (when, self._systems.get(when, lambda: SystemMetadataClass(lastObserved=when)))
+        system: SystemMetadataClass = last[1]
         return system
 
     def _mcp(self, urn: str, aspect: Any, when: int) -> MetadataChangeProposalWrapper:
@@ -311,10 +318,12 @@ class Translator:
         schedule = hdr.get("schedule")
         if schedule:
             attempt = schedule["attempt"]
-        return self._mcp(dpi, DataProcessInstanceRunEventClass(
-            timestampMillis=when, status=status, attempt=attempt,
-            result=DataProcessInstanceRunResultClass(type=result, nativeResultType=native or result)
-            if result else None, durationMillis=duration, partitionSpec=_FULL_TABLE), when)
+        point = self._stamped.get((status, attempt, result, native, duration), lambda: Stamped(
+            lambda t: DataProcessInstanceRunEventClass(
+                timestampMillis=t, status=status, attempt=attempt,
+                result=DataProcessInstanceRunResultClass(type=result, nativeResultType=native or result)
+                if result else None, durationMillis=duration, partitionSpec=_FULL_TABLE)))
+        return self._mcp(dpi, point(when), when)
 
     def _action_run_events(self, dpi: str, hdr: dict[str, Any], e: dict[str, Any], when: int) -> list[Proposal]:
         result = _RESULT_OF_ACTION.get(e["action_status"])
@@ -327,48 +336,12 @@ class Translator:
                 self._run_event(dpi, hdr, when, DataProcessRunStatusClass.COMPLETE, result=result,
                                 native=e["action_status"], duration=duration)]
 
-    def _known(self, *datasets: list[dict[str, Any]]) -> dict[tuple[str, str], str]:
-        """The URNs of an event's datasets by (namespace, name): column lineage names a dataset by those only,
-        and a dataset with a catalog table (symlink) is known by its table."""
-        return {(d["namespace"], d["name"]): self.names.urn(d) for ds in datasets for d in ds}
-
-    def _fine_grained(self, column_lineage: list[dict[str, Any]], known: dict[tuple[str, str], str],
-                      only: str | None = None) -> list[FineGrainedLineageClass]:
-        """One fine-grained lineage per output column and transformation kind (DIRECT, INDIRECT, UNKNOWN)."""
-        out: list[FineGrainedLineageClass] = []
-
-        def urn(namespace: str, name: str) -> str:
-            return known.get((namespace, name)) or self.names.urn_of(namespace, name)
-
-        for cl in column_lineage:
-            target = urn(cl["namespace"], cl["name"])
-            if only is not None and target != only:
-                continue
-            by_kind: dict[str, tuple[set[str], set[str]]] = {}
-            for i in cl["inputs"]:
-                field = make_schema_field_urn(urn(i["namespace"], i["name"]), i["field"])
-                for t in i["transformations"] or [{"type": "UNKNOWN", "subtype": ""}]:
-                    kind = t["type"] if t["type"] in ("DIRECT", "INDIRECT") else "UNKNOWN"
-                    if kind == "INDIRECT" and not self.config.include_indirect:
-                        continue
-                    fields, subtypes = by_kind.setdefault(kind, (set(), set()))
-                    fields.add(field)
-                    if t.get("subtype"):
-                        subtypes.add(t["subtype"])
-            downstream = make_schema_field_urn(target, cl["field"])
-            for kind in sorted(by_kind):
-                fields, subtypes = by_kind[kind]
-                out.append(FineGrainedLineageClass(
-                    upstreamType=FineGrainedLineageUpstreamTypeClass.FIELD_SET, upstreams=sorted(fields),
-                    downstreamType=FineGrainedLineageDownstreamTypeClass.FIELD, downstreams=[downstream],
-                    transformOperation=f"{kind}:{','.join(sorted(subtypes))}" if subtypes else kind))
-        return out
-
     def _data_job(self, job: str, flow: str, name: str, inputs: list[dict[str, Any]], outputs: list[dict[str, Any]],
                   column_lineage: list[dict[str, Any]], when: int, props: dict[str, str],
-                  relations: list[dict[str, Any]] | None = None) -> list[Proposal]:
+                  relations: list[dict[str, Any]] | None = None) -> tuple[list[Proposal], list[Any]]:
+        """The DataJob's and its datasets' proposals, and the aspects of a run's instance inputs/outputs."""
         key = ("job", content_key((job, flow, name, inputs, outputs, column_lineage, props, relations)))
-        job_aspects, feeds, datasets = self._memo.get(key, lambda: self._job_aspects(
+        job_aspects, feeds, datasets, io = self._memo.get(key, lambda: self._job_aspects(
             job, flow, name, inputs, outputs, column_lineage, props, relations))
         mcp = self._mcp
         out: list[Proposal] = [mcp(job, a, when) for a in job_aspects]
@@ -376,25 +349,23 @@ class Translator:
             out.append(mcp(urn, _STATUS, when))
             if schema is not None:
                 out.append(mcp(urn, schema, when))
-        for (urn, schema), (_, feeding, mine) in zip(datasets[len(inputs):], feeds, strict=True):
+        for (urn, schema), upstream in zip(datasets[len(inputs):], feeds, strict=True):
             out.append(mcp(urn, _STATUS, when))
             if schema is not None:
                 out.append(mcp(urn, schema, when))
-            if feeding or mine:  # stamped with the event time: new each time
-                out.append(mcp(urn, UpstreamLineageClass(fineGrainedLineages=mine or None, upstreams=[
-                    UpstreamClass(dataset=u, type=DatasetLineageTypeClass.TRANSFORMED,
-                                  auditStamp=AuditStampClass(time=when, actor=ACTOR)) for u in feeding]), when))
-        return out
+            if upstream is not None:  # stamped with the event time: new each time
+                out.append(mcp(urn, upstream(when), when))
+        return out, io
 
     def _job_aspects(self, job: str, flow: str, name: str, inputs: list[dict[str, Any]],
                      outputs: list[dict[str, Any]], column_lineage: list[dict[str, Any]], props: dict[str, str],
                      relations: list[dict[str, Any]] | None
-                     ) -> tuple[list[Any], list[tuple[str, list[str], Any]], list[tuple[str, Any]]]:
-        """The DataJob's aspects, per output (its URN, the datasets feeding it, its fine-grained lineage), and
-        per input then output (its URN, its schemaMetadata or None); built once per distinct content
-        (``Memo``): a job repeats them in every action of every run."""
-        known = self._known(inputs, outputs)
-        lineages = self._fine_grained(column_lineage, known)
+                     ) -> tuple[list[Any], list[Stamped | None], list[tuple[str, Any]], list[Any]]:
+        """The DataJob's aspects, per output its upstreamLineage at a given time (None when nothing feeds it),
+        per input then output (its URN, its schemaMetadata or None), and a run's instance inputs/outputs; built
+        once per distinct content (``Memo``): a job repeats them in every action of every run."""
+        known = known_urns(self.names, inputs, outputs)
+        lineages = fine_grained(self.names, column_lineage, known, self.config.include_indirect)
         in_urns = _unique(self.names.urn(d) for d in inputs)
         out_urns = _unique(self.names.urn(d) for d in outputs)
         aspects = [
@@ -407,11 +378,11 @@ class Translator:
                 inputDatasetFields=sorted({u for fgl in lineages for u in fgl.upstreams or ()}),
                 outputDatasetFields=sorted({u for fgl in lineages for u in fgl.downstreams or ()}),
                 fineGrainedLineages=lineages)]
-        feeds: list[tuple[str, list[str], Any]] = []
+        feeds: list[Stamped | None] = []
         for d in outputs:
             urn = self.names.urn(d)
             if not self.config.dataset_lineage:
-                feeds.append((urn, [], []))
+                feeds.append(None)
                 continue
             feeding = in_urns
             if relations:
@@ -421,8 +392,8 @@ class Translator:
                                   ) or in_urns
             mine = [fgl for fgl in lineages if fgl.downstreams and fgl.downstreams[0].startswith(
                 f"urn:li:schemaField:({urn},")]
-            feeds.append((urn, [u for u in feeding if u != urn], mine))
-        return aspects, feeds, [self._schema(d) for d in (*inputs, *outputs)]
+            feeds.append(upstream_lineage([u for u in feeding if u != urn], mine))
+        return aspects, feeds, [self._schema(d) for d in (*inputs, *outputs)], self._instance_io(in_urns, out_urns)
 
     def _schema(self, d: dict[str, Any]) -> tuple[str, SchemaMetadataClass | None]:
         """(the dataset's URN, its schemaMetadata, or None when the event has no fields for it)."""
@@ -432,16 +403,14 @@ class Translator:
         return urn, self._memo.get(("schema", urn, d["name"], content_key(d["fields"])),
                                  lambda: schema_metadata(urn, self.names.platform(urn), d["name"], d["fields"]))
 
-    def _instance_io(self, dpi: str, inputs: list[dict[str, Any]], outputs: list[dict[str, Any]],
-                     when: int) -> list[Proposal]:
-        out: list[Proposal] = []
-        ins = _unique(self.names.urn(d) for d in inputs)
-        outs = _unique(self.names.urn(d) for d in outputs)
-        # Functions of the dataset URNs only: every run of a job shares one object (rendered once).
+    def _instance_io(self, ins: list[str], outs: list[str]) -> list[Any]:
+        """A run instance's inputs and outputs: functions of the dataset URNs only, so every run of every job
+        with those datasets shares one object (rendered once)."""
+        out: list[Any] = []
         if ins:
-            out.append(self._mcp(dpi, self._memo.get(("inputs", *ins), lambda: DataProcessInstanceInputClass(
-                inputs=ins, inputEdges=[EdgeClass(destinationUrn=u) for u in ins])), when))
+            out.append(self._memo.get(("inputs", *ins), lambda: DataProcessInstanceInputClass(
+                inputs=ins, inputEdges=[EdgeClass(destinationUrn=u) for u in ins])))
         if outs:
-            out.append(self._mcp(dpi, self._memo.get(("outputs", *outs), lambda: DataProcessInstanceOutputClass(
-                outputs=outs, outputEdges=[EdgeClass(destinationUrn=u) for u in outs])), when))
+            out.append(self._memo.get(("outputs", *outs), lambda: DataProcessInstanceOutputClass(
+                outputs=outs, outputEdges=[EdgeClass(destinationUrn=u) for u in outs])))
         return out

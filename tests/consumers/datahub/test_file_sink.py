@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import json
 import pathlib
 import uuid
@@ -236,8 +237,18 @@ def test_each_line_is_datahubs_rendering_with_the_sinks_properties(tmp_path) -> 
     from lineagewire.consumers.datahub.render import Renderer, Unchanged, render
     from lineagewire.consumers.datahub.translate import Translator
     from lineagewire.schemas import job_key
+    from tests.consumers.openlineage.samples import refresh_run
 
-    events = app_run() + app_run("hourly", fail=True)
+    # Runs of a job at other times (their upstream lineage, run events and action runs' properties come from
+    # templates with the times and run ids put in), a refresh, a split action.
+    later = [app_run(fail=i == 1) for i in range(3)]
+    for i, run in enumerate(later):
+        for e in run:
+            e["header"]["event_time"] += dt.timedelta(hours=i + 1, milliseconds=7 * i)
+            if "transition_time" in e:
+                e["transition_time"] += dt.timedelta(hours=i + 1, milliseconds=7 * i)
+    events = app_run() + app_run("hourly", fail=True) + [e for run in later for e in run] + refresh_run() + \
+        split_action()
     path = tmp_path / "out.json"
     h = handler(path)
     feed(h, events)
