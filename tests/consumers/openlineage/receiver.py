@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -14,14 +13,15 @@ from tests.helpers import wait_for
 class Receiver:
     """POST /api/v1/lineage -> 200 and the event is kept; ``down = True`` answers 503 instead.
 
-    ``delay`` seconds are spent on each accepted request (a slow backend).
+    ``down_after``: once that many events are kept, ``down`` turns True by itself (a backend that fails
+    mid-stream, at a known point).
     """
 
-    def __init__(self, delay: float = 0.0) -> None:
+    def __init__(self, down_after: int | None = None) -> None:
         self.events: list[dict[str, Any]] = []
         self.rejected = 0
         self.down = False
-        self.delay = delay
+        self.down_after = down_after
         self._lock = threading.Lock()
         outer = self
 
@@ -30,16 +30,14 @@ class Receiver:
 
             def do_POST(self) -> None:  # noqa: N802
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                if outer.down:
-                    with outer._lock:
+                with outer._lock:
+                    if outer.down:
                         outer.rejected += 1
-                    code = 503
-                else:
-                    if outer.delay:
-                        time.sleep(outer.delay)
-                    with outer._lock:
+                        code = 503
+                    else:
                         outer.events.append(json.loads(body))
-                    code = 200
+                        code = 200
+                        outer.down = outer.down_after is not None and len(outer.events) >= outer.down_after
                 self.send_response(code)
                 self.send_header("Content-Length", "0")
                 self.end_headers()

@@ -157,7 +157,8 @@ def test_sigkill_mid_stream_then_restart_loses_nothing(settings, tmp_path) -> No
     publish(settings, events)
     want = expected_keys(events)
     group = f"ol-{uuid.uuid4().hex[:8]}"
-    with Receiver(delay=0.02) as rx:
+    # The backend goes down after 40 events, so the kill lands mid-stream, while the service retries.
+    with Receiver(down_after=40) as rx:
         first = _service(settings, settings.topics.jobs, group, rx.url, tmp_path)
         try:
             rx.wait_for(lambda evs: len(evs) >= 40, timeout=90)
@@ -167,6 +168,7 @@ def test_sigkill_mid_stream_then_restart_loses_nothing(settings, tmp_path) -> No
         assert first.returncode == -signal.SIGKILL
         before = len(rx.snapshot())
         assert 40 <= before < len(want), "the kill did not land mid-stream"
+        rx.down_after, rx.down = None, False
         second = _service(settings, settings.topics.jobs, group, rx.url, tmp_path)
         try:
             got = rx.wait_for(lambda evs: {event_key(e) for e in evs} >= want, timeout=120)

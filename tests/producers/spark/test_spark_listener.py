@@ -21,6 +21,8 @@ from lineagewire.producers.spark import jvm_classes
 from lineagewire.producers.spark.config import resolve_config
 from lineagewire.producers.spark.exceptions import EmitterConfigError, JvmClassesError
 
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+
 pytestmark = pytest.mark.skipif(shutil.which("javac") is None and not os.environ.get("JAVA_HOME"),
                                 reason="needs a JDK (javac)")
 
@@ -151,8 +153,9 @@ def test_spark_listener_off_counts_nothing(spark, make_emitter) -> None:  # noqa
 
 
 STOPPED_FROM_THE_JVM = textwrap.dedent("""
-    import json, sys, time
+    import json, sys
     from pyspark.sql import SparkSession
+    from tests.helpers import wait_for
     from lineagewire.producers.spark import install
 
     events_path = sys.argv[1]
@@ -162,13 +165,13 @@ STOPPED_FROM_THE_JVM = textwrap.dedent("""
     emitter._hooks.spark_listener_ready.wait(120)
     spark.range(5).count()
     spark.sparkContext._jsc.sc().stop()  # the JVM side stops: no Python stop(), no atexit yet
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+
+    def finished():
         emitter.flush(1)
         lines = [json.loads(x) for x in open(events_path)] if emitter.events else []
-        if any(e.get("new_status") == "FINISHED" for e in lines):
-            break
-        time.sleep(0.2)
+        return lines if any(e.get("new_status") == "FINISHED" for e in lines) else None
+
+    lines = wait_for(finished, timeout=60)
     print(json.dumps({"kind": emitter.stats()["spark_listener"],
                       "statuses": [e.get("new_status") for e in lines if "new_status" in e]}))
 """)
@@ -181,6 +184,7 @@ def test_a_stop_on_the_jvm_side_ends_the_application_run(tmp_path) -> None:  # n
     script.write_text(STOPPED_FROM_THE_JVM)
     env = {k: v for k, v in os.environ.items() if not k.startswith("LINEAGEWIRE_") or k == "LINEAGEWIRE_HOME"}
     env["PYSPARK_PYTHON"] = sys.executable
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])  # tests.helpers
     proc = subprocess.run([sys.executable, str(script), str(tmp_path / "events.jsonl")], env=env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
