@@ -19,7 +19,7 @@ from .datasets import DatasetNamer
 from .ids import ACTOR
 from .stamp import Stamped
 
-__all__ = ["fine_grained", "known_urns", "upstream_lineage"]
+__all__ = ["fine_grained", "known_urns", "of_output", "upstream_lineage"]
 
 
 def known_urns(names: DatasetNamer, *datasets: list[dict[str, Any]]) -> dict[tuple[str, str], str]:
@@ -29,7 +29,7 @@ def known_urns(names: DatasetNamer, *datasets: list[dict[str, Any]]) -> dict[tup
 
 
 def fine_grained(names: DatasetNamer, column_lineage: list[dict[str, Any]], known: dict[tuple[str, str], str],
-                 include_indirect: bool, only: str | None = None) -> list[FineGrainedLineageClass]:
+                 include_indirect: bool) -> list[FineGrainedLineageClass]:
     """One fine-grained lineage per output column and transformation kind (DIRECT, INDIRECT, UNKNOWN)."""
     out: list[FineGrainedLineageClass] = []
 
@@ -38,8 +38,6 @@ def fine_grained(names: DatasetNamer, column_lineage: list[dict[str, Any]], know
 
     for cl in column_lineage:
         target = urn(cl["namespace"], cl["name"])
-        if only is not None and target != only:
-            continue
         by_kind: dict[str, tuple[set[str], set[str]]] = {}
         for i in cl["inputs"]:
             field = make_schema_field_urn(urn(i["namespace"], i["name"]), i["field"])
@@ -59,6 +57,12 @@ def fine_grained(names: DatasetNamer, column_lineage: list[dict[str, Any]], know
                 downstreamType=FineGrainedLineageDownstreamTypeClass.FIELD, downstreams=[downstream],
                 transformOperation=f"{kind}:{','.join(sorted(subtypes))}" if subtypes else kind))
     return out
+
+
+def of_output(lineages: list[FineGrainedLineageClass], urn: str) -> list[FineGrainedLineageClass]:
+    """The fine-grained lineages whose downstream is a column of the dataset ``urn``."""
+    prefix = f"urn:li:schemaField:({urn},"
+    return [fgl for fgl in lineages if fgl.downstreams and fgl.downstreams[0].startswith(prefix)]
 
 
 def upstream_lineage(feeding: list[str], mine: list[FineGrainedLineageClass]) -> Stamped | None:

@@ -76,7 +76,7 @@ from .config import DataHubConfig
 from .datasets import DatasetNamer, schema_metadata
 from .exceptions import TranslationError
 from .ids import ACTOR, DPI_NAMESPACE, _iso, _ms, _unique, action_job_id, flow_urn, instance_urn, job_urn
-from .lineage import fine_grained, known_urns, upstream_lineage
+from .lineage import fine_grained, known_urns, of_output, upstream_lineage
 from .memo import Memo, content_key, wrap
 from .stamp import Stamped, once
 
@@ -249,8 +249,7 @@ class Translator:
             out += patch.build()
             if self.config.dataset_lineage:
                 for d in e["outputs"]:
-                    mine = fine_grained(self.names, e["column_lineage"], known, self.config.include_indirect,
-                                        only=self.names.urn(d))
+                    mine = of_output(lineages, self.names.urn(d))
                     if mine:
                         dpatch = DatasetPatchBuilder(self.names.urn(d), system_metadata=self._system(when))
                         for fgl in mine:
@@ -390,9 +389,7 @@ class Translator:
                                   self.names.urn_of(r["source"]["namespace"], r["source"]["name"])
                                   for r in relations if known.get((r["sink"]["namespace"], r["sink"]["name"])) == urn
                                   ) or in_urns
-            mine = [fgl for fgl in lineages if fgl.downstreams and fgl.downstreams[0].startswith(
-                f"urn:li:schemaField:({urn},")]
-            feeds.append(upstream_lineage([u for u in feeding if u != urn], mine))
+            feeds.append(upstream_lineage([u for u in feeding if u != urn], of_output(lineages, urn)))
         return aspects, feeds, [self._schema(d) for d in (*inputs, *outputs)], self._instance_io(in_urns, out_urns)
 
     def _schema(self, d: dict[str, Any]) -> tuple[str, SchemaMetadataClass | None]:
