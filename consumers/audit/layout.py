@@ -117,9 +117,9 @@ def chain_hash(previous: str, sha256: str, path: str) -> str:
 def records_to_batch(records: list[Record]) -> pa.RecordBatch:
     """A record batch of ``ARCHIVE_SCHEMA`` from records: one list per column, one ``pa.array`` each.
 
-    Built column by column rather than row by row: no tuple per row, no dict per dataset or header, and the
-    datasets go into Arrow as flat lists plus offsets. An undecodable record (``event`` None) has nulls in
-    the decoded columns.
+    Built column by column rather than row by row: no tuple per row, and each row's datasets go into Arrow as
+    the decoded lists of ``{"namespace", "name"}`` dicts (converted in C). An undecodable record (``event``
+    None) has nulls in the decoded columns.
     """
     rs = records
     raw = [pa.array([r.topic for r in rs], pa.string()), pa.array([r.partition for r in rs], pa.int32()),
@@ -150,38 +150,30 @@ def _decoded_arrays(events: list[dict[str, Any]]) -> list[pa.Array]:
     kinds = [kind_of(e) for e in events]
     status: list[str | None] = []
     old: list[str | None] = []
-    # Datasets as flat lists plus, per row, the offset where its list ends (a ListArray's offsets).
-    in_ends, out_ends = [0], [0]
-    in_ns: list[str] = []
-    in_names: list[str] = []
-    out_ns: list[str] = []
-    out_names: list[str] = []
+    ins: list[Any] = []  # each row's list of {"namespace", "name"} dicts, which Arrow takes as they are
+    outs: list[Any] = []
     for e, kind in zip(events, kinds, strict=True):
-        if kind == "JobStatusChangedEvent":
-            status.append(e["new_status"])
-            old.append(e["old_status"])
-            in_ends.append(len(in_names))
-            out_ends.append(len(out_names))
-            continue
         if kind == "ActionLineageEvent":
             status.append(e["action_status"])
-            ins, outs = e["inputs"], e["outputs"]
+            old.append(None)
+            ins.append(e["inputs"])
+            outs.append(e["outputs"])
+        elif kind == "JobStatusChangedEvent":
+            status.append(e["new_status"])
+            old.append(e["old_status"])
+            ins.append(())
+            outs.append(())
         elif kind == "JobCreatedEvent":
-            status.append(e["status"])
             lineage = e["lineage"]
-            ins, outs = lineage["sources"], lineage["sinks"]
+            status.append(e["status"])
+            old.append(None)
+            ins.append(lineage["sources"])
+            outs.append(lineage["sinks"])
         else:
             status.append(None)
-            ins = outs = ()
-        old.append(None)
-        for d in ins:
-            in_ns.append(d["namespace"])
-            in_names.append(d["name"])
-        in_ends.append(len(in_names))
-        for d in outs:
-            out_ns.append(d["namespace"])
-            out_names.append(d["name"])
-        out_ends.append(len(out_names))
+            old.append(None)
+            ins.append(())
+            outs.append(())
     parents = [h["parent_run"] for h in hs]
     return [pa.array(kinds, pa.string()), pa.array([h["event_id"] for h in hs], pa.string()),
             pa.array([h["job_namespace"] for h in hs], pa.string()),
@@ -189,11 +181,4 @@ def _decoded_arrays(events: list[dict[str, Any]]) -> list[pa.Array]:
             pa.array([p["run_id"] if p else None for p in parents], pa.string()),
             pa.array([h["sequence"] for h in hs], pa.int64()), pa.array(status, pa.string()),
             pa.array(old, pa.string()), pa.array([h["event_time"] for h in hs], _TIMESTAMP_US),
-            _datasets(in_ends, in_ns, in_names), _datasets(out_ends, out_ns, out_names)]
-
-
-def _datasets(offsets: list[int], namespaces: list[str], names: list[str]) -> pa.Array:
-    """A ``list<struct<namespace, name>>`` column from flat lists and the offsets of the rows' lists in them."""
-    items = pa.StructArray.from_arrays([pa.array(namespaces, pa.string()), pa.array(names, pa.string())],
-                                       fields=list(_DATASET))
-    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), items)
+            pa.array(ins, _DATASETS), pa.array(outs, _DATASETS)]

@@ -38,12 +38,15 @@ def test_decoded_and_undecodable_records_in_one_batch_keep_their_rows() -> None:
     assert [r["event_time"] for r in decoded] == [e["header"]["event_time"] for e in events]
     created, running, action, finished = decoded[1:]
     run = events[1:]
-    assert created["status"] == "CREATED" and created["inputs"] == [
-        {"namespace": d["namespace"], "name": d["name"]} for d in run[0]["lineage"]["sources"]]
+    def names(datasets: list[dict]) -> list[dict]:
+        return [{"namespace": d["namespace"], "name": d["name"]} for d in datasets]
+
+    assert created["status"] == "CREATED" and created["inputs"] == names(run[0]["lineage"]["sources"])
+    assert created["outputs"] == names(run[0]["lineage"]["sinks"]) != created["inputs"]
     assert (running["status"], running["old_status"], running["inputs"]) == ("RUNNING", "CREATED", [])
     assert action["status"] == run[2]["action_status"] and action["parent_run_id"] == run[2]["header"][
         "parent_run"]["run_id"]
-    assert action["outputs"] == [{"namespace": d["namespace"], "name": d["name"]} for d in run[2]["outputs"]]
+    assert action["outputs"] == names(run[2]["outputs"]) != action["inputs"] == names(run[2]["inputs"])
     assert finished["status"] == "FINISHED" and decoded[0]["status"] is None  # a command has no status
 
 
