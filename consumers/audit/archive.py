@@ -210,7 +210,7 @@ class ArchiveHandler(Handler):
         try:
             self.storage.put(manifest.rel, manifest.dumps())
         except BaseException:
-            manifest.entries.pop()  # the retry appends it again
+            manifest.drop_last()  # the retry appends it again
             raise
         del self._buffers[tp]
         self.files_written += 1

@@ -31,6 +31,9 @@ class Manifest:
     topic: str
     partition: int
     entries: list[dict[str, Any]] = field(default_factory=list)
+    #: the JSON lines of ``entries`` made so far: ``dumps`` after each closed file encodes the new line only,
+    #: not the partition's whole history again (a year of hourly files is 8,760 lines)
+    _lines: list[bytes] = field(default_factory=list, init=False, repr=False)
 
     @property
     def rel(self) -> str:
@@ -53,8 +56,16 @@ class Manifest:
         self.entries.append(entry)
         return entry
 
+    def drop_last(self) -> None:
+        """Take back the last ``append`` (its manifest could not be written; the retry appends it again)."""
+        self.entries.pop()
+        del self._lines[len(self.entries):]
+
     def dumps(self) -> bytes:
-        return b"".join(json.dumps(e, sort_keys=True, separators=(",", ":")).encode() + b"\n" for e in self.entries)
+        lines = self._lines
+        lines.extend(json.dumps(e, sort_keys=True, separators=(",", ":")).encode() + b"\n"
+                     for e in self.entries[len(lines):])
+        return b"".join(lines)
 
     @classmethod
     def load(cls, storage: Storage, topic: str, partition: int) -> Manifest:

@@ -60,3 +60,52 @@ def test_a_damaged_tail_after_the_columns_is_archived_with_its_columns() -> None
 
 def test_an_empty_table_has_the_archive_schema() -> None:
     assert records_to_table([]).schema == ARCHIVE_SCHEMA and records_to_table([]).num_rows == 0
+
+
+def test_a_manifest_write_that_fails_is_taken_back_and_the_retry_lists_each_file_once(tmp_path) -> None:  # noqa: ANN001
+    from lineagewire.consumers.audit.manifest import load_manifests, verify
+    from lineagewire.consumers.audit.storage import Storage
+
+    class ManifestFailsOnce(Storage):
+        failed = False
+
+        def put(self, rel: str, data: bytes) -> None:
+            if rel.startswith("_manifests/") and self.entries_written == 1 and not self.failed:
+                self.failed = True
+                raise OSError("disk full")
+            super().put(rel, data)
+            self.entries_written += rel.startswith("_manifests/")
+
+        entries_written = 0
+
+    storage = ManifestFailsOnce(str(tmp_path))
+    handler = ArchiveHandler(storage, roll_records=2)
+    values = [CODEC.encode(e) for e in app_run("j", actions=4)]  # 7 events: files of 2, 2, 2 and 1
+    for i, v in enumerate(values[:2]):
+        handler.handle(record(i, v))  # the first file and its manifest line are written
+    handler.handle(record(2, values[2]))
+    try:
+        handler.handle(record(3, values[3]))  # the second file is written, its manifest line fails
+    except OSError:
+        handler.handle(record(3, values[3]))  # the runtime retries the record
+    for i, v in enumerate(values[4:], 4):
+        handler.handle(record(i, v))
+    handler.close()
+    assert storage.failed
+    [manifest] = load_manifests(Storage(str(tmp_path)))
+    assert [(e["first_offset"], e["last_offset"]) for e in manifest.entries] == [(0, 1), (2, 3), (4, 5), (6, 6)]
+    assert verify(Storage(str(tmp_path))).ok
+
+
+def test_a_manifest_taken_back_then_appended_dumps_its_entries_only() -> None:
+    from lineagewire.consumers.audit.manifest import Manifest, _parse
+
+    m = Manifest("t", 0)
+    entry = {"sha256": "a" * 64, "first_offset": 0, "last_offset": 1, "records": 2, "size": 10,
+             "min_timestamp_ms": 0, "max_timestamp_ms": 1}
+    m.append(file="f0", **entry)
+    m.dumps()
+    m.drop_last()
+    m.append(file="f1", **entry)
+    m.append(file="f2", **dict(entry, first_offset=2, last_offset=3))
+    assert _parse(m.dumps(), "m") == m.entries and [e["file"] for e in m.entries] == ["f1", "f2"]
