@@ -22,7 +22,11 @@ retries, metrics, health and shutdown are the runtime's. What it adds:
 * **Durable before committed**: a closed file is written with ``Storage.put``
   (fsync + rename locally; one PUT on an object store), then its manifest line
   (``manifest.py``); only then does ``durable_offsets`` move past its records,
-  and the runtime never commits past that.
+  and the runtime never commits past that. The writing runs on a background
+  thread, in order (``writer.InOrderWriter``), while the next records are
+  buffered; a write that fails is raised from the next runtime call
+  (``batch_done``, ``tick``, the next close) into the runtime's retry loop, and
+  revocation and shutdown wait for every write.
 * **No duplicates after a restart**: records at or below the manifest's last
   archived offset are skipped; a file that was written but not yet listed is
   rewritten under the same name (topic+partition+first offset).
@@ -46,6 +50,7 @@ from lineagewire.exceptions import ConfigError
 from .layout import ARCHIVE_SCHEMA, DECODE_FIELDS, data_path, hour_bucket, records_to_batch
 from .manifest import Manifest
 from .storage import Storage
+from .writer import InOrderWriter
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +85,16 @@ class _Buffer:
     max_ts: int = -1
 
 
+@dataclass
+class _File:
+    """A closed file, for the writer thread."""
+
+    tp: tuple[str, int]
+    rel: str
+    table: pa.Table
+    buf: _Buffer
+
+
 class ArchiveHandler(Handler):
     """Archives every record it is handed to Parquet under ``location`` (a folder or an fsspec URL)."""
 
@@ -109,6 +124,7 @@ class ArchiveHandler(Handler):
         self._manifests: dict[tuple[str, int], Manifest] = {}
         self._buffers: dict[tuple[str, int], _Buffer] = {}
         self._handled: dict[tuple[str, int], int] = {}  # next offset after the last record handed to us
+        self._writer: InOrderWriter[_File] = InOrderWriter(self._write)
         self.files_written = 0
 
     # -- the Handler contract ----------------------------------------------------------------------
@@ -149,7 +165,12 @@ class ArchiveHandler(Handler):
             self._close(tp)
         return 1
 
+    def batch_done(self) -> int:
+        self._writer.check()
+        return 0
+
     def tick(self, now: float) -> int:
+        self._writer.check()
         closed = 0
         mono = time.monotonic()
         for tp, buf in list(self._buffers.items()):
@@ -160,16 +181,21 @@ class ArchiveHandler(Handler):
         return closed
 
     def durable_offsets(self) -> dict[tuple[str, int], int]:
+        unwritten: dict[tuple[str, int], int] = {}
+        for f in self._writer.pending:  # oldest first
+            unwritten.setdefault(f.tp, f.buf.first)
         out = {}
         for tp, nxt in self._handled.items():
             buf = self._buffers.get(tp)
-            out[tp] = buf.first if buf is not None and buf.count else nxt
+            out[tp] = unwritten.get(tp, buf.first if buf is not None and buf.count else nxt)
         return out
 
     def on_revoke(self, partitions: list[tuple[str, int]]) -> None:
         for tp in partitions:
             if tp in self._buffers:
                 self._close(tp)
+        self._writer.flush()  # the runtime commits the revoked partitions next
+        for tp in partitions:
             # Another member may archive it next; re-read its manifest if it comes back.
             self._manifests.pop(tp, None)
             self._handled.pop(tp, None)
@@ -177,6 +203,7 @@ class ArchiveHandler(Handler):
     def close(self) -> None:
         for tp in list(self._buffers):
             self._close(tp)
+        self._writer.close()
 
     # -- files -------------------------------------------------------------------------------------
 
@@ -187,35 +214,40 @@ class ArchiveHandler(Handler):
         return m
 
     def _close(self, tp: tuple[str, int]) -> None:
-        """Write the partition's open file durably, then its manifest line; drop the buffer."""
+        """Hand the partition's open file to the writer thread; drop the buffer."""
         buf = self._buffers.get(tp)
         if buf is None:
             return
         if not buf.count:
             del self._buffers[tp]
             return
-        topic, partition = tp
-        rel = data_path(topic, partition, buf.first, buf.bucket)
-        sink = pa.BufferOutputStream()
         if buf.records:
             buf.batches.append(records_to_batch(buf.records))
             buf.records = []
-        pq.write_table(pa.Table.from_batches(buf.batches, schema=ARCHIVE_SCHEMA), sink, compression=self.compression)
+        table = pa.Table.from_batches(buf.batches, schema=ARCHIVE_SCHEMA)
+        self._manifest(tp)  # loaded here: the writer thread only appends to it
+        self._writer.submit(_File(tp, data_path(*tp, buf.first, buf.bucket), table, buf))
+        del self._buffers[tp]
+
+    def _write(self, f: _File) -> None:
+        """Write a closed file durably, then its manifest line (on the writer thread, in order)."""
+        buf = f.buf
+        sink = pa.BufferOutputStream()
+        pq.write_table(f.table, sink, compression=self.compression)
         data = sink.getvalue().to_pybytes()
         digest = hashlib.sha256(data).hexdigest()
-        self.storage.put(rel, data)
-        manifest = self._manifest(tp)
-        manifest.append(file=rel, sha256=digest, first_offset=buf.first, last_offset=buf.last,
+        self.storage.put(f.rel, data)
+        manifest = self._manifests[f.tp]
+        manifest.append(file=f.rel, sha256=digest, first_offset=buf.first, last_offset=buf.last,
                         records=buf.count, size=len(data), min_timestamp_ms=buf.min_ts, max_timestamp_ms=buf.max_ts)
         try:
             self.storage.put(manifest.rel, manifest.dumps())
         except BaseException:
             manifest.drop_last()  # the retry appends it again
             raise
-        del self._buffers[tp]
         self.files_written += 1
-        log.info("archived %s[%s] offsets %s..%s (%s records, %s bytes) to %s", topic, partition, buf.first, buf.last,
-                 buf.count, len(data), rel)
+        log.info("archived %s[%s] offsets %s..%s (%s records, %s bytes) to %s", *f.tp, buf.first, buf.last,
+                 buf.count, len(data), f.rel)
 
 
 def _bucket_end(bucket: tuple[str, str]) -> float:

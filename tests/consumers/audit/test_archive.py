@@ -93,7 +93,7 @@ class _Crashes(ArchiveHandler):
     """Stops without flushing its open file: what is buffered is lost, as in a SIGKILL after the last commit."""
 
     def close(self) -> None:
-        pass
+        self._writer.flush()  # the files closed before are written; the open one is lost
 
     def on_revoke(self, partitions: list[tuple[str, int]]) -> None:
         pass

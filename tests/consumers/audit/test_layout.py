@@ -62,39 +62,44 @@ def test_an_empty_table_has_the_archive_schema() -> None:
     assert records_to_table([]).schema == ARCHIVE_SCHEMA and records_to_table([]).num_rows == 0
 
 
-def test_a_manifest_write_that_fails_is_taken_back_and_the_retry_lists_each_file_once(tmp_path) -> None:  # noqa: ANN001
+def test_a_manifest_write_that_fails_is_retried_and_nothing_unlisted_is_ever_durable(tmp_path) -> None:  # noqa: ANN001
     from lineagewire.consumers.audit.manifest import load_manifests, verify
     from lineagewire.consumers.audit.storage import Storage
 
-    class ManifestFailsOnce(Storage):
-        failed = False
+    class ManifestFailsTwice(Storage):
+        fails = 2
 
         def put(self, rel: str, data: bytes) -> None:
-            if rel.startswith("_manifests/") and self.entries_written == 1 and not self.failed:
-                self.failed = True
+            if rel.startswith("_manifests/") and b"+00000000000000000002" in data and self.fails:
+                self.fails -= 1  # the second file's line: on the writer thread, then on the first retry
                 raise OSError("disk full")
             super().put(rel, data)
-            self.entries_written += rel.startswith("_manifests/")
 
-        entries_written = 0
+    def retried(call) -> None:  # noqa: ANN001 - what the runtime's retry loop does with an OSError
+        for _ in range(5):
+            try:
+                return call()
+            except OSError:
+                continue
+        raise AssertionError("still failing after 5 tries")
 
-    storage = ManifestFailsOnce(str(tmp_path))
+    def listed_through() -> int:
+        manifests = load_manifests(Storage(str(tmp_path)))
+        return manifests[0].last_offset if manifests else -1
+
+    storage = ManifestFailsTwice(str(tmp_path))
     handler = ArchiveHandler(storage, roll_records=2)
     values = [CODEC.encode(e) for e in app_run("j", actions=4)]  # 7 events: files of 2, 2, 2 and 1
-    for i, v in enumerate(values[:2]):
-        handler.handle(record(i, v))  # the first file and its manifest line are written
-    handler.handle(record(2, values[2]))
-    try:
-        handler.handle(record(3, values[3]))  # the second file is written, its manifest line fails
-    except OSError:
-        handler.handle(record(3, values[3]))  # the runtime retries the record
-    for i, v in enumerate(values[4:], 4):
-        handler.handle(record(i, v))
-    handler.close()
-    assert storage.failed
+    for i, v in enumerate(values):
+        retried(lambda i=i, v=v: handler.handle(record(i, v)))
+        retried(handler.batch_done)
+        # the runtime commits up to durable_offsets: never past a record whose file is not listed
+        assert handler.durable_offsets()[("t", 0)] <= listed_through() + 1
+    retried(handler.close)
+    assert storage.fails == 0
     [manifest] = load_manifests(Storage(str(tmp_path)))
     assert [(e["first_offset"], e["last_offset"]) for e in manifest.entries] == [(0, 1), (2, 3), (4, 5), (6, 6)]
-    assert verify(Storage(str(tmp_path))).ok
+    assert verify(Storage(str(tmp_path))).ok and handler.durable_offsets()[("t", 0)] == 7
 
 
 def test_a_manifest_taken_back_then_appended_dumps_its_entries_only() -> None:
