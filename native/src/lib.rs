@@ -39,18 +39,6 @@ enum Node {
     Ref(usize),
 }
 
-impl Node {
-    /// Whether a value of this type can take no byte at all (then a count of items says nothing about
-    /// the bytes left).
-    fn may_be_empty(&self) -> bool {
-        match self {
-            Node::Null => true,
-            Node::Record(fields, _) => fields.iter().all(|(_, n)| n.may_be_empty()),
-            _ => false,
-        }
-    }
-}
-
 fn malformed(pos: usize, what: &str) -> PyErr {
     PyValueError::new_err(format!("malformed Avro body at byte {pos}: {what}"))
 }
@@ -111,14 +99,15 @@ impl Input<'_> {
         Ok(&self.data[start..end])
     }
 
-    /// The item count of the next array or map block, checked against the bytes left where each item
-    /// takes one at least. Returns the count (0 ends) and, for a negative count, the block's byte size.
-    fn block(&mut self, item: &Node) -> PyResult<(u64, Option<usize>)> {
+    /// The item count of the next array or map block (0 ends) and, for a negative count, the block's byte
+    /// size (unchecked: a reader reads the items and ignores it, as fastavro does). A count above the bytes
+    /// left is refused, also for items that take no byte (an array of nulls): no count makes a loop of 2^63.
+    fn block(&mut self) -> PyResult<(u64, Option<i64>)> {
         let count = self.long()?;
-        let size = if count < 0 { Some(self.size()?) } else { None };
+        let size = if count < 0 { Some(self.long()?) } else { None };
         let count = count.unsigned_abs();
         let left = self.data.len().saturating_sub(self.pos) as u64;
-        if count > left && !item.may_be_empty() {
+        if count > left {
             return Err(malformed(self.pos, "more items than bytes left"));
         }
         Ok((count, size))
@@ -192,7 +181,7 @@ impl Reader {
             Node::Array(item) => {
                 let list = PyList::empty(py);
                 loop {
-                    let (count, _) = input.block(item)?;
+                    let (count, _) = input.block()?;
                     if count == 0 {
                         break list.into_any();
                     }
@@ -204,7 +193,7 @@ impl Reader {
             Node::Map(value) => {
                 let dict = PyDict::new(py);
                 loop {
-                    let (count, _) = input.block(value)?;
+                    let (count, _) = input.block()?;
                     if count == 0 {
                         break dict.into_any();
                     }
@@ -246,9 +235,12 @@ impl Reader {
             }
             Node::Ref(i) => self.skip(self.recursive_record(*i, input, depth)?, input, depth + 1)?,
             Node::Array(item) | Node::Map(item) => loop {
-                match input.block(item)? {
+                match input.block()? {
                     (0, _) => break,
-                    (_, Some(size)) => input.pos = input.pos.saturating_add(size), // the block's bytes
+                    (_, Some(size)) => {
+                        let size = usize::try_from(size).map_err(|_| malformed(input.pos, "a negative block size"))?;
+                        input.pos = input.pos.saturating_add(size); // the block's bytes, stepped over at once
+                    }
                     (count, None) => {
                         for _ in 0..count {
                             if let Node::Map(_) = node {
