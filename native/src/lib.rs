@@ -179,14 +179,15 @@ impl Reader {
             }
             Node::Ref(i) => self.read(py, self.recursive_record(*i, input, depth)?, input, depth + 1)?,
             Node::Array(item) => {
-                let list = PyList::empty(py);
+                let mut items = Vec::new(); // then a list of the right size at once
                 loop {
                     let (count, _) = input.block()?;
                     if count == 0 {
-                        break list.into_any();
+                        break PyList::new(py, items)?.into_any();
                     }
+                    items.reserve(count as usize); // count <= the bytes left (block)
                     for _ in 0..count {
-                        list.append(self.read(py, item, input, depth)?)?;
+                        items.push(self.read(py, item, input, depth)?);
                     }
                 }
             }
