@@ -310,9 +310,6 @@ fn node(plan: &Bound<'_, PyAny>) -> PyResult<Node> {
     let plan = plan.cast::<PyTuple>()?;
     let tag: String = plan.get_item(0)?.extract()?;
     let arg = || plan.get_item(1);
-    let each = |f: &dyn Fn(&Bound<'_, PyAny>) -> PyResult<Node>| -> PyResult<Vec<Node>> {
-        arg()?.try_iter()?.map(|item| f(&item?)).collect()
-    };
     Ok(match tag.as_str() {
         "null" => Node::Null,
         "boolean" => Node::Boolean,
@@ -328,7 +325,7 @@ fn node(plan: &Bound<'_, PyAny>) -> PyResult<Node> {
         ),
         "array" => Node::Array(Box::new(node(&arg()?)?)),
         "map" => Node::Map(Box::new(node(&arg()?)?)),
-        "union" => Node::Union(each(&node)?),
+        "union" => Node::Union(arg()?.try_iter()?.map(|b| node(&b?)).collect::<PyResult<_>>()?),
         "record" => {
             let fields: Vec<(Option<Py<PyString>>, Node)> = arg()?
                 .try_iter()?
