@@ -9,7 +9,8 @@ BIN    := $(VENV)/bin
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+# The compiled Avro reader (native/) is built by the same install: a change to its source rebuilds it.
+$(VENV)/.installed: pyproject.toml native/Cargo.toml native/Cargo.lock $(wildcard native/src/*.rs)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]'
@@ -65,4 +66,4 @@ bench: kafka-jars
 	  test -f bench/$$b.py && $(BIN)/python -m bench.$$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) .venv-spark-newest build *.egg-info .pytest_cache .ruff_cache .mypy_cache
+	rm -rf $(VENV) .venv-spark-newest build *.egg-info .pytest_cache .ruff_cache .mypy_cache native/target schemas/*.so

@@ -14,6 +14,9 @@ column lineage) spread over ``--days`` (3) is encoded once, then:
 3. ``verify``: ``audit verify`` over the whole archive, MB/s and files/s.
 4. ``query``: "runs of one job in a month with final status" (the docs/audit.md SQL), seconds.
 5. ``replay``: ``read_archive`` over everything, each value decoded to an event. Target: >= 100,000 events/s.
+
+Decoding uses the compiled Avro reader where it is built; ``LINEAGEWIRE_AVRO_READER=python`` runs the same
+with the generated Python one (``reader`` in the output says which).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from lineagewire.consumers.audit.query import run_query
 from lineagewire.consumers.audit.storage import Storage
 from lineagewire.consumers.runtime.record import Record
 from lineagewire.schemas import Codec, job_key
+from lineagewire.schemas.reader import implementation
 from tests.consumers.openlineage.samples import app_run
 
 TOPIC = "lineage.jobs"
@@ -128,6 +132,7 @@ def main() -> None:
     n = len(msgs)
     save("archive", {
         "events": n, "days": args.days, "partitions": args.partitions, "generate_s": round(generate_s, 1),
+        "reader": implementation(),  # LINEAGEWIRE_AVRO_READER=python: the generated one, for a before/after
         "load_average": [round(x, 2) for x in os.getloadavg()],
         "archive": {"seconds": round(handle_s, 2), "events_per_s": round(n / handle_s), "target": 50_000,
                     "files": len(files), "cpu_seconds": round(handle_cpu, 2),

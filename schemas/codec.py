@@ -12,8 +12,9 @@ Body: fastavro schemaless encoding of the event record. Framing:
 ``decode`` detects the framing from the first byte, reads with the writer's
 schema (any released version) into the current reader schema, and raises
 ``DecodeError`` and nothing else for bytes that are not a lineagewire event.
-A body written with the current schema is read by the function
-``reader.compile_reader`` generated for it (the same values, faster); one
+A body written with the current schema is read by the reader
+``reader.compile_reader`` made for it (compiled, or a generated Python
+function; the same values, faster); one
 that needs schema resolution, and any body that reader rejects, is read by
 fastavro, whose error is the one reported.
 
@@ -41,7 +42,7 @@ from lineagewire.exceptions import DecodeError, SchemaError
 
 from . import _repository
 from ._repository import EventSchema
-from .reader import Reader, compile_reader, keep_tree
+from .reader import Reader, compile_reader, implementation, keep_tree
 
 __all__ = ["CONFLUENT_MAGIC", "SINGLE_OBJECT_MAGIC", "Codec", "Decoder"]
 
@@ -269,7 +270,7 @@ class Codec:
 
 
 @functools.lru_cache(maxsize=64)
-def _generated_for(schema_json: str) -> Reader | None:
+def _generated_for(schema_json: str, implementation: str) -> Reader | None:
     try:
         return compile_reader(json.loads(schema_json))
     except NotImplementedError:  # a type the generated reader does not read: fastavro reads these bodies
@@ -277,8 +278,9 @@ def _generated_for(schema_json: str) -> Reader | None:
 
 
 def _generated(schema: dict[str, Any]) -> Reader | None:
-    """The generated reader of ``schema``, compiled once per process for each schema."""
-    return _generated_for(json.dumps(schema, sort_keys=True))
+    """The reader ``compile_reader`` gives for ``schema`` (compiled or generated, see ``reader.implementation``),
+    compiled once per process for each schema."""
+    return _generated_for(json.dumps(schema, sort_keys=True), implementation())
 
 
 def _prefix(schema: dict[str, Any], last: str) -> dict[str, Any]:

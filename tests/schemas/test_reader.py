@@ -1,10 +1,12 @@
-"""The generated reader (``schemas/reader.py``) against fastavro: the same values from the same bytes, and no
-value where fastavro has none."""
+"""The readers of ``compile_reader`` (the generated Python one, ``schemas/reader.py``, and the compiled one,
+native/; each test runs for both) against fastavro: the same values from the same bytes, and no value where
+fastavro has none."""
 
 from __future__ import annotations
 
 import io
 import random
+from collections.abc import Callable
 
 import pytest
 from fastavro import parse_schema, schemaless_reader
@@ -12,11 +14,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lineagewire.schemas import Codec, DecodeError, _repository
-from lineagewire.schemas.reader import compile_reader, keep_tree
+from lineagewire.schemas.reader import Reader, compile_reader, keep_tree
 from tests.schemas.strategies import events
 from tests.schemas.test_codec import _mutations
 
 KINDS = list(_repository.EVENT_SCHEMAS.values())
+#: ``make_reader(schema, keep=None)``: the conftest's fixture, one implementation of ``compile_reader``
+MakeReader = Callable[..., Reader]
 CODEC = Codec()
 HEADER = 10  # single-object framing: magic and fingerprint before the body
 
@@ -28,9 +32,9 @@ def _fastavro(data: bytes, parsed: object) -> tuple[object, int]:
 
 
 @pytest.mark.parametrize("full_name", KINDS)
-def test_random_events_of_every_kind_read_as_fastavro_reads_them(full_name: str) -> None:
+def test_random_events_of_every_kind_read_as_fastavro_reads_them(full_name: str, make_reader: MakeReader) -> None:
     es = _repository.current()[full_name]
-    read = compile_reader(es.schema)
+    read = make_reader(es.schema)
 
     @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(events(full_name))
@@ -44,12 +48,13 @@ def test_random_events_of_every_kind_read_as_fastavro_reads_them(full_name: str)
 
 
 @pytest.mark.parametrize("full_name", KINDS)
-def test_a_reader_of_some_fields_steps_over_the_others_on_random_events(full_name: str) -> None:
+def test_a_reader_of_some_fields_steps_over_the_others_on_random_events(full_name: str,
+                                                                      make_reader: MakeReader) -> None:
     """Every other top-level field kept (the ones between are stepped over: maps, unions, arrays, records)."""
     es = _repository.current()[full_name]
     names = [f["name"] for f in es.schema["fields"]]
     keep = names[::2]
-    read = compile_reader(es.schema, keep_tree([*keep, "header.event_id"]))
+    read = make_reader(es.schema, keep_tree([*keep, "header.event_id"]))
 
     @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(events(full_name))
@@ -65,13 +70,13 @@ def test_a_reader_of_some_fields_steps_over_the_others_on_random_events(full_nam
     check()
 
 
-@settings(max_examples=1, deadline=None)
+@settings(max_examples=1, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.data())
-def test_damaged_bytes_give_fastavros_value_or_no_value(data: st.DataObject) -> None:
+def test_damaged_bytes_give_fastavros_value_or_no_value(make_reader: MakeReader, data: st.DataObject) -> None:
     """Flipped bits, cuts and overwritten bytes: where the generated reader returns a value, fastavro returns the
     same one at the same position; where it fails, the Codec reports fastavro's error or fastavro's value."""
     valid = [CODEC.encode(data.draw(events(name))) for name in KINDS for _ in range(4)]
-    readers = {es.fingerprint: (compile_reader(es.schema), es.parsed) for es in _repository.current().values()}
+    readers = {es.fingerprint: (make_reader(es.schema), es.parsed) for es in _repository.current().values()}
     outcomes = {"same value": 0, "both fail": 0, "only fastavro reads it": 0}
     for blob in _mutations(valid, random.Random(20261124), 6000):
         if len(blob) < HEADER or blob[:2] != b"\xc3\x01" or blob[2:HEADER] not in readers:
@@ -98,25 +103,26 @@ def test_damaged_bytes_give_fastavros_value_or_no_value(data: st.DataObject) -> 
     assert outcomes["same value"] > 100 and outcomes["both fail"] > 1000, outcomes
 
 
-def test_a_cut_body_is_not_a_value_even_where_the_cut_falls_inside_a_string() -> None:
-    data = CODEC.encode(next(iter(_samples())))
+def test_a_cut_body_is_not_a_value_even_where_the_cut_falls_inside_a_string(reader_env: str) -> None:
+    codec = Codec()  # with the reader of reader_env
+    data = codec.encode(next(iter(_samples())))
     read = compile_reader(_repository.current()[KINDS[0]].schema)
     assert read(data, HEADER)[1] == len(data)
     for cut in range(HEADER, len(data)):
         with pytest.raises(Exception):  # noqa: B017, PT011 - IndexError or the reader's own; the Codec words it
             read(data[:cut], HEADER)
         with pytest.raises(DecodeError):
-            CODEC.decode(data[:cut])
+            codec.decode(data[:cut])
 
 
-def test_a_schema_with_a_type_it_does_not_read_is_left_to_fastavro() -> None:
+def test_a_schema_with_a_type_it_does_not_read_is_left_to_fastavro(make_reader: MakeReader) -> None:
     schema = {"type": "record", "name": "x.Y", "fields": [{"name": "d", "type": "double"}]}
     with pytest.raises(NotImplementedError, match="double"):
-        compile_reader(schema)
+        make_reader(schema)
     parse_schema(schema)  # a valid schema all the same
 
 
-def test_recursive_records_nest_as_deep_as_the_data() -> None:
+def test_recursive_records_nest_as_deep_as_the_data(make_reader: MakeReader) -> None:
     schema = {"type": "record", "name": "x.Node", "fields": [
         {"name": "name", "type": "string"},
         {"name": "children", "type": {"type": "array", "items": "x.Node"}}]}
@@ -127,7 +133,7 @@ def test_recursive_records_nest_as_deep_as_the_data() -> None:
         node = {"name": f"n{i}", "children": [node, {"name": "x", "children": []}]}
     buf = io.BytesIO()
     schemaless_writer(buf, parse_schema(schema), node)
-    assert compile_reader(schema)(buf.getvalue(), 0) == (node, len(buf.getvalue()))
+    assert make_reader(schema)(buf.getvalue(), 0) == (node, len(buf.getvalue()))
 
 
 def _samples() -> list[dict]:
