@@ -47,7 +47,7 @@ import pyarrow.parquet as pq
 from lineagewire.consumers.runtime import Handler, Record, tune_gc
 from lineagewire.exceptions import ConfigError
 
-from .layout import ARCHIVE_SCHEMA, DECODE_FIELDS, data_path, hour_bucket, records_to_batch
+from .layout import ARCHIVE_SCHEMA, DECODE_FIELDS, DICTIONARY_COLUMNS, data_path, hour_bucket, records_to_batch
 from .manifest import Manifest
 from .storage import Storage
 from .writer import InOrderWriter
@@ -233,7 +233,7 @@ class ArchiveHandler(Handler):
         """Write a closed file durably, then its manifest line (on the writer thread, in order)."""
         buf = f.buf
         sink = pa.BufferOutputStream()
-        pq.write_table(f.table, sink, compression=self.compression)
+        pq.write_table(f.table, sink, compression=self.compression, use_dictionary=DICTIONARY_COLUMNS)
         data = sink.getvalue().to_pybytes()
         digest = hashlib.sha256(data).hexdigest()
         self.storage.put(f.rel, data)

@@ -114,3 +114,20 @@ def test_a_manifest_taken_back_then_appended_dumps_its_entries_only() -> None:
     m.append(file="f1", **entry)
     m.append(file="f2", **dict(entry, first_offset=2, last_offset=3))
     assert _parse(m.dumps(), "m") == m.entries and [e["file"] for e in m.entries] == ["f1", "f2"]
+
+
+def test_only_the_few_valued_columns_are_dictionary_encoded(tmp_path) -> None:  # noqa: ANN001
+    import pyarrow.parquet as pq
+
+    from lineagewire.consumers.audit.layout import DICTIONARY_COLUMNS
+
+    handler = ArchiveHandler(str(tmp_path))
+    for i, e in enumerate(app_run("j", actions=2)):
+        handler.handle(record(i, CODEC.encode(e)))
+    handler.close()
+    [path] = tmp_path.rglob("*.parquet")
+    group = pq.ParquetFile(path).metadata.row_group(0)
+    columns = {group.column(i).path_in_schema: group.column(i).encodings for i in range(group.num_columns)}
+    assert set(DICTIONARY_COLUMNS) <= set(columns)  # each name is a column of the file (a typo is ignored)
+    dictionary = {c for c, encodings in columns.items() if "RLE_DICTIONARY" in encodings}
+    assert dictionary == set(DICTIONARY_COLUMNS)
