@@ -17,7 +17,7 @@ What the archive's guarantees need of it:
   and calls again: the same retry as a synchronous write, one call later.
 * **Durable offsets**: ``pending`` is every job not yet written; the archive
   never lets a commit pass the first offset of one of them.
-* **Bounded memory**: ``submit`` waits while ``depth`` jobs are queued.
+* **Bounded memory**: ``submit`` waits while ``depth`` jobs, or jobs of ``max_size`` in all, are queued.
 * ``flush`` waits for every job (revocation, shutdown), raising as ``check``.
 
 Why not ``concurrent.futures`` alone: a ``ThreadPoolExecutor`` runs the jobs
@@ -44,23 +44,28 @@ class _Skipped(Exception):
 class InOrderWriter(Generic[J]):
     """Runs ``write(job)`` for each submitted job, in order, on one background thread."""
 
-    def __init__(self, write: Callable[[J], None], *, depth: int = 2, name: str = "archive-writer") -> None:
+    def __init__(self, write: Callable[[J], None], *, depth: int = 8, max_size: int = 1 << 30,
+                 name: str = "archive-writer") -> None:
         self._write = write
         self.depth = depth
+        self.max_size = max_size
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
-        self._pending: collections.deque[tuple[J, Future[None]]] = collections.deque()
+        self._pending: collections.deque[tuple[J, Future[None], int]] = collections.deque()
+        self._size = 0  # of the jobs in ``_pending``
         self._failed = threading.Event()
 
     @property
     def pending(self) -> list[J]:
         """The jobs submitted and not yet written, oldest first."""
-        return [job for job, _ in self._pending]
+        return [job for job, _, _ in self._pending]
 
-    def submit(self, job: J) -> None:
+    def submit(self, job: J, size: int = 0) -> None:
+        """Queue ``job`` (of ``size`` bytes, for the bound) behind the others."""
         self.check()
-        while len(self._pending) >= self.depth:
+        while self._pending and (len(self._pending) >= self.depth or self._size + size > self.max_size):
             self._reap(block=True)
-        self._pending.append((job, self._pool.submit(self._run, job)))
+        self._pending.append((job, self._pool.submit(self._run, job), size))
+        self._size += size
 
     def check(self) -> None:
         """Forget the jobs written; after a failure, write the rest here, in order, or raise why not."""
@@ -96,13 +101,13 @@ class InOrderWriter(Generic[J]):
                     return
                 wait([future])
             if future.exception() is None:
-                pending.popleft()
+                self._size -= pending.popleft()[2]
                 block = False  # one finished job is room enough
                 continue
             # It failed: let the thread finish (skip) everything behind it, then write them all here, in order.
-            wait([f for _, f in pending])
+            wait([f for _, f, _ in pending])
             self._failed.clear()
             while pending:
                 self._write(pending[0][0])  # raises to the caller's retry if the output is still down
-                pending.popleft()
+                self._size -= pending.popleft()[2]
             return

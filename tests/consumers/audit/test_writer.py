@@ -64,3 +64,24 @@ def test_while_the_output_stays_down_every_call_raises_and_no_job_is_lost_or_wri
     writer.submit(2)
     writer.close()
     assert out.written == [0, 1, 2]
+
+
+def test_submit_waits_while_the_queued_jobs_would_pass_the_size_bound() -> None:
+    gates = {job: threading.Event() for job in "ABC"}
+    written: list[str] = []
+
+    def write(job: str) -> None:
+        gates[job].wait(30)
+        written.append(job)
+
+    writer = InOrderWriter(write, depth=8, max_size=10)
+    writer.submit("A", 4)
+    writer.submit("B", 4)
+    assert writer.pending == ["A", "B"]
+    gates["A"].set()
+    writer.submit("C", 4)  # 4 + 4 + 4 > 10: returns only once A is written
+    assert writer.pending == ["B", "C"] and written == ["A"]
+    gates["B"].set()
+    gates["C"].set()
+    writer.close()
+    assert written == ["A", "B", "C"] and writer.pending == []
