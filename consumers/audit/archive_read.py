@@ -16,10 +16,13 @@ between exist nowhere any more: that gap is reported on ``errors``.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import queue
 import sys
+import threading
 from collections.abc import Iterator
-from typing import IO
+from typing import IO, Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -39,6 +42,7 @@ __all__ = ["archived_count", "read_across", "read_archive"]
 _COLUMNS = ["offset", "timestamp", "timestamp_type", "key_bytes", "key", "headers", "value"]
 #: the decoded columns that answer --job and --status without decoding; read only when filtering
 _FILTER_COLUMNS = ["job_namespace", "job_name", "kind", "status"]
+T = TypeVar("T")
 #: rows per record batch: bounds memory to one batch, not one file (a file holds up to 1M records)
 _BATCH = 65_536
 
@@ -80,30 +84,77 @@ def read_archive(storage: Storage, topic: str, *, start: Position, end: Position
     if start == "end":
         return
     columns = _COLUMNS if job is None and status is None else _COLUMNS + _FILTER_COLUMNS
+    start_ms = _ms(start) if isinstance(start, dt.datetime) else 0
+    end_ms = _ms(end) if isinstance(end, dt.datetime) else None
     for manifest in load_manifests(storage, topic):
         p = manifest.partition
         started = not isinstance(start, dt.datetime)
-        start_ms = _ms(start) if isinstance(start, dt.datetime) else 0
-        end_ms = _ms(end) if isinstance(end, dt.datetime) else None
+        files = []
         for entry in manifest.entries:
             if isinstance(start, int) and int(entry["last_offset"]) < start:
                 continue
-            if not started and int(entry["max_timestamp_ms"]) < start_ms:
+            if not files and int(entry["max_timestamp_ms"]) < start_ms:
                 continue  # wholly before the start time, and before the first offset at or after it
             if isinstance(end, int) and int(entry["first_offset"]) >= end:
                 break
-            done = False
-            with storage.open(entry["file"]) as f:
-                for batch in pq.ParquetFile(f).iter_batches(batch_size=_BATCH, columns=columns):
-                    lo, hi, started, done = _rows_in_range(batch, start, end, start_ms, end_ms, started)
-                    if lo < hi:
-                        if seen is not None:
-                            seen[p] = batch.column("offset")[hi - 1].as_py()
-                        yield from _records(batch.slice(lo, hi - lo), topic, p, job, status, codec, errors)
-                    if done:
-                        break
-            if done:
-                break
+            files.append(entry["file"])
+        # The files are read and decompressed on a thread, a batch ahead, while this one decodes.
+        with contextlib.closing(_prefetched(_batches(storage, files, columns))) as batches:
+            for batch in batches:
+                lo, hi, started, done = _rows_in_range(batch, start, end, start_ms, end_ms, started)
+                if lo < hi:
+                    if seen is not None:
+                        seen[p] = batch.column("offset")[hi - 1].as_py()
+                    yield from _records(batch.slice(lo, hi - lo), topic, p, job, status, codec, errors)
+                if done:
+                    break
+
+
+def _batches(storage: Storage, files: list[str], columns: list[str]) -> Iterator[pa.RecordBatch]:
+    for rel in files:
+        with storage.open(rel) as f:
+            yield from pq.ParquetFile(f).iter_batches(batch_size=_BATCH, columns=columns)
+
+
+_END = object()
+
+
+def _prefetched(items: Iterator[T], depth: int = 2) -> Iterator[T]:
+    """``items``, made on a background thread up to ``depth`` ahead of the caller; an error making them is
+    raised here. Closing this generator stops the thread after the item it is making (Parquet reading and
+    decompressing release the GIL, so it runs beside the decoding on another core)."""
+    made: queue.Queue[tuple[bool, Any]] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def make() -> None:
+        try:
+            for item in items:
+                made.put((True, item))
+                if stop.is_set():
+                    return
+            made.put((True, _END))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller, which raises it
+            made.put((False, exc))
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
+
+    thread = threading.Thread(target=make, name="archive-read", daemon=True)
+    thread.start()
+    try:
+        while True:
+            ok, item = made.get()
+            if not ok:
+                raise item
+            if item is _END:
+                return
+            yield item
+    finally:
+        stop.set()
+        while thread.is_alive():  # free the queue so a blocked put returns and the thread sees ``stop``
+            with contextlib.suppress(queue.Empty):
+                made.get(timeout=0.05)
 
 
 def _rows_in_range(batch: pa.RecordBatch, start: Position, end: Position | None, start_ms: int,

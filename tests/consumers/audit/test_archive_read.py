@@ -85,3 +85,27 @@ def test_the_range_covers_whole_files_and_batches(archived, monkeypatch) -> None
     monkeypatch.setattr(archive_read, "_BATCH", 64)
     assert len(list(read_archive(storage, "t", start="beginning", end="end"))) == len(rows) == 1400
     assert len(list(pathlib.Path(storage.root).rglob("*.parquet"))) > 8
+
+
+def test_a_file_that_cannot_be_read_is_the_callers_error_and_stopping_early_ends_the_reading_thread(
+        archived, tmp_path) -> None:  # noqa: ANN001
+    import shutil
+    import threading
+
+    storage, _ = archived
+    copy = tmp_path / "copy"
+    shutil.copytree(storage.root, copy)
+    files = sorted(copy.rglob("*.parquet"))
+    files[3].write_bytes(b"not parquet")  # read on the background thread
+    reader = read_archive(Storage(str(copy)), "t", start="beginning", end="end")
+    with pytest.raises(Exception, match="Parquet|magic"):
+        list(reader)
+
+    def readers() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name == "archive-read" and t.is_alive()]
+
+    records = read_archive(storage, "t", start="beginning", end="end")
+    next(records)
+    assert readers()  # a batch ahead
+    records.close()  # the caller stops after one record
+    assert not readers()
