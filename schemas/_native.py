@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from .reader import Keep, Reader, _recursive_names
+from .reader import Keep, Reader, _recursive_names, last_kept
 
 try:
     from . import _avro  # type: ignore[attr-defined]
@@ -81,12 +81,7 @@ class _Planner:
         name = t["name"]
         self.named[name] = t
         if keep is not None:
-            known = {f["name"] for f in t["fields"]}
-            if not known.issuperset(keep):
-                raise ValueError(f"{name} has no field {', '.join(sorted(set(keep) - known))}")
-            if name in self.recursive_names:
-                raise NotImplementedError(f"fields of the recursive record {name}")
-            last = max(i for i, f in enumerate(t["fields"]) if f["name"] in keep)
+            last = last_kept(t, keep, self.recursive_names)
             fields = t["fields"][:last + 1] if top else t["fields"]  # the rest of the event is not read
             # a field not kept is planned whole (its types checked, its named types met) and stepped over
             return ("record", tuple((f["name"], self.value(f["type"], keep[f["name"]])) if f["name"] in keep

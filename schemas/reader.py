@@ -169,13 +169,8 @@ class _Generator:
         name = t["name"]
         self.named[name] = t
         if keep is not None:
-            known = {f["name"] for f in t["fields"]}
-            if not known.issuperset(keep):
-                raise ValueError(f"{name} has no field {', '.join(sorted(set(keep) - known))}")
-            if name in self.recursive:
-                raise NotImplementedError(f"fields of the recursive record {name}")
             fields = []
-            last = max(i for i, f in enumerate(t["fields"]) if f["name"] in keep)
+            last = last_kept(t, keep, self.recursive)
             for i, f in enumerate(t["fields"]):
                 if top and i > last:
                     break  # the rest of the event is not read
@@ -343,6 +338,18 @@ class _Generator:
                   f"{pad}        s += 7",
                   f"{pad}    {v} = (x >> 1) ^ -(x & 1)"]
         return v
+
+
+def last_kept(record: dict[str, Any], keep: Keep, recursive: set[str]) -> int:
+    """The index of the last field of ``record`` that ``keep`` names; a ``ValueError`` for a field it lacks,
+    ``NotImplementedError`` for fields of a recursive record (both readers' errors)."""
+    name = record["name"]
+    known = {f["name"] for f in record["fields"]}
+    if not known.issuperset(keep):
+        raise ValueError(f"{name} has no field {', '.join(sorted(set(keep) - known))}")
+    if name in recursive:
+        raise NotImplementedError(f"fields of the recursive record {name}")
+    return max(i for i, f in enumerate(record["fields"]) if f["name"] in keep)
 
 
 def _dict(fields: list[tuple[str, str]]) -> str:

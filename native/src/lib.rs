@@ -61,6 +61,18 @@ impl Input<'_> {
         Ok(b)
     }
 
+    /// A union's branch, from its index: one byte, as every union of ours has fewer than 64 branches.
+    #[inline]
+    fn branch<'n>(&mut self, branches: &'n [Node]) -> PyResult<&'n Node> {
+        let i = self.byte()?;
+        let branch = if i & 1 == 0 {
+            branches.get(usize::from(i >> 1))
+        } else {
+            None
+        };
+        branch.ok_or_else(|| malformed(self.pos - 1, "a union index out of range"))
+    }
+
     /// A zig-zag varint of at most 64 bits.
     #[inline]
     fn long(&mut self) -> PyResult<i64> {
@@ -157,16 +169,7 @@ impl Reader {
                     .clone()
                     .into_any()
             }
-            Node::Union(branches) => {
-                let i = input.byte()?;
-                let branch = if i & 1 == 0 {
-                    branches.get(usize::from(i >> 1))
-                } else {
-                    None
-                };
-                let branch = branch.ok_or_else(|| malformed(input.pos - 1, "a union index out of range"))?;
-                self.read(py, branch, input, depth)?
-            }
+            Node::Union(branches) => self.read(py, input.branch(branches)?, input, depth)?,
             Node::Record(fields, template) => {
                 let dict = template.bind(py).copy()?;
                 for (name, field) in fields {
@@ -219,16 +222,7 @@ impl Reader {
                 let n = input.size()?;
                 input.pos = input.pos.saturating_add(n);
             }
-            Node::Union(branches) => {
-                let i = input.byte()?;
-                let branch = if i & 1 == 0 {
-                    branches.get(usize::from(i >> 1))
-                } else {
-                    None
-                };
-                let branch = branch.ok_or_else(|| malformed(input.pos - 1, "a union index out of range"))?;
-                self.skip(branch, input, depth)?;
-            }
+            Node::Union(branches) => self.skip(input.branch(branches)?, input, depth)?,
             Node::Record(fields, _) => {
                 for (_, field) in fields {
                     self.skip(field, input, depth)?;
