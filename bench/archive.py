@@ -24,8 +24,10 @@ from __future__ import annotations
 import argparse
 import copy
 import datetime as dt
+import gc
 import os
 import pathlib
+import sys
 import tempfile
 import time
 import uuid
@@ -43,6 +45,8 @@ from tests.consumers.openlineage.samples import app_run
 
 TOPIC = "lineage.jobs"
 CHUNK = 10_000
+DEFAULT_SWITCH_INTERVAL = sys.getswitchinterval()
+DEFAULT_GC_YOUNG = gc.get_threshold()[0]
 START = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
 
 
@@ -124,6 +128,10 @@ def main() -> None:
         result = run_query(storage, sql)
         query_s = time.perf_counter() - t
 
+        # ``lineagewire replay`` does not run the archive's process set-up: Python's default thread switch
+        # interval and young-generation GC threshold, as there.
+        sys.setswitchinterval(DEFAULT_SWITCH_INTERVAL)
+        gc.set_threshold(DEFAULT_GC_YOUNG, *gc.get_threshold()[1:])
         t, cpu = time.perf_counter(), time.process_time()
         replayed = sum(1 for _ in read_archive(storage, TOPIC, start="beginning", end="end", codec=Codec()))
         replay_s, replay_cpu = time.perf_counter() - t, time.process_time() - cpu
