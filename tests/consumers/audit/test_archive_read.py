@@ -8,6 +8,7 @@ import datetime as dt
 import pathlib
 import random
 
+import pyarrow as pa
 import pytest
 
 from lineagewire.consumers.audit import archive_read
@@ -98,7 +99,7 @@ def test_a_file_that_cannot_be_read_is_the_callers_error_and_stopping_early_ends
     files = sorted(copy.rglob("*.parquet"))
     files[3].write_bytes(b"not parquet")  # read on the background thread
     reader = read_archive(Storage(str(copy)), "t", start="beginning", end="end")
-    with pytest.raises(Exception, match="Parquet|magic"):
+    with pytest.raises(pa.ArrowInvalid, match=r"Parquet|magic"):
         list(reader)
 
     def readers() -> list[threading.Thread]:
