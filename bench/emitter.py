@@ -255,8 +255,8 @@ def extraction(spark: Any, columns: int, calls: int, tmp: str) -> dict[str, Any]
 
 
 def publish_rate(settings: Settings, n: int, tmp: str) -> dict[str, Any]:
+    from lineagewire.kafka.outbox import Outbox
     from lineagewire.producers.spark.listeners.kafka import KafkaListener
-    from lineagewire.producers.spark.outbox import Outbox
     from lineagewire.schemas import header, job_status_changed
 
     events = []

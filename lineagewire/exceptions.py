@@ -11,9 +11,10 @@ A message names what was wrong, the value, and what was expected.
     ├── DecodeError              bytes that are not a lineagewire event (lineagewire.schemas)
     ├── KafkaError               talking to the cluster
     │   ├── BrokerUnavailableError   no broker answered in time
-    │   └── PublishError             a message was not delivered (``.code``: librdkafka's error code)
-    │       ├── MessageTooLargeError     the message is over the producer's or the topic's size limit
-    │       └── QueueFullError           the producer's local queue stayed full past the bound
+    │   ├── PublishError             a message was not delivered (``.code``: librdkafka's error code)
+    │   │   ├── MessageTooLargeError     the message is over the producer's or the topic's size limit
+    │   │   └── QueueFullError           the producer's local queue stayed full past the bound
+    │   └── OutboxError              the on-disk outbox folder cannot be created, locked or read
     └── LocalKafkaError          fetching, starting or stopping the local broker
 
 Subsystems (emitter, consumers, scheduler) derive their own errors from
@@ -31,6 +32,7 @@ __all__ = [
     "LocalKafkaError",
     "MessageTooLargeError",
     "MissingExtraError",
+    "OutboxError",
     "PublishError",
     "QueueFullError",
     "SchemaError",
@@ -101,6 +103,10 @@ class MessageTooLargeError(PublishError):
 
 class QueueFullError(PublishError):
     """The producer's local queue stayed full (broker slow or unreachable) for longer than the bound."""
+
+
+class OutboxError(KafkaError):
+    """The outbox folder (``lineagewire.kafka.outbox``) cannot be created, locked, written or read."""
 
 
 class LocalKafkaError(LineagewireError):

@@ -16,18 +16,13 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
-
-from confluent_kafka import KafkaError, KafkaException, Message
 
 from lineagewire.config import Settings
 from lineagewire.exceptions import PublishError
-from lineagewire.kafka.producer import new_producer
-from lineagewire.schemas import Codec, cancel_refresh, header, refresh_command
+from lineagewire.kafka.publisher import Outgoing, Publisher, Undelivered
+from lineagewire.schemas import cancel_refresh, header, refresh_command
 from lineagewire.schemas.events import RunRef, ScheduleRef
 
 from .tables import MaterializedTable
@@ -88,20 +83,6 @@ def build_cancel(*, namespace: str, table: str, workflow_id: str, workflow_name:
     return dict(cancel_refresh(hdr, command_id=command_id, workflow_id=workflow_id, table=table, reason=reason))
 
 
-@dataclass(frozen=True)
-class Undelivered:
-    """Why one event was not delivered; ``permanent`` when sending it again cannot help (too large, not
-    encodable), so the scheduler marks its refresh FAILED instead of republishing it forever."""
-
-    reason: str
-    permanent: bool = False
-
-
-#: librdkafka errors that no retry of the same message can fix
-_PERMANENT = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.INVALID_MSG, KafkaError.INVALID_RECORD,
-                        KafkaError._INVALID_ARG})
-
-
 class CommandSink:
     """Where the scheduler sends commands. Contract:
 
@@ -133,69 +114,32 @@ class CommandSink:
 
 
 class KafkaCommandSink(CommandSink):
-    """Publishes to ``settings.topics.refresh_commands`` keyed by table, with a delivery report per event.
+    """Publishes to ``settings.topics.refresh_commands`` keyed by table, through the product's one publisher
+    (``lineagewire.kafka.publisher.Publisher.deliver``): a delivery report per command.
 
-    ``producer_config`` overrides librdkafka producer properties (``lineagewire.kafka.producer``).
+    ``producer_config`` overrides librdkafka producer properties (``lineagewire.kafka.publisher``).
     """
 
     def __init__(self, settings: Settings, *, producer_config: dict[str, Any] | None = None) -> None:
         self.settings = settings
         self.topic = settings.topics.refresh_commands
-        self.codec = Codec(schema_registry_url=settings.schema_registry_url,
-                           registry_config=settings.registry_config())
-        self._producer = new_producer(settings, {"linger.ms": 2, **(producer_config or {})},
-                                      error_cb=lambda err: log.warning("kafka client error (%s): %s",
-                                                                       settings.bootstrap_servers, err.str()))
+        self.publisher = Publisher(settings, producer_config={"linger.ms": 2, **(producer_config or {})})
 
     def deliver(self, events: list[dict[str, Any]], timeout: float = 30.0) -> dict[int, Undelivered]:
         failed: dict[int, Undelivered] = {}
-        waiting: set[int] = set()
-        full_since: float | None = None
-
-        def report(i: int, event: dict[str, Any]) -> Callable[[Any, Message], None]:
-            def done(err: Any, msg: Message) -> None:
-                waiting.discard(i)
-                if err is not None:
-                    where = f"{msg.topic()}[{msg.partition()}]"
-                    failed[i] = Undelivered(f"{where}: command {event.get('command_id')}: {err.str()}",
-                                            permanent=err.code() in _PERMANENT)
-            return done
-
+        batch: list[Outgoing] = []
+        positions: list[int] = []
         for i, event in enumerate(events):
+            label = f"command {event.get('command_id')}"
             try:
-                value = self.codec.encode(event, topic=self.topic)
+                value = self.publisher.encode(event, topic=self.topic)
             except Exception as exc:  # noqa: BLE001 - this event only; the others go on
-                failed[i] = Undelivered(f"command {event.get('command_id')} cannot be encoded: {exc}", permanent=True)
+                failed[i] = Undelivered(f"{label} cannot be encoded: {exc}", permanent=True)
                 continue
-            waiting.add(i)
-            while True:
-                try:
-                    self._producer.produce(self.topic, value=value, key=event["table"], on_delivery=report(i, event))
-                    break
-                except BufferError:
-                    # Local queue full: serve delivery reports to make room, for at most ``timeout`` per batch;
-                    # then this command (and the rest of the batch) stays PENDING and is published again later.
-                    now = time.monotonic()
-                    full_since = now if full_since is None else full_since
-                    if now - full_since >= timeout:
-                        waiting.discard(i)
-                        failed[i] = Undelivered(f"{self.topic}: command {event.get('command_id')} not queued: the "
-                                                f"producer's local queue stayed full ({len(self._producer)} "
-                                                f"messages) for {timeout:.0f}s (is {self.settings.bootstrap_servers} "
-                                                "reachable?)")
-                        break
-                    self._producer.poll(0.1)
-                except KafkaException as exc:
-                    waiting.discard(i)
-                    err = exc.args[0]
-                    failed[i] = Undelivered(f"{self.topic}: command {event.get('command_id')} of "
-                                            f"{len(value)} bytes: {err.str()}", permanent=err.code() in _PERMANENT)
-                    break
-            self._producer.poll(0)
-        self._producer.flush(timeout)
-        for i in list(waiting):
-            failed[i] = Undelivered(f"{self.topic}: command {events[i].get('command_id')} still undelivered after "
-                                    f"{timeout:.0f}s (is {self.settings.bootstrap_servers} reachable?)")
+            batch.append(Outgoing(self.topic, value, key=event["table"], label=label))
+            positions.append(i)
+        for j, why in self.publisher.deliver(batch, timeout).items():
+            failed[positions[j]] = why
         return failed
 
     def send(self, events: list[dict[str, Any]]) -> None:
@@ -204,7 +148,10 @@ class KafkaCommandSink(CommandSink):
             raise PublishError("; ".join(u.reason for u in list(failed.values())[:5]))
 
     def close(self) -> None:
-        self._producer.flush(10)
+        try:
+            self.publisher.flush(10)
+        except PublishError as exc:
+            log.warning("refresh commands not delivered at close: %s; their fires stay PENDING", exc)
 
 
 class ListSink(CommandSink):

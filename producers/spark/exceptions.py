@@ -1,10 +1,11 @@
 """Errors of the Spark emitter.
 
     LineagewireError
+    ├── KafkaError
+    │   └── OutboxError              the local outbox folder cannot be used (lineagewire.kafka.outbox)
     └── EmitterError                 the emitter could not start or was misused
         ├── EmitterConfigError       a ``spark.lineagewire.*`` / ``LINEAGEWIRE_*`` value is wrong
         ├── UnknownListenerError     a configured listener name is not registered
-        ├── OutboxError              the local outbox folder cannot be used
         └── JvmClassesError          the emitter's Java classes could not be compiled or loaded
 
 Only ``install()`` / ``job_run()`` raise them, at start (``JvmClassesError`` never
@@ -14,7 +15,7 @@ emitter never raises into the job: failures are logged and counted.
 
 from __future__ import annotations
 
-from lineagewire.exceptions import ConfigError, LineagewireError
+from lineagewire.exceptions import ConfigError, LineagewireError, OutboxError
 
 __all__ = ["EmitterConfigError", "EmitterError", "JvmClassesError", "OutboxError", "UnknownListenerError"]
 
@@ -38,10 +39,6 @@ class UnknownListenerError(EmitterConfigError):
         )
         self.name = name
         self.available = sorted(available)
-
-
-class OutboxError(EmitterError):
-    """The outbox folder cannot be created, locked or written."""
 
 
 class JvmClassesError(EmitterError):

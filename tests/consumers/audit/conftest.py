@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from lineagewire.config import Settings
-from lineagewire.kafka.producer import new_producer
+from lineagewire.kafka.publisher import new_producer
 from lineagewire.kafka.reader import TopicReader
 from lineagewire.schemas import Codec, job_key
 

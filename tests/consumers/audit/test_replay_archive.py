@@ -25,7 +25,7 @@ from lineagewire.consumers.audit.storage import Storage
 from lineagewire.consumers.runtime import ConsumerRuntime
 from lineagewire.exceptions import LocalKafkaError
 from lineagewire.kafka.local import LocalKafka, free_port
-from lineagewire.kafka.producer import new_producer
+from lineagewire.kafka.publisher import new_producer
 from lineagewire.kafka.reader import TopicReader
 from lineagewire.kafka.topics import TopicSpec, admin, create_topics
 from lineagewire.schemas import Codec, job_key

@@ -90,7 +90,7 @@ def test_a_full_local_queue_is_bounded_and_leaves_the_commands_undelivered(tmp_p
     try:
         failed = sink.deliver(events, timeout=1.0)
     finally:
-        sink._producer.purge()  # noqa: SLF001 - nothing can be delivered; do not wait for it on close
+        sink.publisher.purge()  # nothing can be delivered; do not wait for it on close
     assert sorted(failed) == [0, 1, 2]
     assert all(not u.permanent for u in failed.values())  # left PENDING, published again on a later tick
     assert "local queue stayed full" in failed[1].reason and "reachable" in failed[1].reason

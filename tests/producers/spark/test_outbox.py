@@ -10,9 +10,9 @@ import sys
 import pytest
 
 from lineagewire.kafka.local import free_port
+from lineagewire.kafka.outbox import Outbox
 from lineagewire.kafka.reader import TopicReader
 from lineagewire.producers.spark.listeners.kafka import KafkaListener
-from lineagewire.producers.spark.outbox import Outbox
 from lineagewire.schemas import Codec
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
@@ -59,7 +59,7 @@ _DYING_WRITER = """
 import os, signal, sys
 from lineagewire.config import Settings
 from lineagewire.producers.spark.listeners.kafka import KafkaListener
-from lineagewire.producers.spark.outbox import Outbox
+from lineagewire.kafka.outbox import Outbox
 from tests.helpers import status_event
 folder, servers, topic, count = sys.argv[1:5]
 listener = KafkaListener(Settings(bootstrap_servers=servers), Outbox(folder), topic=topic, delivery_timeout=60)
