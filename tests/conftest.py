@@ -20,6 +20,7 @@ import pytest
 
 from lineagewire.config import Settings
 from lineagewire.kafka.topics import TopicSpec, create_topics, delete_topics
+from tests.postgres import LocalPostgres, find_bin_dir
 
 
 def _docker_answers() -> bool:
@@ -100,3 +101,24 @@ def settings(kafka_settings: Settings, topic: str) -> Settings:
 @pytest.fixture
 def group_id() -> str:
     return f"test-group-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[LocalPostgres]:
+    """A PostgreSQL server for the session (Debian's binaries), skipped with the reason when absent.
+
+    Installed but unable to start is a failure, not a skip: `make test` installs it, and a skip would
+    hide that the two-instance tests ran on SQLite only.
+    """
+    bin_dir = find_bin_dir()
+    if bin_dir is None:
+        pytest.skip("PostgreSQL server binaries not found (/usr/lib/postgresql/*/bin); "
+                    "install them with: apt-get install -y postgresql")
+    server = LocalPostgres(bin_dir)
+    try:
+        server.start()
+    except RuntimeError as exc:
+        server.stop()
+        pytest.fail(f"PostgreSQL is installed ({bin_dir}) but could not start: {exc}")
+    yield server
+    server.stop()

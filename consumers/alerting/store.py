@@ -21,11 +21,13 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.exc import SQLAlchemyError
 
+from lineagewire.db import Store, upgrade, upsert
+
 from .dispatch import Alert, Group
 from .exceptions import RulesError, StoreError
 from .model import labels_match
 
-__all__ = ["DEFAULT_URL", "AlertStore", "OutboxRow", "Silence"]
+__all__ = ["DEFAULT_URL", "STORE", "AlertStore", "OutboxRow", "Silence"]
 
 DEFAULT_URL = "sqlite:///lineagewire-alerting.db"
 
@@ -130,7 +132,7 @@ class AlertStore:
                 sa.event.listen(self.engine, "connect", _sqlite_pragmas)
             else:
                 self.engine = sa.create_engine(url, pool_pre_ping=True)
-            meta.create_all(self.engine)
+            upgrade(self.engine, STORE)
         except sa.exc.ArgumentError as exc:
             raise RulesError(f"database={url!r}: not a SQLAlchemy URL ({exc}); expected e.g. "
                              "sqlite:///alerting.db or postgresql+psycopg://user@host/db") from exc
@@ -170,8 +172,8 @@ class AlertStore:
         outbox_rows = [{"channel": channel, "payload": payload, "created_at": now, "state": "pending", "attempts": 0,
                         "next_attempt_at": now} for channel, payload in outbox]
         with self._begin() as c:
-            _upsert(c, alerts_t, alerts_t.c.fingerprint, alert_rows)
-            _upsert(c, groups_t, groups_t.c.key, group_rows)
+            upsert(c, alerts_t, list(alert_rows.values()), keys=["fingerprint"])
+            upsert(c, groups_t, list(group_rows.values()), keys=["key"])
             if fact_rows:
                 c.execute(facts_t.delete().where(facts_t.c.kind == sa.bindparam("b_kind"),
                                                  facts_t.c.key == sa.bindparam("b_key")),
@@ -307,19 +309,5 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.close()
 
 
-def _upsert(c: Any, table: sa.Table, key: sa.Column[Any], rows: dict[Any, dict[str, Any]]) -> None:
-    """Update the rows whose ``key`` exists, insert the others: one SELECT per 500 keys, then two executemany."""
-    if not rows:
-        return
-    keys = list(rows)
-    existing: set[Any] = set()
-    for i in range(0, len(keys), 500):  # SQLite's limit on bound parameters is well above 500
-        existing.update(r[0] for r in c.execute(sa.select(key).where(key.in_(keys[i:i + 500]))))
-    updates = [{f"b_{col}": v for col, v in row.items()} for k, row in rows.items() if k in existing]
-    if updates:
-        cols = [col for col in rows[keys[0]] if col != key.name]
-        c.execute(table.update().where(key == sa.bindparam(f"b_{key.name}"))
-                  .values({col: sa.bindparam(f"b_{col}") for col in cols}), updates)
-    inserts = [row for k, row in rows.items() if k not in existing]
-    if inserts:
-        c.execute(table.insert(), inserts)
+#: the tables above and their migration history (``migrations/`` beside this package's code)
+STORE = Store("alerting", meta, "lineagewire.consumers.alerting", baseline="0001")

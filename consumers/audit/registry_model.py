@@ -36,8 +36,10 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-__all__ = ["METADATA", "applied_events", "column_edges", "dataset_aliases", "dataset_edges", "datasets", "jobs",
-           "run_datasets", "runs", "specs", "transitions"]
+from lineagewire.db import Store
+
+__all__ = ["METADATA", "STORE", "applied_events", "column_edges", "dataset_aliases", "dataset_edges", "datasets",
+           "jobs", "run_datasets", "runs", "specs", "transitions"]
 
 METADATA = MetaData()
 
@@ -71,7 +73,10 @@ runs = Table(
     "runs", METADATA,
     Column("run_id", String(128), primary_key=True),
     Column("job_id", Integer, ForeignKey("jobs.id"), nullable=False, index=True),
-    Column("parent_run_id", String(128)),
+    Column("parent_run_id", String(128), index=True),
+    # The parent's job identity (an Airflow task, a refresh workflow): migration 0002.
+    Column("parent_job_namespace", String(512)),
+    Column("parent_job_name", String(512)),
     Column("status", String(32)),
     Column("lifecycle_state", String(32)),
     Column("last_sequence", BigInteger, nullable=False, default=-1),
@@ -165,3 +170,6 @@ applied_events = Table(
     Column("event_id", String(64), primary_key=True),
     _ts("applied_at", nullable=False),
 )
+
+#: the tables above and their migration history (``migrations/`` beside this package's code)
+STORE = Store("registry", METADATA, "lineagewire.consumers.audit", baseline="0001")

@@ -16,6 +16,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from lineagewire.db import insert_ignore, upgrade
 from lineagewire.exceptions import ConfigError, MissingExtraError
 
 try:
@@ -56,20 +57,13 @@ def engine_for(db_url: str) -> Engine:
             cur.execute("PRAGMA synchronous=NORMAL")
             cur.execute("PRAGMA foreign_keys=ON")
             cur.close()
-    try:
-        m.METADATA.create_all(engine)
-    except sa.exc.OperationalError as exc:
-        raise ConfigError(f"--db-url {db_url!r}: cannot open the database: {exc.orig}") from exc
+    upgrade(engine, m.STORE)
     return engine
 
 
 def _insert(conn: Connection, table: sa.Table, values: dict[str, Any], keys: list[str]) -> None:
-    """INSERT that ignores a conflict on ``keys`` (SQLite and PostgreSQL)."""
-    if conn.dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert  # type: ignore[assignment]
-    conn.execute(insert(table).values(**values).on_conflict_do_nothing(index_elements=keys))
+    """INSERT that ignores a conflict (``keys`` names the row's identity, for the reader)."""
+    insert_ignore(conn, table, [values])
 
 
 def _spec_json(spec: dict[str, Any]) -> str:
@@ -145,7 +139,9 @@ class RegistryStore:
         parent = h.get("parent_run")
         schedule = h.get("schedule")
         _insert(conn, m.runs, {"run_id": h["run_id"], "job_id": job_id, "last_sequence": -1,
-                               "parent_run_id": parent["run_id"] if parent else None, "restarts": 0,
+                               "parent_run_id": parent["run_id"] if parent else None,
+                               "parent_job_namespace": parent["job_namespace"] if parent else None,
+                               "parent_job_name": parent["job_name"] if parent else None, "restarts": 0,
                                "workflow_id": schedule["workflow_id"] if schedule else None,
                                "nominal_time": schedule["nominal_time"] if schedule else None}, ["run_id"])
 

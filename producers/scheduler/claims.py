@@ -14,8 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.exc import IntegrityError
+
+from lineagewire.db import insert_ignore
 
 from .commands import run_id_for
 from .store import refreshes, workflows
@@ -42,25 +42,7 @@ class Claims:
     @staticmethod
     def insert(c: sa.Connection, rows: list[dict[str, Any]]) -> set[str]:
         """Insert claim rows; return the command ids this call inserted (the others were claimed before)."""
-        if not rows:
-            return set()
-        dialect = c.dialect.name
-        if dialect in ("sqlite", "postgresql"):
-            mod: Any = sqlite if dialect == "sqlite" else postgresql
-            stmt = mod.insert(refreshes).on_conflict_do_nothing().returning(refreshes.c.command_id)
-            got: set[str] = set()
-            for i in range(0, len(rows), 500):
-                got.update(c.execute(stmt, rows[i:i + 500]).scalars().all())
-            return got
-        got = set()
-        for row in rows:
-            try:
-                with c.begin_nested():
-                    c.execute(refreshes.insert(), row)
-                got.add(row["command_id"])
-            except IntegrityError:
-                pass
-        return got
+        return insert_ignore(c, refreshes, rows, returning=refreshes.c.command_id)
 
     @staticmethod
     def advance(c: sa.Connection, updates: list[dict[str, Any]]) -> None:

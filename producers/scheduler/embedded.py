@@ -27,7 +27,8 @@ from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.exc import OperationalError
+
+from lineagewire.db import upgrade
 
 from . import planner
 from .api import TERMINAL_REFRESH, RefreshInfo, TableStatus, WorkflowInfo, WorkflowScheduler
@@ -38,7 +39,7 @@ from .exceptions import BadRequestError, CronError, SchedulerError, UnknownWorkf
 from .limits import MAX_CATCHUP_CAP, MAX_CRON, MAX_LIMIT, MAX_NAME, MAX_REASON, check_text, check_time
 from .loop import FiringLoop, WorkflowRef
 from .options import SchedulerOptions
-from .store import make_engine, metadata, refreshes, workflows
+from .store import STORE, make_engine, refreshes, workflows
 from .tables import MISFIRE_POLICIES, TableCatalog
 
 log = logging.getLogger(__name__)
@@ -89,11 +90,7 @@ class EmbeddedWorkflowScheduler(FiringLoop, WorkflowScheduler):
         if self.engine is not None:
             return
         self.engine = make_engine(self.url)
-        try:
-            metadata.create_all(self.engine)
-        except OperationalError:
-            # Another instance created the tables at the same moment.
-            metadata.create_all(self.engine)
+        upgrade(self.engine, STORE)  # two instances starting at once: serialised there
 
     def close(self) -> None:
         self.stop()

@@ -16,7 +16,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-__all__ = ["Micros", "make_engine", "metadata", "refreshes", "workflows"]
+from lineagewire.db import Store
+
+__all__ = ["STORE", "Micros", "make_engine", "metadata", "refreshes", "workflows"]
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
@@ -104,3 +106,6 @@ def make_engine(url: str) -> Engine:
 
         return engine
     return sa.create_engine(url, pool_pre_ping=True)
+
+#: the tables above and their migration history (``migrations/`` beside this package's code)
+STORE = Store("scheduler", metadata, "lineagewire.producers.scheduler", baseline="0001")

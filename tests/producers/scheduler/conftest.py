@@ -10,7 +10,6 @@ import pytest
 
 from lineagewire.producers.scheduler import EmbeddedWorkflowScheduler, ListSink, SchedulerOptions, TableCatalog
 from lineagewire.producers.scheduler.tables import parse_tables
-from tests.postgres import LocalPostgres, find_bin_dir
 
 TABLES = {"tables": [
     {"identifier": "mart.hourly", "query": "SELECT 1 AS x", "partition_fields": {"dt": "yyyy-MM-dd", "hr": "HH"},
@@ -49,27 +48,6 @@ def clock() -> Clock:
 @pytest.fixture
 def db_url(tmp_path: pathlib.Path) -> str:
     return f"sqlite:///{tmp_path / 'scheduler.db'}"
-
-
-@pytest.fixture(scope="session")
-def postgres() -> Iterator[LocalPostgres]:
-    """A PostgreSQL server for the session (Debian's binaries), skipped with the reason when absent.
-
-    Installed but unable to start is a failure, not a skip: `make test` installs it, and a skip would
-    hide that the two-instance tests ran on SQLite only.
-    """
-    bin_dir = find_bin_dir()
-    if bin_dir is None:
-        pytest.skip("PostgreSQL server binaries not found (/usr/lib/postgresql/*/bin); "
-                    "install them with: apt-get install -y postgresql")
-    server = LocalPostgres(bin_dir)
-    try:
-        server.start()
-    except RuntimeError as exc:
-        server.stop()
-        pytest.fail(f"PostgreSQL is installed ({bin_dir}) but could not start: {exc}")
-    yield server
-    server.stop()
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
