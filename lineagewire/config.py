@@ -12,6 +12,15 @@ Precedence, highest first:
 
 Secrets are ``SecretStr``: printed as ``**********``, revealed only in
 ``as_librdkafka_dict()`` at the boundary with librdkafka.
+
+Every service's own settings follow the same rule under its section: flags, then
+``LINEAGEWIRE_<SECTION>__<FIELD>`` (nested with ``__``, values read as YAML scalars,
+so ``5``, ``true`` and ``[a, b]`` have their types), then the service's YAML file, then
+defaults. Services built on pydantic-settings get it from their ``env_prefix``
+(``Settings``, the scheduler, the emitter); services whose settings are a YAML
+document (DataHub's config, the alerting rules file) get it from ``layered``, which
+also says where each value came from, so an error names the variable or the file.
+The table of every variable is docs/settings.md.
 """
 
 from __future__ import annotations
@@ -26,7 +35,8 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from lineagewire.exceptions import ConfigError
 
-__all__ = ["ENV_PREFIX", "KafkaSecurity", "Settings", "TopicNames", "find_config_file", "load_settings"]
+__all__ = ["ENV_PREFIX", "KafkaSecurity", "Layered", "Settings", "TopicNames", "find_config_file", "layered",
+           "load_settings"]
 
 ENV_PREFIX = "LINEAGEWIRE_"
 CONFIG_ENV = "LINEAGEWIRE_CONFIG"
@@ -191,6 +201,79 @@ def _check_yaml(path: pathlib.Path) -> None:
     if loaded is not None and not isinstance(loaded, dict):
         raise ConfigError(f"config file {str(path)!r} holds a YAML {type(loaded).__name__}; expected a mapping of "
                           "settings such as 'bootstrap_servers: host:9092'")
+
+
+class Layered:
+    """A settings document merged from its layers, with where each value came from (``origin``)."""
+
+    def __init__(self, data: dict[str, Any], origins: dict[str, str]) -> None:
+        self.data = data
+        self.origins = origins
+
+    def origin(self, loc: tuple[Any, ...] | list[Any]) -> str | None:
+        """Where the value at ``loc`` (a pydantic error location) came from, for the longest known prefix."""
+        parts = [str(p) for p in loc]
+        for n in range(len(parts), 0, -1):
+            found = self.origins.get(".".join(parts[:n]))
+            if found is not None:
+                return found
+        return None
+
+    def describe(self, exc: ValidationError) -> str:
+        """The errors of ``exc``, each naming the setting and, when not the file, where it came from; never the
+        value itself (it may be a secret)."""
+        out = []
+        for err in exc.errors():
+            where = ".".join(str(p) for p in err["loc"]) or "settings"
+            came = self.origin(err["loc"])
+            out.append(f"{where}{f' (from {came})' if came else ''}: {err['msg']}")
+        return "; ".join(out)
+
+
+def layered(section: str, document: dict[str, Any] | None, source: str, flags: dict[str, Any] | None = None, *,
+            environ: dict[str, str] | None = None) -> Layered:
+    """``document`` (read from ``source``, a YAML file), then ``LINEAGEWIRE_<SECTION>__*`` variables, then
+    ``flags`` (None values ignored, dotted keys nest), each layer over the one before.
+
+    Raises ConfigError naming a variable whose value is not YAML, or a variable that would set a key inside
+    a value that is not a mapping.
+    """
+    env = os.environ if environ is None else environ
+    prefix = f"{ENV_PREFIX}{section.upper()}__"
+    data: dict[str, Any] = dict(document or {})
+    origins: dict[str, str] = {}
+    for name in sorted(env):
+        if not name.startswith(prefix) or name == prefix:
+            continue
+        path = [part.lower() for part in name[len(prefix):].split("__")]
+        try:
+            value = yaml.safe_load(env[name]) if env[name] != "" else ""
+        except yaml.YAMLError:
+            raise ConfigError(f"{name}: not a YAML value; expected a scalar such as 5, true or a text") from None
+        _put(data, path, value, name)
+        origins[".".join(path)] = f"environment {name}"
+    for key, value in (flags or {}).items():
+        if value is None:
+            continue
+        path = key.split(".")
+        _put(data, path, value, f"flag {key}")
+        origins[key] = "a command-line flag"
+    return Layered(data, origins)
+
+
+def _put(data: dict[str, Any], path: list[str], value: Any, what: str) -> None:
+    node = data
+    for i, part in enumerate(path[:-1]):
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        elif not isinstance(child, dict):
+            raise ConfigError(f"{what}: sets {'.'.join(path)}, but {'.'.join(path[:i + 1])} is a "
+                              f"{type(child).__name__}; expected a mapping there")
+        else:
+            child = node[part] = dict(child)  # the document's own mapping stays as it was read
+        node = child
+    node[path[-1]] = value
 
 
 def _shown(err: Any) -> str:

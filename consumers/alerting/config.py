@@ -32,6 +32,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from lineagewire.config import layered
+from lineagewire.exceptions import ConfigError
+
 from .channels import Channel, channel_class
 from .exceptions import RulesError
 from .model import SEVERITIES, parse_duration
@@ -151,14 +154,20 @@ def _errors(exc: ValidationError) -> str:
     return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'value'}: {e['msg']}" for e in exc.errors())
 
 
-def parse_config(doc: Any, source: str = "rules") -> AlertingConfig:
+def parse_config(doc: Any, source: str = "rules", *, environ: dict[str, str] | None = None) -> AlertingConfig:
+    """The configuration from a rules document, with ``LINEAGEWIRE_ALERTING__*`` variables over it
+    (``LINEAGEWIRE_ALERTING__DATABASE``, ``LINEAGEWIRE_ALERTING__ROUTE__GROUP_WAIT=1m``)."""
     if not isinstance(doc, dict):
         raise RulesError(f"{source}: expected a mapping with 'rules' (and 'channels', 'route'), "
                          f"got {type(doc).__name__}")
     try:
-        config = AlertingConfig(**doc)
+        layers = layered("alerting", doc, source, environ=environ)
+    except ConfigError as exc:
+        raise RulesError(f"{source}: {exc}") from exc
+    try:
+        config = AlertingConfig(**layers.data)
     except ValidationError as exc:
-        raise RulesError(f"{source}: {_errors(exc)}") from exc
+        raise RulesError(f"{source}: {layers.describe(exc)}") from exc
     config.build_rules()  # kind and params errors surface at load time, not at the first event
     return config
 

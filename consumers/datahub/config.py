@@ -1,7 +1,9 @@
 """Configuration of the DataHub service: the model options and the sinks.
 
-Precedence, highest first: command-line flags (``--file``, ``--gms-url``...), then
-the YAML file given with ``--config`` (the keys below), then the defaults. The
+Precedence, highest first (lineagewire's one rule, docs/settings.md): command-line flags
+(``--file``, ``--gms-url``...), then ``LINEAGEWIRE_DATAHUB__<KEY>`` environment variables
+(nested with ``__``: ``LINEAGEWIRE_DATAHUB__SINKS__REST__GMS_URL``), then the YAML file given
+with ``--config`` (the keys below), then the defaults. The
 Kafka connection of the MCP sink defaults to lineagewire's own ``Settings``.
 
 .. code-block:: yaml
@@ -33,6 +35,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
 
+from lineagewire.config import layered
 from lineagewire.exceptions import ConfigError
 
 __all__ = ["DataHubConfig", "FileSinkConfig", "KafkaSinkConfig", "RestSinkConfig", "SinksConfig", "load_config"]
@@ -160,7 +163,9 @@ class DataHubConfig(BaseModel):
 
 
 def load_config(path: str | pathlib.Path | None = None, **overrides: Any) -> DataHubConfig:
-    """The configuration from a YAML file (optional), with ``overrides`` (flags; None values ignored) on top."""
+    """The configuration: defaults, then the YAML file (optional), then ``LINEAGEWIRE_DATAHUB__*`` variables
+    (``LINEAGEWIRE_DATAHUB__ENV=DEV``, ``LINEAGEWIRE_DATAHUB__SINKS__REST__GMS_URL=...``), then ``overrides``
+    (flags; None values ignored; ``file``, ``rest`` and ``kafka`` each replace that sink whole)."""
     data: dict[str, Any] = {}
     if path is not None:
         p = pathlib.Path(path)
@@ -177,18 +182,11 @@ def load_config(path: str | pathlib.Path | None = None, **overrides: Any) -> Dat
     if not isinstance(sinks, dict):
         raise ConfigError(f"DataHub config {str(path)!r}: 'sinks' is a {type(sinks).__name__}; expected a mapping "
                           "with file, rest and/or kafka")
-    sinks = dict(sinks)
-    for key, value in overrides.items():
-        if value is None:
-            continue
-        if key in ("file", "rest", "kafka"):
-            sinks[key] = value
-        else:
-            data[key] = value
-    data["sinks"] = sinks
+    data = {**data, "sinks": sinks}
+    flags = {(f"sinks.{k}" if k in ("file", "rest", "kafka") else k): v for k, v in overrides.items()}
+    doc = layered("datahub", data, str(path), flags)
     try:
-        return DataHubConfig.model_validate(data)
+        return DataHubConfig.model_validate(doc.data)
     except ValidationError as exc:
         where = f"DataHub config {str(path)!r}" if path else "DataHub options"
-        problems = "; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors())
-        raise ConfigError(f"{where}: {problems}") from exc
+        raise ConfigError(f"{where}: {doc.describe(exc)}") from exc

@@ -1,0 +1,114 @@
+"""One settings rule for every service: flags, then ``LINEAGEWIRE_*`` environment, then YAML, then defaults.
+
+For each service, a value in its YAML file is overridden by the environment variable the settings
+table (docs/settings.md) names, a flag overrides both, and an error names the variable it came from.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+
+import pytest
+import yaml
+
+from lineagewire.config import load_settings
+from lineagewire.exceptions import ConfigError
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def _yaml(path: pathlib.Path, doc: dict) -> pathlib.Path:
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def test_kafka_settings(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    f = _yaml(tmp_path / "lw.yaml", {"bootstrap_servers": "yaml:9092", "topics": {"jobs": "from.yaml"}})
+    assert load_settings(f).topics.jobs == "from.yaml"
+    monkeypatch.setenv("LINEAGEWIRE_TOPICS__JOBS", "from.env")
+    monkeypatch.setenv("LINEAGEWIRE_BOOTSTRAP_SERVERS", "env:9092")
+    s = load_settings(f)
+    assert (s.topics.jobs, s.bootstrap_servers) == ("from.env", "env:9092")
+    assert load_settings(f, bootstrap_servers="flag:9092").bootstrap_servers == "flag:9092"
+
+
+def test_emitter(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lineagewire.producers.spark.config import resolve_config
+
+    f = _yaml(tmp_path / "lw.yaml", {"emitter": {"namespace": "from-yaml", "queue_size": 111}})
+    monkeypatch.setenv("LINEAGEWIRE_CONFIG", str(f))
+    assert resolve_config().namespace == "from-yaml"
+    monkeypatch.setenv("LINEAGEWIRE_NAMESPACE", "from-env")
+    cfg = resolve_config()
+    assert (cfg.namespace, cfg.queue_size) == ("from-env", 111)
+    assert resolve_config(spark_conf={"spark.lineagewire.namespace": "from-conf"}).namespace == "from-conf"
+
+
+def test_scheduler(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lineagewire.producers.scheduler.settings import ServiceConfig
+
+    f = _yaml(tmp_path / "lw.yaml", {"scheduler": {"db_url": "sqlite:///yaml.db", "port": 9001}})
+    assert ServiceConfig.load(f).db_url == "sqlite:///yaml.db"
+    monkeypatch.setenv("LINEAGEWIRE_SCHEDULER__DB_URL", "sqlite:///env.db")
+    cfg = ServiceConfig.load(f)
+    assert (cfg.db_url, cfg.port) == ("sqlite:///env.db", 9001)
+    assert ServiceConfig.load(f, db_url="sqlite:///flag.db").db_url == "sqlite:///flag.db"
+
+
+def test_datahub(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lineagewire.consumers.datahub.config import load_config
+
+    f = _yaml(tmp_path / "dh.yaml", {"env": "PROD", "cluster": "yaml-cluster",
+                                     "sinks": {"rest": {"gms_url": "http://yaml:8080"}}})
+    assert load_config(f).env == "PROD"
+    monkeypatch.setenv("LINEAGEWIRE_DATAHUB__ENV", "DEV")
+    monkeypatch.setenv("LINEAGEWIRE_DATAHUB__SINKS__REST__GMS_URL", "http://env:8080")
+    monkeypatch.setenv("LINEAGEWIRE_DATAHUB__SKIP_UNCHANGED", "5")
+    cfg = load_config(f)
+    assert (cfg.env, cfg.cluster, cfg.skip_unchanged) == ("DEV", "yaml-cluster", 5)
+    assert str(cfg.sinks.rest.gms_url).startswith("http://env:8080")
+    assert load_config(f, env="QA").env == "QA"
+    monkeypatch.setenv("LINEAGEWIRE_DATAHUB__ENV", "NOPE")
+    with pytest.raises(ConfigError, match=r"env \(from environment LINEAGEWIRE_DATAHUB__ENV\)"):
+        load_config(f)
+
+
+def test_alerting(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lineagewire.consumers.alerting.config import load_config
+    from lineagewire.consumers.alerting.exceptions import RulesError
+
+    f = _yaml(tmp_path / "rules.yaml", {
+        "database": "sqlite:///yaml.db", "route": {"group_wait": "30s"},
+        "channels": {"hook": {"type": "webhook", "url": "http://127.0.0.1:9/hook"}},
+        "rules": [{"name": "failed", "kind": "run_failed", "channels": ["hook"]}]})
+    assert load_config(f).database == "sqlite:///yaml.db"
+    monkeypatch.setenv("LINEAGEWIRE_ALERTING__DATABASE", "sqlite:///env.db")
+    monkeypatch.setenv("LINEAGEWIRE_ALERTING__ROUTE__GROUP_WAIT", "5")
+    cfg = load_config(f)
+    assert (cfg.database, cfg.route.group_wait) == ("sqlite:///env.db", 5)
+    monkeypatch.setenv("LINEAGEWIRE_ALERTING__ROUTE__GROUP_WAIT", "[1, 2]")
+    where = r"route.group_wait \(from environment LINEAGEWIRE_ALERTING__ROUTE__GROUP_WAIT\)"
+    with pytest.raises(RulesError, match=where):
+        load_config(f)
+
+
+def test_every_setting_is_in_the_table() -> None:
+    """docs/settings.md names the variable of every field of every service's settings model."""
+    from lineagewire.config import KafkaSecurity, Settings, TopicNames
+    from lineagewire.consumers.alerting.config import AlertingConfig
+    from lineagewire.consumers.datahub.config import DataHubConfig
+    from lineagewire.producers.scheduler.settings import ServiceConfig
+    from lineagewire.producers.spark.config import EmitterConfig
+
+    table = (ROOT / "docs" / "settings.md").read_text()
+    names = set(re.findall(r"`(LINEAGEWIRE_[A-Z0-9_]+)`", table))
+    wanted = {f"LINEAGEWIRE_{k.upper()}" for k in Settings.model_fields if k not in ("config_file", "security",
+                                                                                      "topics")}
+    wanted |= {f"LINEAGEWIRE_SECURITY__{k.upper()}" for k in KafkaSecurity.model_fields}
+    wanted |= {f"LINEAGEWIRE_TOPICS__{k.upper()}" for k in TopicNames.model_fields}
+    wanted |= {f"LINEAGEWIRE_{k.upper()}" for k in EmitterConfig.model_fields}
+    wanted |= {f"LINEAGEWIRE_SCHEDULER__{k.upper()}" for k in ServiceConfig.model_fields if k != "config_file"}
+    wanted |= {f"LINEAGEWIRE_DATAHUB__{k.upper()}" for k in DataHubConfig.model_fields}
+    wanted |= {f"LINEAGEWIRE_ALERTING__{k.upper()}" for k in AlertingConfig.model_fields}
+    assert sorted(wanted - names) == []
