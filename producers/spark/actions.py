@@ -2,8 +2,11 @@
 
 The hooks hand each action's ``QueryExecution`` over (``submit``) and return;
 the worker (one thread, a bounded queue of ``action_queue_size``) extracts the
-lineage within ``time_budget_ms``, builds the event, redacts it and splits it
-when it is over ``max_event_bytes``; ``send`` numbers and dispatches the parts.
+lineage within ``time_budget_ms``, builds the event and redacts it; ``send``
+hands it to the emitter, which, under its lock, has ``numbered_parts`` number it,
+encode it once and split it only when it is over ``max_event_bytes``. The one
+encoding travels with the event (``EncodedEvent``), so the Kafka listener sends
+those bytes instead of encoding the event a second time.
 An action that finds the queue full still gets its event, without lineage
 and saying why, so no action goes unreported.
 """
@@ -22,6 +25,7 @@ from lineagewire.schemas.events import ErrorInfo
 
 from ._py4j import release_thread_connection
 from .config import EmitterConfig
+from .listeners.base import EncodedEvent
 from .listeners.executor import BoundedExecutor
 from .runs import Run
 from .split import split_action_lineage
@@ -30,8 +34,8 @@ log = logging.getLogger(__name__)
 
 __all__ = ["ActionLineage", "java_error"]
 
-#: ``send(run, parts)``: number the parts in ``run`` and hand them to the listeners
-Send = Callable[[Run, list[dict[str, Any]]], None]
+#: ``send(run, event)``: under the emitter's lock, ``numbered_parts(run, event)`` and hand them to the listeners
+Send = Callable[[Run, dict[str, Any]], None]
 
 
 def _extractor() -> Any:
@@ -46,11 +50,14 @@ def _extractor() -> Any:
 class ActionLineage:
     """The actions worker and the building of action events; see the module docstring."""
 
-    def __init__(self, config: EmitterConfig, redactor: Redactor, send: Send) -> None:
+    def __init__(self, config: EmitterConfig, redactor: Redactor, send: Send, *, codec: Codec | None = None,
+                 topic: str = "lineage.jobs") -> None:
         self.config = config
         self._redactor = redactor
         self._send = send
-        self._codec = Codec()
+        # The Kafka listener's codec and topic: an encoding made here is the one it sends.
+        self._codec = codec or Codec()
+        self._topic = topic
         self._executor = BoundedExecutor("actions", config.action_queue_size, on_exit=release_thread_connection)
         #: actions taken from the queue, and those sent without lineage because it was full
         self.processed = 0
@@ -108,19 +115,30 @@ class ActionLineage:
             plan_node=getattr(result, "plan_node", None), sql=getattr(result, "sql", None),
             duration_ms=int(duration_ns / 1e6) if duration_ns is not None else None,
             lineage_complete=complete, incomplete_reason="; ".join(reasons) or None, error=error))
-        # Redacted before splitting, so the parts are sized as they are sent.
-        event = self._redactor.mapping(event)
+        # Redacted before it is sized, so the parts are sized as they are sent.
+        self._send(run, self._redactor.mapping(event))
+
+    def numbered_parts(self, run: Run, event: dict[str, Any]) -> list[dict[str, Any]]:
+        """``event`` numbered in ``run`` and encoded once; split over several numbered events only when the
+        encoding is over ``max_event_bytes``. Called under the emitter's lock, so numbers follow dispatch order."""
+        event["header"] = run.header("ActionLineageEvent", parent=run.ref)
         try:
+            value = self._codec.encode(event, topic=self._topic)
+            if len(value) <= self.config.max_event_bytes:
+                return [EncodedEvent(event, encoded=value, topic=self._topic)]
             parts = split_action_lineage(event, self._size, self.config.max_event_bytes)
         except Exception as exc:  # noqa: BLE001 - an unencodable event: say so rather than lose the action
             why = self._redactor.text(str(exc))
-            log.warning("action %s: lineage event cannot be encoded (%s); sent without lineage", func_name, why)
-            parts = [{**event, "inputs": [], "outputs": [], "column_lineage": [], "lineage_complete": False,
-                      "incomplete_reason": f"lineage not encodable: {why}"}]
-        self._send(run, parts)
+            log.warning("action %s: lineage event cannot be encoded (%s); sent without lineage",
+                        event.get("func_name"), why)
+            return [{**event, "inputs": [], "outputs": [], "column_lineage": [], "lineage_complete": False,
+                     "incomplete_reason": f"lineage not encodable: {why}"}]
+        for part in parts[1:]:  # the first part keeps the number the whole event took
+            part["header"] = run.header("ActionLineageEvent", parent=run.ref)
+        return parts
 
     def _size(self, event: dict[str, Any]) -> int:
-        return len(self._codec.encode(event))
+        return len(self._codec.encode(event, topic=self._topic))
 
     # -- lifecycle -------------------------------------------------------------------------------
 

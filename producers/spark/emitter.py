@@ -44,7 +44,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from lineagewire.config import Settings, load_settings
-from lineagewire.schemas import job_spec
+from lineagewire.schemas import Codec, job_spec
 from lineagewire.schemas.events import ErrorInfo, RunRef, ScheduleRef
 
 from . import process_hooks
@@ -90,7 +90,10 @@ class Emitter(SparkCallbacks):
         self._spec = self._spec_snapshot()
         self.app_run = Run(config.namespace, config.job_name or self._spec["application_name"], config.run_id)
         self._listeners = self._start_listeners(properties or {})
-        self._actions = ActionLineage(config, self._redactor, self._send_parts)
+        self._actions = ActionLineage(config, self._redactor, self._send_action,
+                                      codec=Codec(schema_registry_url=settings.schema_registry_url,
+                                                  registry_config=settings.registry_config()),
+                                      topic=config.topic or settings.topics.jobs)
         self._streams = StreamingRuns(config.namespace, self.app_run, self._spec, heartbeat=config.heartbeat,
                                       lock=self._lock, start=self._emit_start, end=self._end, actions=self._actions)
         self._emit_start(self.app_run, self._spec)
@@ -147,12 +150,11 @@ class Emitter(SparkCallbacks):
         for _name, listener, executor in self._listeners:
             executor.submit(listener.on_event, event)
 
-    def _send_parts(self, run: Run, parts: list[dict[str, Any]]) -> None:
+    def _send_action(self, run: Run, event: dict[str, Any]) -> None:
         with self._lock:
             run.actions += 1
-            for part in parts:
-                # Numbered under the lock so that every listener sees a run's events in sequence order.
-                part["header"] = run.header("ActionLineageEvent", parent=run.ref)
+            # Numbered under the lock so that every listener sees a run's events in sequence order.
+            for part in self._actions.numbered_parts(run, event):
                 self._dispatch(part, redacted=True)
 
     def _emit_start(self, run: Run, spec: dict[str, Any]) -> None:

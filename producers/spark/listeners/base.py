@@ -13,6 +13,10 @@ order the emitter made them: ``on_event(event)`` with a contract event dict
   this listener are dropped with a counted warning. Other listeners and the job
   go on.
 * The event dict is shared with other listeners: treat it as read-only.
+* An action's event may come as an ``EncodedEvent``: the same dict, carrying the
+  Avro encoding the emitter made to size it (``encoded``, framed for ``topic``).
+  A listener that sends bytes to that topic sends those, instead of encoding the
+  event again.
 * ``close(timeout)`` is called once at the end, after the last event was
   handed over; deliver what is pending within ``timeout`` seconds and release
   resources. Anything it cannot deliver it may keep for later (the Kafka
@@ -36,7 +40,18 @@ if TYPE_CHECKING:
     from ..config import EmitterConfig
     from .executor import BoundedExecutor
 
-__all__ = ["JobStatusListener", "JobStatusListenerFactory", "ListenerContext"]
+__all__ = ["EncodedEvent", "JobStatusListener", "JobStatusListenerFactory", "ListenerContext"]
+
+
+class EncodedEvent(dict):  # type: ignore[type-arg]
+    """A contract event with the encoding the emitter made of it: ``encoded``, framed for ``topic``."""
+
+    __slots__ = ("encoded", "topic")
+
+    def __init__(self, event: dict[str, Any], *, encoded: bytes, topic: str) -> None:
+        super().__init__(event)
+        self.encoded = encoded
+        self.topic = topic
 
 
 @dataclass

@@ -22,7 +22,7 @@ from lineagewire.config import Settings
 from lineagewire.kafka.outbox import Outbox, OutboxPublisher
 from lineagewire.schemas import Codec, job_key
 
-from .base import JobStatusListener, JobStatusListenerFactory, ListenerContext
+from .base import EncodedEvent, JobStatusListener, JobStatusListenerFactory, ListenerContext
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,11 @@ class KafkaListener(JobStatusListener):
                                           producer_config=producer_config)
 
     def on_event(self, event: dict[str, Any]) -> None:
-        self._publisher.send(self.topic, job_key(event).encode(), self.codec.encode(event, topic=self.topic))
+        if isinstance(event, EncodedEvent) and event.topic == self.topic:
+            value = event.encoded  # the emitter encoded it once, to size it
+        else:
+            value = self.codec.encode(event, topic=self.topic)
+        self._publisher.send(self.topic, job_key(event).encode(), value)
 
     @property
     def delivered(self) -> int:

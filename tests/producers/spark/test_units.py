@@ -193,3 +193,59 @@ def test_split_keeps_every_column_and_marks_what_cannot_fit() -> None:
     parts = split_action_lineage(huge, size, limit)
     assert [c["field"] for p in parts for c in p["column_lineage"]] == ["c0"]
     assert not parts[0]["lineage_complete"] and "/out.c1" in parts[0]["incomplete_reason"]
+
+
+class _CountingCodec(Codec):
+    def __init__(self) -> None:
+        super().__init__()
+        self.encodes = 0
+
+    def encode(self, event: dict, topic: str | None = None) -> bytes:  # type: ignore[override]
+        self.encodes += 1
+        return super().encode(event, topic=topic)
+
+
+def test_an_action_event_is_encoded_once_and_its_bytes_are_what_kafka_gets(env: pytest.MonkeyPatch,
+                                                                         tmp_path: pathlib.Path) -> None:
+    """The size check's encoding travels with the event; the Kafka listener sends it instead of encoding again."""
+    from lineagewire.config import Settings
+    from lineagewire.kafka.local import free_port
+    from lineagewire.kafka.outbox import Outbox
+    from lineagewire.producers.spark.actions import ActionLineage
+    from lineagewire.producers.spark.listeners.base import EncodedEvent
+    from lineagewire.producers.spark.listeners.kafka import KafkaListener
+
+    config = resolve_config()
+    codec = _CountingCodec()
+    run = Run("ns", "job")
+    sent: list[dict] = []
+    actions = ActionLineage(config, config.redactor(), lambda r, e: sent.extend(actions.numbered_parts(r, e)),
+                            codec=codec, topic="t.jobs")
+    actions.publish(run, "collect", None, 1_000_000, None, None)
+    assert codec.encodes == 1 and len(sent) == 1 and isinstance(sent[0], EncodedEvent)
+    assert Codec().decode(sent[0].encoded) == Codec().decode(Codec().encode(dict(sent[0])))
+
+    listener_codec = _CountingCodec()
+    listener = KafkaListener(Settings(bootstrap_servers=f"127.0.0.1:{free_port()}"), Outbox(tmp_path / "box"),
+                             topic="t.jobs", codec=listener_codec, delivery_timeout=1)
+    try:
+        listener.on_event(sent[0])
+        assert listener_codec.encodes == 0
+        (entry,) = listener.outbox.pending()
+        assert listener.outbox.read(entry) == ("t.jobs", b"ns/job", sent[0].encoded)
+    finally:
+        listener.close(0)
+
+
+def test_a_split_action_keeps_its_first_number_and_numbers_the_rest_in_order(env: pytest.MonkeyPatch) -> None:
+    from lineagewire.producers.spark.actions import ActionLineage
+
+    config = resolve_config(config={"max_event_bytes": 20_000})
+    run = Run("ns", "job")
+    event = _lineage_event(300, 20)
+    before = run.header("JobStatusChangedEvent")["sequence"]
+    parts = ActionLineage(config, config.redactor(), lambda r, e: None).numbered_parts(run, event)
+    assert len(parts) > 1
+    assert [p["header"]["sequence"] for p in parts] == list(range(before + 1, before + 1 + len(parts)))
+    assert len({p["header"]["event_id"] for p in parts}) == len(parts)
+    assert [c["field"] for p in parts for c in p["column_lineage"]] == [f"c{i}" for i in range(300)]
