@@ -44,15 +44,16 @@ def alerting(ctx: click.Context, rules_path: str, database: str | None, refresh_
     run_service(ctx, handler, **runtime)
 
 
-def _store(ctx: click.Context) -> Any:
-    from .config import load_config
+def _store(ctx: click.Context, *, create: bool = False, read_only: bool = True) -> Any:
+    """The alert database of ``alerts --database`` / ``--rules``. Only ``silence`` may create it (a silence can
+    precede the service); the others need it to exist, and the read commands open it read-only."""
     from .store import DEFAULT_URL, AlertStore
 
     obj = ctx.find_object(dict) or {}
     url = obj.get("alerts_database")
-    if url is None and obj.get("alerts_rules"):
-        url = load_config(obj["alerts_rules"]).database
-    return AlertStore(url or DEFAULT_URL)
+    if url is None and obj.get("alerts_config") is not None:
+        url = obj["alerts_config"].database
+    return AlertStore(url or DEFAULT_URL, create=create, read_only=read_only and not create)
 
 
 def _parse_matchers(matches: tuple[str, ...]) -> dict[str, str]:
@@ -80,7 +81,11 @@ def alerts(ctx: click.Context, database: str | None, rules_path: str | None) -> 
         root.obj = {}
     ctx.ensure_object(dict)
     ctx.obj["alerts_database"] = database
-    ctx.obj["alerts_rules"] = rules_path
+    if rules_path is not None:
+        from .config import load_config
+
+        # Validated whole (channels and their secrets too), so a broken rules file is reported by every command.
+        ctx.obj["alerts_config"] = load_config(rules_path)
 
 
 @alerts.command("list")
@@ -139,7 +144,7 @@ def silence(ctx: click.Context, matches: tuple[str, ...], duration: str, comment
     if seconds <= 0:
         raise click.BadParameter(f"--for={duration!r}: expected a duration > 0", param_hint="--for")
     now = dt.datetime.now(dt.UTC)
-    s = _store(ctx).add_silence(matchers, now + dt.timedelta(seconds=seconds), comment=comment,
+    s = _store(ctx, create=True).add_silence(matchers, now + dt.timedelta(seconds=seconds), comment=comment,
                                 created_by=author or getpass.getuser(), starts_at=now)
     click.echo(s.id)
 
@@ -160,7 +165,7 @@ def silences(ctx: click.Context, include_expired: bool) -> None:
 @click.pass_context
 def expire(ctx: click.Context, silence_id: str) -> None:
     """End a silence now (by id or a unique prefix)."""
-    ids = _store(ctx).expire_silence(silence_id, dt.datetime.now(dt.UTC))
+    ids = _store(ctx, read_only=False).expire_silence(silence_id, dt.datetime.now(dt.UTC))
     if len(ids) != 1:
         raise click.BadParameter(f"{silence_id!r} matches {len(ids)} active silences; expected exactly one",
                                  param_hint="SILENCE_ID")

@@ -138,7 +138,7 @@ class AlertingHandler(Handler):
 
     def close(self) -> None:
         try:
-            if self.store is not None:
+            if self.store is not None and self.worker is not None:  # else open() failed before the worker
                 self._apply([], self.clock(), flush_facts=True)
         finally:
             if self.worker is not None:

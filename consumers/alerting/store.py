@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import pathlib
+import urllib.parse
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -121,16 +123,28 @@ class OutboxRow:
 
 
 class AlertStore:
-    """The alert database at ``url``; tables are created when missing."""
+    """The alert database at ``url``; tables are created when missing.
 
-    def __init__(self, url: str = DEFAULT_URL) -> None:
+    ``create=False`` (the ``alerts`` commands other than ``silence``): the database must exist already, a
+    mistyped ``--database`` is an error rather than a new empty database; ``read_only`` also opens a SQLite file
+    read-only.
+    """
+
+    def __init__(self, url: str = DEFAULT_URL, *, create: bool = True, read_only: bool = False) -> None:
         try:
             if url.startswith("sqlite"):
-                self.engine = sa.create_engine(url, connect_args={"timeout": 30})
-                sa.event.listen(self.engine, "connect", _sqlite_pragmas)
+                target: str | sa.URL = url if create else _existing_sqlite(url, read_only=read_only)
+                self.engine = sa.create_engine(target, connect_args={"timeout": 30})
+                if not read_only:
+                    sa.event.listen(self.engine, "connect", _sqlite_pragmas)
             else:
                 self.engine = sa.create_engine(url, pool_pre_ping=True)
-            meta.create_all(self.engine)
+            if create:
+                meta.create_all(self.engine)
+            elif not sa.inspect(self.engine).has_table(alerts_t.name):
+                self.engine.dispose()
+                raise RulesError(f"database={url!r} is not an alert database (no table {alerts_t.name}); expected "
+                                 "the database `lineagewire consume alerting` writes")
         except sa.exc.ArgumentError as exc:
             raise RulesError(f"database={url!r}: not a SQLAlchemy URL ({exc}); expected e.g. "
                              "sqlite:///alerting.db or postgresql+psycopg://user@host/db") from exc
@@ -297,6 +311,22 @@ class AlertStore:
         except SQLAlchemyError as exc:
             raise StoreError(f"alert database {self.engine.url.render_as_string(hide_password=True)}: "
                              f"{exc}") from exc
+
+
+def _existing_sqlite(url: str, *, read_only: bool) -> sa.URL:
+    """``url`` of a SQLite file that must exist (RulesError otherwise), opened read-only if asked."""
+    parsed = sa.make_url(url)
+    name = parsed.database or ""
+    if not name or name == ":memory:" or name.startswith("file:"):
+        return parsed  # in memory, or a URI the user spelled out: nothing to check
+    path = pathlib.Path(name)
+    if not path.is_file():
+        raise RulesError(f"alert database {url!r} does not exist (no file {str(path)!r}); expected the database "
+                         "`lineagewire consume alerting` writes (--database, or the rules file's database:)")
+    if not read_only:
+        return parsed
+    return parsed.set(database=f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro",
+                      query={**parsed.query, "uri": "true"})
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
