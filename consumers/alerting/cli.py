@@ -26,22 +26,46 @@ __all__ = ["alerting", "alerts"]
                    "sqlite:///lineagewire-alerting.db).")
 @click.option("--refresh-commands/--no-refresh-commands", default=True, show_default=True,
               help="Also consume the scheduler's refresh-commands topic (refresh deadlines) when no --topic is given.")
+@click.option("--notify-since", "notify_since", default=None, metavar="TIME",
+              help="For a new consumer group: alerts that began before TIME (ISO 8601, UTC unless it says; or a "
+                   "duration ago such as 2h) are history, notified only if still open once the service has read "
+                   "to the end of the topic (default: the service's first start). Ignored by an existing group.")
 @runtime_options
 @click.pass_context
 def alerting(ctx: click.Context, rules_path: str, database: str | None, refresh_commands: bool,
-             **runtime: Any) -> None:
+             notify_since: str | None, **runtime: Any) -> None:
     """Turn job status, lineage and refresh outcomes into alerts (Slack, PagerDuty, webhook, email, Alertmanager)."""
     from lineagewire.cli import settings_from
 
+    from .catchup import CatchUp
     from .config import load_config
     from .service import AlertingHandler
 
+    since = _parse_since(notify_since) if notify_since is not None else None
     config = load_config(rules_path)
-    handler = AlertingHandler(config, database=database)
+    settings = settings_from(ctx)
     if not runtime["topics"]:
-        topics = settings_from(ctx).topics
+        topics = settings.topics
         runtime["topics"] = (topics.jobs, topics.refresh_commands) if refresh_commands else (topics.jobs,)
+    # the runtime's own default group name: the catch-up asks Kafka about the group the service will join
+    group = runtime["group_id"] or f"lineagewire-{AlertingHandler.name}"
+    handler = AlertingHandler(config, database=database,
+                              catch_up=CatchUp(settings, group, list(runtime["topics"]), notify_since=since))
     run_service(ctx, handler, **runtime)
+
+
+def _parse_since(text: str) -> dt.datetime:
+    from .model import parse_duration
+
+    try:
+        when = dt.datetime.fromisoformat(text)
+    except ValueError:
+        try:
+            return dt.datetime.now(dt.UTC) - dt.timedelta(seconds=parse_duration(text, "--notify-since"))
+        except ValueError:
+            raise click.BadParameter(f"{text!r}: expected an ISO 8601 time such as 2026-11-20T08:00 or a "
+                                     "duration ago such as 2h", param_hint="--notify-since") from None
+    return when.replace(tzinfo=dt.UTC) if when.tzinfo is None else when
 
 
 def _store(ctx: click.Context, *, create: bool = False, read_only: bool = True) -> Any:

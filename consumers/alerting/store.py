@@ -30,6 +30,8 @@ from .model import labels_match
 __all__ = ["DEFAULT_URL", "AlertStore", "OutboxRow", "Silence"]
 
 DEFAULT_URL = "sqlite:///lineagewire-alerting.db"
+#: kinds of alerting_facts rows that are a new group's catch-up (catchup.py), not the rules' facts
+CATCHUP, CATCHUP_POS = "catchup", "catchup_pos"
 
 meta = sa.MetaData()
 TS = sa.DateTime(timezone=True)
@@ -163,8 +165,42 @@ class AlertStore:
                 sa.or_(alerts_t.c.state == "firing", alerts_t.c.resolve_pending.is_(True))))]
             groups = [Group(r.key, r.labels, tuple(r.channels), _utc(r.first_pending_at), _utc(r.last_sent_at))
                       for r in c.execute(sa.select(groups_t))]
-            facts = [(r.kind, r.key, r.value) for r in c.execute(sa.select(facts_t))]
+            facts = [(r.kind, r.key, r.value) for r in c.execute(
+                sa.select(facts_t).where(facts_t.c.kind.not_in((CATCHUP, CATCHUP_POS))))]
         return alerts, groups, facts
+
+    # -- a new group's catch-up (catchup.py): rows of alerting_facts, no table of their own -----------------
+
+    def catchup(self, group: str) -> dict[str, Any] | None:
+        with self._conn() as c:
+            return c.execute(sa.select(facts_t.c.value).where(facts_t.c.kind == CATCHUP,  # type: ignore[no-any-return]
+                                                              facts_t.c.key == group)).scalar()
+
+    def start_catchup(self, group: str, plan: dict[str, Any]) -> dict[str, Any]:
+        """Store ``plan`` unless an instance of the group stored one first; the plan that holds."""
+        try:
+            with self._begin() as c:
+                c.execute(facts_t.insert().values(kind=CATCHUP, key=group, value=plan))
+        except StoreError as exc:
+            if not isinstance(exc.__cause__, sa.exc.IntegrityError):
+                raise
+        held = self.catchup(group)
+        return held if held is not None else plan
+
+    def finish_catchup(self, group: str, plan: dict[str, Any]) -> None:
+        with self._begin() as c:
+            c.execute(facts_t.update().where(facts_t.c.kind == CATCHUP, facts_t.c.key == group)
+                      .values(value={**plan, "done": True}))
+            c.execute(facts_t.delete().where(facts_t.c.kind == CATCHUP_POS,
+                                             facts_t.c.key.startswith(group + "\x1f", autoescape=True)))
+
+    def catchup_positions(self, group: str) -> dict[str, int]:
+        """Partition key -> the next offset any instance of ``group`` has saved while catching up."""
+        prefix = group + "\x1f"
+        with self._conn() as c:
+            return {r.key[len(prefix):]: int(r.value["pos"]) for r in c.execute(
+                sa.select(facts_t.c.key, facts_t.c.value).where(
+                    facts_t.c.kind == CATCHUP_POS, facts_t.c.key.startswith(prefix, autoescape=True)))}
 
     def save(self, alerts: Iterable[Alert], groups: Iterable[Group], outbox: Iterable[tuple[str, dict[str, Any]]],
              facts: Iterable[tuple[str, str, dict[str, Any] | None]], now: dt.datetime) -> list[int]:
