@@ -92,7 +92,9 @@ class CatchUp:
                    for p in sorted(md.topics[t].partitions)]
             committed = consumer.committed(tps, timeout=self.timeout) if tps else []
             if any(tp.offset >= 0 for tp in committed):
-                log.info("alerting: group %s has committed offsets: notifying as before (no catch-up)", self.group)
+                log.log(logging.WARNING if self.notify_since else logging.INFO, "alerting: group %s has committed "
+                        "offsets: notifying as before, no catch-up%s", self.group,
+                        " (--notify-since is for a new group only)" if self.notify_since else "")
                 return CatchUpPlan(None, {}, done=True)
             ends: dict[str, int] = {}
             for tp in tps:

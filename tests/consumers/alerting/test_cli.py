@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import subprocess
 import sys
@@ -111,3 +112,22 @@ def test_read_commands_on_a_missing_database_say_so_and_create_nothing(tmp_path,
     (tmp_path / "a.db").chmod(0o444)
     listed = cli("alerts", "--database", db, "list")
     assert listed.returncode == 0 and listed.stdout == "", listed.stderr
+
+
+def test_notify_since_takes_an_iso_time_or_a_duration_ago(capsys, tmp_path) -> None:  # noqa: ANN001
+    from lineagewire.consumers.alerting.cli import _parse_since
+
+    assert _parse_since("2026-11-20T08:00") == dt.datetime(2026, 11, 20, 8, 0, tzinfo=dt.UTC)
+    assert _parse_since("2026-11-20T08:00+01:00") == dt.datetime(2026, 11, 20, 7, 0, tzinfo=dt.UTC)
+    assert abs((dt.datetime.now(dt.UTC) - _parse_since("2h")).total_seconds() - 7200) < 60
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("channels:\n  x: {type: webhook, url: 'http://127.0.0.1:9/'}\n"
+                     "rules:\n  - {name: a, kind: run_failed, channels: [x]}\n")
+    from lineagewire.cli import main
+
+    with pytest.raises(SystemExit) as info:  # a usage error, as click prints them
+        main(["--bootstrap-servers", "127.0.0.1:1", "consume", "alerting", "--rules", str(rules),
+              "--notify-since", "last tuesday"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "--notify-since: 'last tuesday': expected an ISO 8601 time" in err, err
+    assert "Traceback" not in err
