@@ -188,13 +188,15 @@ class AlertingHandler(Handler):
         """Done when every partition of the plan was saved up to its end, by this instance or another."""
         assert self.catch_up is not None and self.store is not None and self.plan is not None
         self._caught_up_checked = now
-        saved = self.store.catchup_positions(self.catch_up.group)
-        for (topic, partition), pos in self._durable.items():
-            key = partition_key(topic, partition)
-            saved[key] = max(saved.get(key, 0), pos)
-        if any(saved.get(key, 0) < end for key, end in self.plan.ends.items()):
-            return
-        self.store.finish_catchup(self.catch_up.group, self.plan.to_json())
+        held = self.store.catchup(self.catch_up.group)
+        if held is None or not held["done"]:  # else another instance saw the end (and cleared the positions)
+            saved = self.store.catchup_positions(self.catch_up.group)
+            for (topic, partition), pos in self._durable.items():
+                key = partition_key(topic, partition)
+                saved[key] = max(saved.get(key, 0), pos)
+            if any(saved.get(key, 0) < end for key, end in self.plan.ends.items()):
+                return
+            self.store.finish_catchup(self.catch_up.group, self.plan.to_json())
         self.plan.done = True
         still = sum(1 for a in self.dispatcher.alerts.values() if a.state == "firing" and not a.notified)
         log.info("alerting: caught up with the history of group %s; notifying the %d alert(s) still open",

@@ -160,3 +160,56 @@ def test_a_restart_in_the_middle_of_history_carries_on_silently_and_notify_since
     assert sorted(j for j in jobs if j[0].startswith("old")) == [(f"old{i:02d}", "firing") for i in range(8, 12)]
     assert [j for j in jobs if j[0] == "recent"] == [("recent", "firing"), ("recent", "resolved")]
     assert jobs.count(("live", "firing")) == 1 and len(jobs) == 7, jobs
+
+
+def test_instances_sharing_a_database_hold_history_until_all_partitions_are_read_whoever_reads_them(
+        tmp_path) -> None:  # noqa: ANN001
+    """Two handlers of one group on one SQLite database, each reading one partition (what a rebalance hands
+    out): neither pages its history until both partitions reached their ends; the one that sees the end last
+    marks the plan done, and the other notices and pages its own open alert once."""
+    from lineagewire.config import Settings
+
+    from .fakes import Clock, Recorder, record
+
+    db, group = f"sqlite:///{tmp_path / 'alerts.db'}", "g-shared"
+    cfg = parse_config({"route": {"group_wait": "0s", "group_interval": "0s", "channels": ["rec"]},
+                        "channels": {"rec": {"type": "webhook", "url": "http://127.0.0.1:9/unused"}},
+                        "rules": [{"name": "failed", "kind": "run_failed"}]})
+    since = at(10_000)
+    plan = {"since": since.isoformat(), "ends": {"lineage.jobs[0]": 3, "lineage.jobs[1]": 6}, "done": False}
+    clock, recs, handlers = Clock(since.timestamp() + 60), [Recorder("rec"), Recorder("rec")], []
+    for rec in recs:
+        h = AlertingHandler(cfg, database=db, channels={"rec": rec}, clock=clock,
+                            catch_up=CatchUp(Settings(), group, ["lineage.jobs"]))
+        h.open()
+        handlers.append(h)
+    a, b = handlers
+    a.store.start_catchup(group, plan)
+
+    def tick(h: AlertingHandler) -> None:
+        clock.advance(1.1)
+        h.tick(clock())
+        assert h.settle()
+
+    for off, ev in enumerate(_failure("a-job", at(0))):  # partition 0: A's, read to its end (3)
+        a.handle(record(ev, off, partition=0))
+    a.batch_done()
+    tick(a)
+    assert a.catching_up and recs[0].sent == []
+    for off, ev in enumerate(_failure("b-job", at(0)) + _failure("b-gone", at(0))[:2]):  # B: 5 of 6
+        b.handle(record(ev, off, partition=1))
+    b.batch_done()
+    tick(b)
+    tick(a)
+    assert a.catching_up and b.catching_up and recs[0].sent == recs[1].sent == []
+    b.handle(record(_failure("b-gone", at(0))[2], 5, partition=1))  # the end of partition 1
+    b.batch_done()
+    tick(b)
+    assert not b.catching_up and sorted(x.labels["job"] for n in recs[1].sent for x in n.alerts) == ["b-gone", "b-job"]
+    tick(a)  # A learns it from the database
+    assert not a.catching_up and [x.labels["job"] for n in recs[0].sent for x in n.alerts] == ["a-job"]
+    tick(a)
+    tick(b)
+    assert len(recs[0].sent) == 1 and len(recs[1].sent) == 2
+    for h in handlers:
+        h.close()
