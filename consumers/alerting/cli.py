@@ -26,33 +26,58 @@ __all__ = ["alerting", "alerts"]
                    "sqlite:///lineagewire-alerting.db).")
 @click.option("--refresh-commands/--no-refresh-commands", default=True, show_default=True,
               help="Also consume the scheduler's refresh-commands topic (refresh deadlines) when no --topic is given.")
+@click.option("--notify-since", "notify_since", default=None, metavar="TIME",
+              help="For a new consumer group: alerts that began before TIME (ISO 8601, UTC unless it says; or a "
+                   "duration ago such as 2h) are history, notified only if still open once the service has read "
+                   "to the end of the topic (default: the service's first start). Ignored by an existing group.")
 @runtime_options
 @click.pass_context
 def alerting(ctx: click.Context, rules_path: str, database: str | None, refresh_commands: bool,
-             **runtime: Any) -> None:
+             notify_since: str | None, **runtime: Any) -> None:
     """Turn job status, lineage and refresh outcomes into alerts (Slack, PagerDuty, webhook, email, Alertmanager)."""
     from lineagewire.cli import settings_from
 
+    from .catchup import CatchUp
     from .config import load_config
     from .service import AlertingHandler
 
+    since = _parse_since(notify_since) if notify_since is not None else None
     config = load_config(rules_path)
-    handler = AlertingHandler(config, database=database)
+    settings = settings_from(ctx)
     if not runtime["topics"]:
-        topics = settings_from(ctx).topics
+        topics = settings.topics
         runtime["topics"] = (topics.jobs, topics.refresh_commands) if refresh_commands else (topics.jobs,)
+    # the runtime's own default group name: the catch-up asks Kafka about the group the service will join
+    group = runtime["group_id"] or f"lineagewire-{AlertingHandler.name}"
+    handler = AlertingHandler(config, database=database,
+                              catch_up=CatchUp(settings, group, list(runtime["topics"]), notify_since=since))
     run_service(ctx, handler, **runtime)
 
 
-def _store(ctx: click.Context) -> Any:
-    from .config import load_config
+def _parse_since(text: str) -> dt.datetime:
+    from .model import parse_duration
+
+    try:
+        when = dt.datetime.fromisoformat(text)
+    except ValueError:
+        try:
+            return dt.datetime.now(dt.UTC) - dt.timedelta(seconds=parse_duration(text, "--notify-since"))
+        except ValueError:
+            raise click.BadParameter(f"{text!r}: expected an ISO 8601 time such as 2026-11-20T08:00 or a "
+                                     "duration ago such as 2h", param_hint="--notify-since") from None
+    return when.replace(tzinfo=dt.UTC) if when.tzinfo is None else when
+
+
+def _store(ctx: click.Context, *, create: bool = False, read_only: bool = True) -> Any:
+    """The alert database of ``alerts --database`` / ``--rules``. Only ``silence`` may create it (a silence can
+    precede the service); the others need it to exist, and the read commands open it read-only."""
     from .store import DEFAULT_URL, AlertStore
 
     obj = ctx.find_object(dict) or {}
     url = obj.get("alerts_database")
-    if url is None and obj.get("alerts_rules"):
-        url = load_config(obj["alerts_rules"]).database
-    return AlertStore(url or DEFAULT_URL)
+    if url is None and obj.get("alerts_config") is not None:
+        url = obj["alerts_config"].database
+    return AlertStore(url or DEFAULT_URL, create=create, read_only=read_only and not create)
 
 
 def _parse_matchers(matches: tuple[str, ...]) -> dict[str, str]:
@@ -80,7 +105,11 @@ def alerts(ctx: click.Context, database: str | None, rules_path: str | None) -> 
         root.obj = {}
     ctx.ensure_object(dict)
     ctx.obj["alerts_database"] = database
-    ctx.obj["alerts_rules"] = rules_path
+    if rules_path is not None:
+        from .config import load_config
+
+        # Validated whole (channels and their secrets too), so a broken rules file is reported by every command.
+        ctx.obj["alerts_config"] = load_config(rules_path)
 
 
 @alerts.command("list")
@@ -139,7 +168,7 @@ def silence(ctx: click.Context, matches: tuple[str, ...], duration: str, comment
     if seconds <= 0:
         raise click.BadParameter(f"--for={duration!r}: expected a duration > 0", param_hint="--for")
     now = dt.datetime.now(dt.UTC)
-    s = _store(ctx).add_silence(matchers, now + dt.timedelta(seconds=seconds), comment=comment,
+    s = _store(ctx, create=True).add_silence(matchers, now + dt.timedelta(seconds=seconds), comment=comment,
                                 created_by=author or getpass.getuser(), starts_at=now)
     click.echo(s.id)
 
@@ -160,7 +189,7 @@ def silences(ctx: click.Context, include_expired: bool) -> None:
 @click.pass_context
 def expire(ctx: click.Context, silence_id: str) -> None:
     """End a silence now (by id or a unique prefix)."""
-    ids = _store(ctx).expire_silence(silence_id, dt.datetime.now(dt.UTC))
+    ids = _store(ctx, read_only=False).expire_silence(silence_id, dt.datetime.now(dt.UTC))
     if len(ids) != 1:
         raise click.BadParameter(f"{silence_id!r} matches {len(ids)} active silences; expected exactly one",
                                  param_hint="SILENCE_ID")

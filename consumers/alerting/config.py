@@ -127,21 +127,40 @@ class AlertingConfig(BaseModel):
                            channels=tuple(channels), copy_tags=tuple(spec.copy_tags), params=params))
         return out
 
+    def channel_settings(self) -> dict[str, tuple[type[Channel], Any]]:
+        """Each channel's class and validated settings (secrets resolved); RulesError naming the channel."""
+        out: dict[str, tuple[type[Channel], Any]] = {}
+        for name, raw in self.channels.items():
+            if not isinstance(raw, dict) or "type" not in raw:
+                raise RulesError(f"channels.{name}: expected a mapping with a 'type' (slack, pagerduty, webhook, "
+                                 "email, alertmanager)")
+            try:
+                cls = channel_class(str(raw["type"]))
+            except RulesError as exc:
+                raise RulesError(f"channels.{name}: {exc}") from None
+            try:
+                out[name] = (cls, cls.Config(**raw))
+            except ValidationError as exc:
+                raise RulesError(f"channels.{name}: invalid {raw['type']} settings: {_errors(exc)}") from None
+        return out
+
+    def require_channels(self) -> None:
+        """RulesError unless there is a channel and every rule sends to one (else its alerts would go nowhere)."""
+        if not self.channels:
+            raise RulesError("no channels defined; expected at least one under 'channels:' (slack, pagerduty, "
+                             "webhook, email, alertmanager)")
+        for i, spec in enumerate(self.rules):
+            if not (spec.channels if spec.channels is not None else self.route.channels):
+                raise RulesError(f"rules[{i}] ({spec.name}): sends to no channel; expected 'channels: [...]' on "
+                                 f"the rule or under 'route:' (one of {', '.join(sorted(self.channels))})")
+
     def build_channels(self, transport: Any = None) -> dict[str, Channel]:
         """The channels; ``transport``: an httpx transport for the HTTP ones (tests)."""
         from .channels import HttpChannel
 
         templates = Templates(self.templates)
         out: dict[str, Channel] = {}
-        for name, raw in self.channels.items():
-            if not isinstance(raw, dict) or "type" not in raw:
-                raise RulesError(f"channels.{name}: expected a mapping with a 'type' (slack, pagerduty, webhook, "
-                                 "email, alertmanager)")
-            cls = channel_class(str(raw["type"]))
-            try:
-                cfg = cls.Config(**raw)
-            except ValidationError as exc:
-                raise RulesError(f"channels.{name}: invalid {raw['type']} settings: {_errors(exc)}") from exc
+        for name, (cls, cfg) in self.channel_settings().items():
             if transport is not None and issubclass(cls, HttpChannel):
                 out[name] = cls(name, cfg, templates=templates, transport=transport)
             else:
@@ -168,7 +187,13 @@ def parse_config(doc: Any, source: str = "rules", *, environ: dict[str, str] | N
         config = AlertingConfig(**layers.data)
     except ValidationError as exc:
         raise RulesError(f"{source}: {layers.describe(exc)}") from exc
-    config.build_rules()  # kind and params errors surface at load time, not at the first event
+    # Kind, params and channel errors (unknown type, missing field, unset secret) surface at load time, in one
+    # line, not as a traceback when the service opens its channels.
+    try:
+        config.build_rules()
+        config.channel_settings()
+    except RulesError as exc:
+        raise RulesError(f"{source}: {exc}") from None
     return config
 
 
@@ -181,4 +206,9 @@ def load_config(path: str | pathlib.Path) -> AlertingConfig:
         raise RulesError(f"rules file {str(p)!r}: cannot read it: {exc.strerror}") from exc
     except yaml.YAMLError as exc:
         raise RulesError(f"rules file {str(p)!r}: not valid YAML: {exc}") from exc
-    return parse_config(doc, f"rules file {str(p)!r}")
+    config = parse_config(doc, f"rules file {str(p)!r}")
+    try:
+        config.require_channels()
+    except RulesError as exc:
+        raise RulesError(f"rules file {str(p)!r}: {exc}") from None
+    return config

@@ -10,7 +10,10 @@ database as JSON (``dump_dirty`` / ``load``) so baselines survive restarts.
 
 Observing is idempotent: an event whose sequence number the run has already
 seen returns None (a redelivery after a restart), so a replay adds no second
-duration to a baseline and no second restart to a storm window.
+duration to a baseline and no second restart to a storm window. A run keeps
+its highest and lowest sequence numbers and the gaps between them, the gaps
+only within ``SEQ_WINDOW`` of the highest (at most ``MAX_GAPS``): bounded
+however long a streaming run lives.
 """
 
 from __future__ import annotations
@@ -31,6 +34,11 @@ MAX_RESTARTS = 1000
 #: a terminal run is forgotten this long after its last event (late events of it are still ordered)
 RUN_TTL = dt.timedelta(hours=6)
 REFRESH_TTL = dt.timedelta(days=2)
+#: sequence numbers of a run are tracked exactly this far below its highest one; an older number is taken as
+#: seen (a redelivery after a restart is a second or two of events, never this many)
+SEQ_WINDOW = 10_000
+#: at most this many missing numbers (gaps) are remembered per run, the most recent ones
+MAX_GAPS = 1_000
 
 _REFRESH_STATUS = {"FINISHED": "COMPLETED", "FAILED": "FAILED", "CANCELED": "CANCELED", "SUSPENDED": "CANCELED"}
 
@@ -52,8 +60,11 @@ class RunState:
     last_seen: dt.datetime
     status: str | None = None
     restarts: int = 0
+    #: the highest and lowest sequence numbers seen, and the numbers between them not seen (yet): a bounded
+    #: window, not the set of every number, so a streaming run's 30k heartbeats keep a small row
     max_seq: int = -1
-    seqs: set[int] = field(default_factory=set)
+    min_seq: int = -1
+    gaps: set[int] = field(default_factory=set)
     job_type: str = "BATCH"
     command_id: str | None = None
     #: names of rules that fired on this run (a clean run resolves them)
@@ -63,18 +74,54 @@ class RunState:
     def terminal(self) -> bool:
         return self.status in TERMINAL_STATUSES
 
+    def seen(self, seq: int) -> bool:
+        """Was ``seq`` folded in already? Numbers more than ``SEQ_WINDOW`` below the highest count as seen."""
+        return self.min_seq <= seq <= self.max_seq and seq not in self.gaps
+
+    def add_seq(self, seq: int) -> None:
+        if self.max_seq < 0:
+            self.min_seq = self.max_seq = seq
+            return
+        if seq > self.max_seq:
+            self.gaps.update(range(max(self.max_seq + 1, seq - SEQ_WINDOW), seq))
+            self.max_seq = seq
+            if self.gaps:
+                self.trim_gaps()
+        elif seq < self.min_seq:
+            # an earlier part of a run first seen midway: what lies between is still to come
+            self.gaps.update(range(max(seq + 1, self.max_seq - SEQ_WINDOW), self.min_seq))
+            self.min_seq = seq
+            self.trim_gaps()
+        else:
+            self.gaps.discard(seq)
+
+    def trim_gaps(self) -> None:
+        floor = self.max_seq - SEQ_WINDOW
+        if min(self.gaps, default=floor) < floor:
+            self.gaps = {g for g in self.gaps if g >= floor}
+        if len(self.gaps) > MAX_GAPS:
+            self.gaps = set(sorted(self.gaps)[-MAX_GAPS:])
+
     def to_json(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "namespace": self.namespace, "job": self.job, "created": _s(self.created),
                 "last_seen": _s(self.last_seen), "status": self.status, "restarts": self.restarts,
-                "max_seq": self.max_seq, "seqs": sorted(self.seqs), "job_type": self.job_type,
+                "max_seq": self.max_seq, "min_seq": self.min_seq, "gaps": sorted(self.gaps), "job_type": self.job_type,
                 "command_id": self.command_id, "flags": sorted(self.flags)}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> RunState:
-        return cls(run_id=d["run_id"], namespace=d["namespace"], job=d["job"], created=_t(d["created"]),  # type: ignore[arg-type]
-                   last_seen=_t(d["last_seen"]), status=d["status"], restarts=d["restarts"],  # type: ignore[arg-type]
-                   max_seq=d["max_seq"], seqs=set(d["seqs"]), job_type=d["job_type"],
-                   command_id=d["command_id"], flags=set(d["flags"]))
+        run = cls(run_id=d["run_id"], namespace=d["namespace"], job=d["job"], created=_t(d["created"]),  # type: ignore[arg-type]
+                  last_seen=_t(d["last_seen"]), status=d["status"], restarts=d["restarts"],  # type: ignore[arg-type]
+                  max_seq=d["max_seq"], job_type=d["job_type"], command_id=d["command_id"], flags=set(d["flags"]))
+        if "seqs" in d:  # a row saved before the window: every number seen
+            seqs = set(d["seqs"])
+            run.min_seq = min(seqs, default=-1)
+            run.gaps = set(range(max(run.min_seq, run.max_seq - SEQ_WINDOW), run.max_seq)) - seqs
+            if run.gaps:
+                run.trim_gaps()
+        else:
+            run.min_seq, run.gaps = d["min_seq"], set(d["gaps"])
+        return run
 
 
 @dataclass
@@ -226,12 +273,11 @@ class Facts:
         run = self.runs.get(run_id)
         if run is None:
             run = self.runs[run_id] = RunState(run_id, ns, name, created=at, last_seen=at)
-        if seq in run.seqs:
+        if run.seen(seq):
             return None
         obs = Observation(event, kind, ns, name, at, js, run, previous_status=run.status,
                           out_of_order=seq < run.max_seq)
-        run.seqs.add(seq)
-        run.max_seq = max(run.max_seq, seq)
+        run.add_seq(seq)
         run.last_seen = max(run.last_seen, at)
         self._dirty.add(("run", run_id))
         self._dirty.add(("job", f"{ns}\x1f{name}"))

@@ -11,6 +11,10 @@ held back, re-sends firing alerts to Alertmanager, and retries the outbox.
 Facts are saved with every alert change and at least every second; offsets
 are committed only up to what is saved (``durable_offsets``), so a restart
 replays the rest and rebuilds exactly the same facts.
+
+With a ``CatchUp`` (``consume alerting`` passes one), a new group reads the
+history already on the topic silently and then notifies the alerts still
+open, once (see catchup.py).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from lineagewire.consumers.runtime.base import Handler
 
+from .catchup import CatchUp, CatchUpPlan, partition_key
 from .channels import Channel
 from .config import AlertingConfig
 from .dispatch import Alert, Dispatcher
@@ -30,7 +35,7 @@ from .engine import RuleEngine
 from .facts import Facts
 from .model import labels_match
 from .outbox import Outbox, OutboxWorker
-from .store import DEFAULT_URL, AlertStore, Silence
+from .store import CATCHUP_POS, DEFAULT_URL, AlertStore, Silence
 
 if TYPE_CHECKING:
     from lineagewire.consumers.runtime.record import Record
@@ -48,7 +53,8 @@ class AlertingHandler(Handler):
     """Alerts from job events; see the module docstring.
 
     ``channels``: channel objects to use instead of building them from ``config`` (tests);
-    ``clock``: epoch seconds now (tests drive group_wait and deadlines with it).
+    ``clock``: epoch seconds now (tests drive group_wait and deadlines with it);
+    ``catch_up``: a new group reads history silently (catchup.py); None: every alert is news (replay, tests).
     """
 
     name: ClassVar[str] = "alerting"
@@ -56,7 +62,8 @@ class AlertingHandler(Handler):
 
     def __init__(self, config: AlertingConfig, *, database: str | None = None,
                  channels: dict[str, Channel] | None = None, clock: Callable[[], float] = time.time,
-                 facts_interval: float = 1.0, silences_interval: float = 2.0, transport: Any = None) -> None:
+                 facts_interval: float = 1.0, silences_interval: float = 2.0, transport: Any = None,
+                 catch_up: CatchUp | None = None) -> None:
         self.config = config
         self.database = database or config.database or DEFAULT_URL
         self.clock = clock
@@ -81,6 +88,11 @@ class AlertingHandler(Handler):
         self._unsaved_rows: list[tuple[str, dict[str, Any]]] = []
         self._unsaved_facts: dict[tuple[str, str], dict[str, Any] | None] = {}
         self._pruned_at = 0.0
+        self.catch_up = catch_up
+        self.plan: CatchUpPlan | None = None  # None: not known yet (no event handled, no record in the database)
+        self._started = clock()
+        self._positions_saved: dict[str, int] = {}
+        self._caught_up_checked = 0.0
 
     # -- Handler hooks -------------------------------------------------------------------------------
 
@@ -89,6 +101,8 @@ class AlertingHandler(Handler):
         alerts, groups, facts = self.store.load()
         self.engine.facts.load(facts)
         self.dispatcher.load(alerts, groups)
+        if self.catch_up is not None and (held := self.store.catchup(self.catch_up.group)) is not None:
+            self.plan = CatchUpPlan.from_json(held)
         self.channels = self._channels if self._channels is not None else \
             self.config.build_channels(self._transport)
         self.outbox = Outbox(self.store, self.channels)
@@ -100,6 +114,8 @@ class AlertingHandler(Handler):
 
     def handle(self, record: Record) -> int:
         assert record.event is not None
+        if self.catch_up is not None and self.plan is None:
+            self._plan_catch_up()
         signals = self.engine.process(record.event)
         self._handled[(record.topic, record.partition)] = record.offset + 1
         return self._apply(signals, self.clock(), tick=False, save=False)
@@ -117,7 +133,10 @@ class AlertingHandler(Handler):
         when = _utc(now)
         if now - self._silences_at >= self.silences_interval:
             self._reload_silences(now)
-        signals = self.engine.check(when)
+        if self.catching_up and now - self._caught_up_checked >= 1.0:
+            self._check_caught_up(now)
+        # The clock's rules wait for the end of history: a run whose end is still to be read is not stuck.
+        signals = [] if self.catching_up else self.engine.check(when)
         flush = now - self._facts_at >= self.facts_interval
         if now - self._pruned_at > 3600:
             self.engine.facts.prune(when)
@@ -138,7 +157,7 @@ class AlertingHandler(Handler):
 
     def close(self) -> None:
         try:
-            if self.store is not None:
+            if self.store is not None and self.worker is not None:  # else open() failed before the worker
                 self._apply([], self.clock(), flush_facts=True)
         finally:
             if self.worker is not None:
@@ -151,6 +170,49 @@ class AlertingHandler(Handler):
                     log.warning("closing channel %s failed: %s", ch.name, exc)
             if self.store is not None:
                 self.store.close()
+
+    # -- a new group's catch-up (catchup.py) ---------------------------------------------------------------
+
+    @property
+    def catching_up(self) -> bool:
+        return self.plan is not None and not self.plan.done
+
+    def _plan_catch_up(self) -> None:
+        assert self.catch_up is not None and self.store is not None
+        held = self.store.catchup(self.catch_up.group)
+        if held is None:
+            held = self.store.start_catchup(self.catch_up.group, self.catch_up.plan(_utc(self._started)).to_json())
+        self.plan = CatchUpPlan.from_json(held)
+
+    def _check_caught_up(self, now: float) -> None:
+        """Done when every partition of the plan was saved up to its end, by this instance or another."""
+        assert self.catch_up is not None and self.store is not None and self.plan is not None
+        self._caught_up_checked = now
+        held = self.store.catchup(self.catch_up.group)
+        if held is None or not held["done"]:  # else another instance saw the end (and cleared the positions)
+            saved = self.store.catchup_positions(self.catch_up.group)
+            for (topic, partition), pos in self._durable.items():
+                key = partition_key(topic, partition)
+                saved[key] = max(saved.get(key, 0), pos)
+            if any(saved.get(key, 0) < end for key, end in self.plan.ends.items()):
+                return
+            self.store.finish_catchup(self.catch_up.group, self.plan.to_json())
+        self.plan.done = True
+        still = sum(1 for a in self.dispatcher.alerts.values() if a.state == "firing" and not a.notified)
+        log.info("alerting: caught up with the history of group %s; notifying the %d alert(s) still open",
+                 self.catch_up.group, still)
+
+    def _catch_up_positions(self) -> list[tuple[str, str, dict[str, Any] | None]]:
+        """Rows saving how far this instance read each partition of the plan (other instances read them)."""
+        if not self.catching_up or self.catch_up is None or self.plan is None:
+            return []
+        out = []
+        for (topic, partition), pos in self._handled.items():
+            key = partition_key(topic, partition)
+            if key in self.plan.ends and self._positions_saved.get(key) != pos:
+                self._positions_saved[key] = pos
+                out.append((CATCHUP_POS, f"{self.catch_up.group}\x1f{key}", {"pos": pos}))
+        return out
 
     # -- internals -----------------------------------------------------------------------------------
 
@@ -167,6 +229,8 @@ class AlertingHandler(Handler):
         """
         index: dict[tuple[int, tuple[str | None, ...]], set[str]] | None = None
         rules = self.config.inhibit_rules
+        # While a new group reads history, alerts that began before its start (or --notify-since) wait.
+        held_before = self.plan.since if self.catching_up and self.plan is not None else None
 
         def build() -> dict[tuple[int, tuple[str | None, ...]], set[str]]:
             out: dict[tuple[int, tuple[str | None, ...]], set[str]] = {}
@@ -180,6 +244,8 @@ class AlertingHandler(Handler):
 
         def muted(alert: Alert) -> bool:
             nonlocal index
+            if held_before is not None and alert.starts_at < held_before:
+                return True
             if any(s.mutes(alert.labels, now) for s in self.silences):
                 return True
             for i, rule in enumerate(rules):
@@ -210,7 +276,7 @@ class AlertingHandler(Handler):
             saved_rows = bool(self._unsaved_rows)
             for kind, key, value in self.engine.facts.dump_dirty():
                 self._unsaved_facts[(kind, key)] = value
-            facts = [(k, key, v) for (k, key), v in self._unsaved_facts.items()]
+            facts = [(k, key, v) for (k, key), v in self._unsaved_facts.items()] + self._catch_up_positions()
             # On a database error the changes stay queued here; the runtime retries and the next call saves them.
             self.store.save(alerts, groups, self._unsaved_rows, facts, when)
             self.dispatcher.changed_alerts.clear()

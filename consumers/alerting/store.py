@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import pathlib
+import urllib.parse
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -30,6 +32,8 @@ from .model import labels_match
 __all__ = ["DEFAULT_URL", "STORE", "AlertStore", "OutboxRow", "Silence"]
 
 DEFAULT_URL = "sqlite:///lineagewire-alerting.db"
+#: kinds of alerting_facts rows that are a new group's catch-up (catchup.py), not the rules' facts
+CATCHUP, CATCHUP_POS = "catchup", "catchup_pos"
 
 meta = sa.MetaData()
 TS = sa.DateTime(timezone=True)
@@ -123,16 +127,28 @@ class OutboxRow:
 
 
 class AlertStore:
-    """The alert database at ``url``; tables are created when missing."""
+    """The alert database at ``url``; tables are created when missing.
 
-    def __init__(self, url: str = DEFAULT_URL) -> None:
+    ``create=False`` (the ``alerts`` commands other than ``silence``): the database must exist already, a
+    mistyped ``--database`` is an error rather than a new empty database; ``read_only`` also opens a SQLite file
+    read-only.
+    """
+
+    def __init__(self, url: str = DEFAULT_URL, *, create: bool = True, read_only: bool = False) -> None:
         try:
             if url.startswith("sqlite"):
-                self.engine = sa.create_engine(url, connect_args={"timeout": 30})
-                sa.event.listen(self.engine, "connect", _sqlite_pragmas)
+                target: str | sa.URL = url if create else _existing_sqlite(url, read_only=read_only)
+                self.engine = sa.create_engine(target, connect_args={"timeout": 30})
+                if not read_only:
+                    sa.event.listen(self.engine, "connect", _sqlite_pragmas)
             else:
                 self.engine = sa.create_engine(url, pool_pre_ping=True)
-            upgrade(self.engine, STORE)
+            if create:
+                upgrade(self.engine, STORE)
+            elif not sa.inspect(self.engine).has_table(alerts_t.name):
+                self.engine.dispose()
+                raise RulesError(f"database={url!r} is not an alert database (no table {alerts_t.name}); expected "
+                                 "the database `lineagewire consume alerting` writes")
         except sa.exc.ArgumentError as exc:
             raise RulesError(f"database={url!r}: not a SQLAlchemy URL ({exc}); expected e.g. "
                              "sqlite:///alerting.db or postgresql+psycopg://user@host/db") from exc
@@ -151,8 +167,42 @@ class AlertStore:
                 sa.or_(alerts_t.c.state == "firing", alerts_t.c.resolve_pending.is_(True))))]
             groups = [Group(r.key, r.labels, tuple(r.channels), _utc(r.first_pending_at), _utc(r.last_sent_at))
                       for r in c.execute(sa.select(groups_t))]
-            facts = [(r.kind, r.key, r.value) for r in c.execute(sa.select(facts_t))]
+            facts = [(r.kind, r.key, r.value) for r in c.execute(
+                sa.select(facts_t).where(facts_t.c.kind.not_in((CATCHUP, CATCHUP_POS))))]
         return alerts, groups, facts
+
+    # -- a new group's catch-up (catchup.py): rows of alerting_facts, no table of their own -----------------
+
+    def catchup(self, group: str) -> dict[str, Any] | None:
+        with self._conn() as c:
+            return c.execute(sa.select(facts_t.c.value).where(facts_t.c.kind == CATCHUP,  # type: ignore[no-any-return]
+                                                              facts_t.c.key == group)).scalar()
+
+    def start_catchup(self, group: str, plan: dict[str, Any]) -> dict[str, Any]:
+        """Store ``plan`` unless an instance of the group stored one first; the plan that holds."""
+        try:
+            with self._begin() as c:
+                c.execute(facts_t.insert().values(kind=CATCHUP, key=group, value=plan))
+        except StoreError as exc:
+            if not isinstance(exc.__cause__, sa.exc.IntegrityError):
+                raise
+        held = self.catchup(group)
+        return held if held is not None else plan
+
+    def finish_catchup(self, group: str, plan: dict[str, Any]) -> None:
+        with self._begin() as c:
+            c.execute(facts_t.update().where(facts_t.c.kind == CATCHUP, facts_t.c.key == group)
+                      .values(value={**plan, "done": True}))
+            c.execute(facts_t.delete().where(facts_t.c.kind == CATCHUP_POS,
+                                             facts_t.c.key.startswith(group + "\x1f", autoescape=True)))
+
+    def catchup_positions(self, group: str) -> dict[str, int]:
+        """Partition key -> the next offset any instance of ``group`` has saved while catching up."""
+        prefix = group + "\x1f"
+        with self._conn() as c:
+            return {r.key[len(prefix):]: int(r.value["pos"]) for r in c.execute(
+                sa.select(facts_t.c.key, facts_t.c.value).where(
+                    facts_t.c.kind == CATCHUP_POS, facts_t.c.key.startswith(prefix, autoescape=True)))}
 
     def save(self, alerts: Iterable[Alert], groups: Iterable[Group], outbox: Iterable[tuple[str, dict[str, Any]]],
              facts: Iterable[tuple[str, str, dict[str, Any] | None]], now: dt.datetime) -> list[int]:
@@ -299,6 +349,22 @@ class AlertStore:
         except SQLAlchemyError as exc:
             raise StoreError(f"alert database {self.engine.url.render_as_string(hide_password=True)}: "
                              f"{exc}") from exc
+
+
+def _existing_sqlite(url: str, *, read_only: bool) -> sa.URL:
+    """``url`` of a SQLite file that must exist (RulesError otherwise), opened read-only if asked."""
+    parsed = sa.make_url(url)
+    name = parsed.database or ""
+    if not name or name == ":memory:" or name.startswith("file:"):
+        return parsed  # in memory, or a URI the user spelled out: nothing to check
+    path = pathlib.Path(name)
+    if not path.is_file():
+        raise RulesError(f"alert database {url!r} does not exist (no file {str(path)!r}); expected the database "
+                         "`lineagewire consume alerting` writes (--database, or the rules file's database:)")
+    if not read_only:
+        return parsed
+    return parsed.set(database=f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro",
+                      query={**parsed.query, "uri": "true"})
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:

@@ -1,0 +1,109 @@
+"""A fresh deployment reads history silently: what was already on the topic is not news.
+
+Every service starts a new consumer group at the earliest offset, so a new
+``consume alerting`` would page every failure still on the topic (up to the
+topic's retention) and then resolve most of them. Instead, the first time a
+group handles an event, if the group has no committed offset on any of its
+partitions, the service records in the alert database (``alerting_facts``,
+kind ``catchup``, key = the group):
+
+* ``since``: the service's start, or ``--notify-since``;
+* ``ends``: each partition's high-water mark at that moment (the end of the
+  topic as of the start).
+
+While some partition of that record is behind its end (``catchup_pos`` rows,
+written with the facts by whichever instance of the group handles it, so a
+rebalance or a restart carries on where it was), alerts that began before
+``since`` are held back, and the clock's rules (stuck runs, deadlines) wait:
+history builds state, and an alert that opened and resolved in history is
+dropped unsent. Once every partition reached its end, the record is marked
+done and each alert still open is notified once, through the normal
+group_wait / grouping. An alert newer than ``since`` is notified at once.
+
+A group that has committed offsets already (a restart, or a deployment from
+before this) keeps notifying as it always did: its record is written done.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from lineagewire.config import Settings
+
+log = logging.getLogger(__name__)
+
+__all__ = ["CatchUp", "CatchUpPlan", "partition_key"]
+
+
+def partition_key(topic: str, partition: int) -> str:
+    return f"{topic}[{partition}]"
+
+
+@dataclass
+class CatchUpPlan:
+    """The catch-up record of a group: notify alerts older than ``since`` only once every partition in ``ends``
+    was handled up to its end; ``done`` once that happened (or when there was nothing to catch up)."""
+
+    since: dt.datetime | None
+    ends: dict[str, int]
+    done: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"since": self.since.isoformat() if self.since else None, "ends": self.ends, "done": self.done}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> CatchUpPlan:
+        return cls(dt.datetime.fromisoformat(d["since"]) if d.get("since") else None, dict(d["ends"]),
+                   bool(d["done"]))
+
+
+class CatchUp:
+    """Where group ``group`` stands on ``topics`` in Kafka, asked once, on a fresh deployment's first event.
+
+    ``notify_since``: alerts that began before this are history (default: the service's start).
+    """
+
+    def __init__(self, settings: Settings, group: str, topics: list[str], *,
+                 notify_since: dt.datetime | None = None, timeout: float = 10.0) -> None:
+        self.settings = settings
+        self.group = group
+        self.topics = list(topics)
+        self.notify_since = notify_since
+        self.timeout = timeout
+
+    def plan(self, started: dt.datetime) -> CatchUpPlan:
+        """A new plan: done if the group has committed offsets, else every non-empty partition's end now.
+
+        Kafka errors propagate (the runtime retries the event with backoff)."""
+        from confluent_kafka import Consumer, TopicPartition
+
+        from lineagewire.kafka.errors import QUIET_LOGGER
+
+        # A consumer of the same group that never subscribes: it reads the group's offsets without joining it.
+        consumer = Consumer({**self.settings.as_librdkafka_dict(), "group.id": self.group,
+                             "enable.auto.commit": False, "logger": QUIET_LOGGER})
+        try:
+            md = consumer.list_topics(timeout=self.timeout)
+            tps = [TopicPartition(t, p) for t in self.topics if t in md.topics and md.topics[t].error is None
+                   for p in sorted(md.topics[t].partitions)]
+            committed = consumer.committed(tps, timeout=self.timeout) if tps else []
+            if any(tp.offset >= 0 for tp in committed):
+                log.log(logging.WARNING if self.notify_since else logging.INFO, "alerting: group %s has committed "
+                        "offsets: notifying as before, no catch-up%s", self.group,
+                        " (--notify-since is for a new group only)" if self.notify_since else "")
+                return CatchUpPlan(None, {}, done=True)
+            ends: dict[str, int] = {}
+            for tp in tps:
+                low, high = consumer.get_watermark_offsets(tp, timeout=self.timeout)
+                if high > low:
+                    ends[partition_key(tp.topic, tp.partition)] = int(high)
+        finally:
+            consumer.close()
+        since = self.notify_since or started
+        log.info("alerting: new group %s: reading the history of %d partition(s) silently (alerts before %s), "
+                 "then notifying the alerts still open", self.group, len(ends), since.isoformat())
+        return CatchUpPlan(since, ends, done=not ends)
