@@ -94,6 +94,7 @@ class ConnectRuns:
                     "connect.user_name": fields.get("user_name", ""),
                     "connect.tags": ",".join(fields.get("session_tags") or ()),
                     "connect.statement": (fields.get("statement_text") or "")[:_STATEMENT_CHARS]}
-            run = Run(conf.get("spark.lineagewire.namespace") or self.namespace, name, parent=self.parent.ref)
+            run = Run(conf.get("spark.lineagewire.namespace") or self.namespace, name, parent=self.parent.ref,
+                      root_parent=self.parent.child_root)
             self._runs[session_id] = run
             self._start(run, {**self.spec, "tags": {k: v for k, v in tags.items() if v}, "job_type": "BATCH"})

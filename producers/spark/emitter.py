@@ -39,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -58,6 +59,7 @@ from .hooks import SparkHooks
 from .listeners.base import JobStatusListener, ListenerContext
 from .listeners.executor import BoundedExecutor
 from .listeners.registry import load_factory
+from .parents import CONF_KEYS, orchestrator_parents
 from .runs import Run, error_info, is_cancellation
 from .streaming import StreamingRuns
 
@@ -77,7 +79,8 @@ class Emitter(SparkCallbacks):
     """
 
     def __init__(self, spark: Any, config: EmitterConfig, settings: Settings,
-                 properties: dict[str, str] | None = None, *, connect_runs: bool = True) -> None:
+                 properties: dict[str, str] | None = None, *, connect_runs: bool = True,
+                 parents: tuple[RunRef | None, RunRef | None] = (None, None)) -> None:
         self.spark = spark
         self.config = config
         self.settings = settings
@@ -90,7 +93,9 @@ class Emitter(SparkCallbacks):
         self._redactor = config.redactor()
         self.events = 0
         self._spec = self._spec_snapshot()
-        self.app_run = Run(config.namespace, config.job_name or self._spec["application_name"], config.run_id)
+        # An orchestrator's task run (and its DAG run) above the application: Airflow's conf keys (parents.py).
+        self.app_run = Run(config.namespace, config.job_name or self._spec["application_name"], config.run_id,
+                           parent=parents[0], root_parent=parents[1])
         self._listeners = self._start_listeners(properties or {})
         self._actions = ActionLineage(config, self._redactor, self._send_parts)
         self._streams = StreamingRuns(config.namespace, self.app_run, self._spec, heartbeat=config.heartbeat,
@@ -180,7 +185,8 @@ class Emitter(SparkCallbacks):
                   tags: dict[str, str] | None = None, sql: str | None = None, job_type: str = "BATCH") -> Run:
         """Begin a run (JobCreatedEvent, CREATED → RUNNING); end it with ``end_run``. ``job_run()`` does both."""
         run = Run(namespace or self.config.namespace, job_name, run_id,
-                  parent=parent if parent is not None else self.app_run.ref, schedule=schedule)
+                  parent=parent if parent is not None else self.app_run.ref, schedule=schedule,
+                  root_parent=None if parent is not None else self.app_run.child_root)
         spec = {**self._spec, "sql": sql, "tags": dict(tags or {}), "job_type": job_type}
         with self._lock:
             self._stack.append(run)
@@ -395,10 +401,12 @@ def install(spark: Any, *, settings: Settings | None = None, listeners: list[str
         if existing is not None:
             return existing
         conf = {k: v for k, v in spark.sparkContext.getConf().getAll() if k.startswith(CONF_PREFIX)}
+        orchestrator = {k: v for k in CONF_KEYS if (v := spark.conf.get(k, None))}
         cfg = resolve_config(spark_conf=conf, config=config, listeners=listeners, namespace=job_namespace,
                              job_name=job_name)
         settings = _kafka_settings(settings, cfg, conf, config or {})
-        emitter = Emitter(spark, cfg, settings, conf, connect_runs=connect_runs)
+        emitter = Emitter(spark, cfg, settings, conf, connect_runs=connect_runs,
+                          parents=orchestrator_parents(orchestrator, os.environ))
         spark._lineagewire_emitter = emitter
         process_hooks.register(emitter)
         return emitter
