@@ -76,3 +76,21 @@ def test_runs_and_actions_carry_the_airflow_parent_and_root(spark, settings, mak
     child = [e for e in events if e["header"]["run_id"] == step.run_id]
     assert child and all(e["header"]["root_parent_run"] == DAG for e in child)
     assert child[0]["header"]["parent_run"] == app_ref
+
+
+@pytest.mark.integration
+@pytest.mark.spark
+def test_the_environment_parent_alone_is_the_root_of_the_runs_below(spark, settings, make_emitter,  # noqa: ANN001
+                                                                    monkeypatch) -> None:  # noqa: ANN001
+    monkeypatch.setenv("OPENLINEAGE_PARENT_ID", f"airflow/orders_dag.load/{TASK_RUN}")
+    monkeypatch.delenv("OPENLINEAGE_ROOT_PARENT_ID", raising=False)
+    emitter = make_emitter(settings=settings, listeners=["kafka"], job_name="orders-load-env")
+    spark.range(3).count()
+    emitter.close(20)
+
+    events = read_topic(settings, settings.topics.jobs, expected=4, timeout=60)
+    kinds = {e["header"]["schema_name"].rsplit(".", 1)[1]: e for e in events}
+    assert kinds["JobCreatedEvent"]["header"]["parent_run"] == TASK
+    assert kinds["JobCreatedEvent"]["header"]["root_parent_run"] is None, "the parent is the root itself"
+    action = kinds["ActionLineageEvent"]["header"]
+    assert action["parent_run"] == emitter.app_run.ref and action["root_parent_run"] == TASK
