@@ -79,6 +79,7 @@ class EventHeader(TypedDict):
     schema_name: str
     schema_version: int
     schedule: ScheduleRef | None
+    root_parent_run: RunRef | None
 
 
 class ErrorInfo(TypedDict):
@@ -254,6 +255,7 @@ def header(
     sequence: int = 0,
     parent_run: RunRef | None = None,
     schedule: ScheduleRef | None = None,
+    root_parent_run: RunRef | None = None,
     producer: Producer | None = None,
     event_time: dt.datetime | None = None,
     event_id: str | None = None,
@@ -271,6 +273,7 @@ def header(
         "schema_name": EVENT_SCHEMAS[kind],
         "schema_version": SCHEMA_VERSION,
         "schedule": schedule,
+        "root_parent_run": root_parent_run,
     }
 
 

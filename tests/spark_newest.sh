@@ -4,7 +4,7 @@
 #   tests/spark_newest.sh [pytest args...]     (default: tests/producers/spark -m "spark and not slow"; make test runs it)
 #
 # Creates (once, and again when pyproject.toml changes) a second virtualenv, .venv-spark-newest, from
-# pyproject.toml: the `spark` extra and the `dev` tools without the dev pin of PySpark, plus the newest
+# pyproject.toml: the `connect` extra (which holds `spark`) and the `dev` tools without the dev pin of PySpark, plus the newest
 # PySpark that `pyspark>=4.0,<5` admits. pip's own cache is reused, so a re-run downloads nothing
 # (without a cache, on a clean clone: ~2.5 min, ~450 MB, most of it PySpark).
 # Tests whose connector jars Maven Central does not serve for that Spark skip with the reason.
@@ -38,7 +38,7 @@ for req in dev:
 EOF
   )
   "$VENV/bin/python" -m pip install -q --upgrade pip
-  "$VENV/bin/python" -m pip install -q -e '.[spark]' "${tools[@]}" "$SPEC" $PINS
+  "$VENV/bin/python" -m pip install -q -e '.[connect]' "${tools[@]}" "$SPEC" $PINS
   echo "$STAMP" > "$VENV/.installed"
 fi
 

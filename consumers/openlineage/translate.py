@@ -289,13 +289,21 @@ class Translator:
         facets: dict[str, Any] = {}
         parent = parent or hdr.get("parent_run")
         if parent:
-            key = ("parent", parent["job_namespace"], parent["job_name"], parent["run_id"])
+            # header.root_parent_run (contract v2): an orchestrator's DAG run above the parent, the facet's root.
+            root = hdr.get("root_parent_run")
+            key = ("parent", parent["job_namespace"], parent["job_name"], parent["run_id"],
+                   *((root["job_namespace"], root["job_name"], root["run_id"]) if root else ()))
             facet = self._facet_cache.get(key)
             if facet is None:
                 facet = parent_run.ParentRunFacet(
                     run=parent_run.Run(runId=ol_run_id(parent["job_namespace"], parent["job_name"],
                                                        parent["run_id"])),
                     job=parent_run.Job(namespace=parent["job_namespace"], name=parent["job_name"]),
+                    root=parent_run.Root(
+                        run=parent_run.RootRun(runId=ol_run_id(root["job_namespace"], root["job_name"],
+                                                               root["run_id"])),
+                        job=parent_run.RootJob(namespace=root["job_namespace"], name=root["job_name"]),
+                    ) if root else None,
                     producer=self.producer)
                 self._remember(key, facet, facet)
             facets["parent"] = facet

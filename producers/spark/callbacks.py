@@ -46,3 +46,18 @@ class SparkCallbacks(Protocol):
 
     def on_stream_terminated(self, event: Any) -> None:
         """A streaming query stopped (``QueryTerminatedEvent``: ``id``, ``exception``, ``errorClassOnException``)."""
+
+    def on_connect_event(self, kind: str, fields: dict[str, Any]) -> None:
+        """A Spark Connect server event: ``kind`` is its class name without ``SparkListenerConnect``.
+
+        ``OperationStarted`` (``session_id``, ``user_id``, ``user_name``, ``operation_id``, ``job_tag``,
+        ``statement_text``, ``session_tags``: the client's ``spark.addTag`` tags, and ``conf``: the client
+        session's ``spark.app.name`` and ``spark.lineagewire.*`` settings), ``OperationFinished`` /
+        ``OperationFailed`` (``error_message``) / ``OperationCanceled`` / ``OperationClosed``
+        (``operation_id``, ``job_tag``), ``SessionStarted`` / ``SessionClosed`` (``session_id``, ``user_id``).
+        Plain Python values: the hooks read the Java event before calling.
+        """
+
+    def on_connect_action(self, session_id: str, func_name: str, qe: Any, duration_ns: int | None,
+                          exception: Any) -> None:
+        """A Spark action of the Connect client session ``session_id`` ended (arguments as ``on_action``)."""

@@ -14,7 +14,7 @@ from .exceptions import EmitterConfigError
 from .instrument import child_environment
 from .listeners.registry import load_factory
 
-__all__ = ["instrument"]
+__all__ = ["connect_server", "instrument"]
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -63,3 +63,41 @@ def instrument(ctx: click.Context, listeners: str | None, namespace: str | None,
         os.execvpe(program, list(command), env)  # noqa: S606 - running the user's command is the point
     except OSError as exc:
         raise click.ClickException(f"cannot run {command[0]!r}: {exc}") from exc
+
+
+@click.command("connect-server")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address the Connect server binds to.")
+@click.option("--port", default=15002, show_default=True, type=click.IntRange(1, 65535),
+              help="Port of the Connect server (clients: sc://HOST:PORT).")
+@click.option("--master", default=None, help="Spark master of the server (default: spark.master, else local[*]).")
+@click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE",
+              help="A Spark conf of the server, e.g. --conf spark.jars.packages=... or emitter settings "
+                   "--conf spark.lineagewire.namespace=prod (docs/emitter.md).")
+@click.pass_context
+def connect_server(ctx: click.Context, host: str, port: int, master: str | None, confs: tuple[str, ...]) -> None:
+    """Run a shared Spark Connect server whose every client session is reported as a run of its own.
+
+    Spark's start-connect-server.sh with lineagewire's emitter: thin clients connect with
+    SparkSession.builder.remote("sc://HOST:PORT"). SIGTERM or Ctrl-C stops it.
+    """
+    conf: dict[str, str] = {}
+    for item in confs:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"{item!r}: expected KEY=VALUE, e.g. spark.executor.memory=2g",
+                                     param_hint="--conf")
+        conf[key.strip()] = value
+    if master:
+        conf["spark.master"] = master
+    conf.setdefault("spark.master", "local[*]")
+    try:
+        cfg = resolve_config(spark_conf={k: v for k, v in conf.items() if k.startswith(CONF_PREFIX)})
+        for name in cfg.listeners:
+            load_factory(name)
+        settings = settings_from(ctx)
+    except EmitterConfigError as exc:
+        raise click.UsageError(str(exc)) from exc
+    conf.setdefault(CONF_PREFIX + "bootstrap_servers", settings.bootstrap_servers)
+    from .connect_server import serve
+
+    serve(conf, host=host, port=port)

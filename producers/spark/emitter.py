@@ -6,6 +6,7 @@ Where the parts live:
   protocol (``callbacks.py``), which ``Emitter`` implements;
 * ``actions.py``: Spark actions to ``ActionLineageEvent`` on the actions worker;
 * ``streaming.py``: streaming queries as runs of their own;
+* ``connect.py``: Spark Connect client sessions as runs of their own;
 * ``process_hooks.py``: excepthook, atexit and ``SparkContext.stop``;
 * this module: the runs, the listeners, redaction, flush and close, and the
   public entry points ``install`` and ``job_run``.
@@ -38,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -51,11 +53,13 @@ from . import process_hooks
 from .actions import ActionLineage
 from .callbacks import SparkCallbacks
 from .config import CONF_PREFIX, EmitterConfig, conf_snapshot, resolve_config
+from .connect import ConnectRuns
 from .exceptions import EmitterError
 from .hooks import SparkHooks
 from .listeners.base import JobStatusListener, ListenerContext
 from .listeners.executor import BoundedExecutor
 from .listeners.registry import load_factory
+from .parents import CONF_KEYS, orchestrator_parents
 from .runs import Run, error_info, is_cancellation
 from .streaming import StreamingRuns
 
@@ -75,7 +79,8 @@ class Emitter(SparkCallbacks):
     """
 
     def __init__(self, spark: Any, config: EmitterConfig, settings: Settings,
-                 properties: dict[str, str] | None = None) -> None:
+                 properties: dict[str, str] | None = None, *, connect_runs: bool = True,
+                 parents: tuple[RunRef | None, RunRef | None] = (None, None)) -> None:
         self.spark = spark
         self.config = config
         self.settings = settings
@@ -88,7 +93,9 @@ class Emitter(SparkCallbacks):
         self._redactor = config.redactor()
         self.events = 0
         self._spec = self._spec_snapshot()
-        self.app_run = Run(config.namespace, config.job_name or self._spec["application_name"], config.run_id)
+        # An orchestrator's task run (and its DAG run) above the application: Airflow's conf keys (parents.py).
+        self.app_run = Run(config.namespace, config.job_name or self._spec["application_name"], config.run_id,
+                           parent=parents[0], root_parent=parents[1])
         self._listeners = self._start_listeners(properties or {})
         self._actions = ActionLineage(config, self._redactor, self._send_action,
                                       codec=Codec(schema_registry_url=settings.schema_registry_url,
@@ -96,6 +103,8 @@ class Emitter(SparkCallbacks):
                                       topic=config.topic or settings.topics.jobs)
         self._streams = StreamingRuns(config.namespace, self.app_run, self._spec, heartbeat=config.heartbeat,
                                       lock=self._lock, start=self._emit_start, end=self._end, actions=self._actions)
+        self._connect = ConnectRuns(config.namespace, self.app_run, self._spec, per_session=connect_runs,
+                                    lock=self._lock, start=self._emit_start, end=self._end)
         self._emit_start(self.app_run, self._spec)
         try:
             self._hooks = SparkHooks(self, spark, spark_listener=config.spark_listener,
@@ -178,7 +187,8 @@ class Emitter(SparkCallbacks):
                   tags: dict[str, str] | None = None, sql: str | None = None, job_type: str = "BATCH") -> Run:
         """Begin a run (JobCreatedEvent, CREATED → RUNNING); end it with ``end_run``. ``job_run()`` does both."""
         run = Run(namespace or self.config.namespace, job_name, run_id,
-                  parent=parent if parent is not None else self.app_run.ref, schedule=schedule)
+                  parent=parent if parent is not None else self.app_run.ref, schedule=schedule,
+                  root_parent=None if parent is not None else self.app_run.child_root)
         spec = {**self._spec, "sql": sql, "tags": dict(tags or {}), "job_type": job_type}
         with self._lock:
             self._stack.append(run)
@@ -240,7 +250,27 @@ class Emitter(SparkCallbacks):
         with self._lock:
             for run in reversed(self._stack):
                 self._end(run, "FINISHED")
+            self._connect.end_all(status, error)
             self._end(self.app_run, status, error)
+
+    def on_connect_event(self, kind: str, fields: dict[str, Any]) -> None:
+        """A Spark Connect server event: a client session's first operation starts its run, closing it ends it."""
+        if not self.closed:
+            self._connect.event(kind, fields)
+
+    def on_connect_action(self, session_id: str, func_name: str, qe: Any, duration_ns: int | None,
+                          exception: Any) -> None:
+        """An action of a Connect client session: in the session's run (else the run open now)."""
+        if not self.closed:
+            run = self._connect.run_of(session_id) or self.current_run()
+            self._actions.submit(run, func_name, qe, duration_ns, exception)
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Wait until the SparkListener is registered (it may be compiling); False on timeout.
+
+        A Connect server waits for it before taking clients: the listener is what sees their sessions.
+        """
+        return self._hooks.spark_listener_ready.wait(timeout)
 
     def on_stream_started(self, event: Any) -> None:
         """A streaming query started: a run of its own."""
@@ -283,13 +313,15 @@ class Emitter(SparkCallbacks):
 
         ``stream_progress``: streaming progress callbacks received and sent as events (the rest throttled);
         ``spark_jobs`` (started, succeeded, failed) comes from the SparkListener, None without one;
-        ``spark_listener`` says which one runs: "jvm", "py4j" (the fallback) or None.
+        ``spark_listener`` says which one runs: "jvm", "py4j" (the fallback) or None;
+        ``connect_operations``: Spark Connect operations the server reported (started, failed).
         """
         hooks = getattr(self, "_hooks", None)
         return {"events": self.events, "actions": self.actions, "actions_skipped": self.actions_skipped,
                 "spark_jobs": hooks.job_counts() if hooks is not None else None,
                 "spark_listener": hooks.spark_listener_kind if hooks is not None else None,
                 "stream_progress": {"seen": self._streams.progress_seen, "sent": self._streams.progress_sent},
+                "connect_operations": {"started": self._connect.operations, "failed": self._connect.operations_failed},
                 "listeners": {name: {"handled": ex.done, "failed": ex.failed, "dropped": ex.dropped}
                               for name, _l, ex in self._listeners}}
 
@@ -323,6 +355,7 @@ class Emitter(SparkCallbacks):
                                     "message": "the emitter closed while this run was open", "stack_trace": None})
             self._stack.clear()
             self._streams.cancel_all()
+            self._connect.end_all(status, error)
             self._end(self.app_run, status, error)
         for _name, listener, executor in self._listeners:
             closer = functools.partial(_close_listener, listener, deadline)
@@ -355,23 +388,27 @@ def _close_listener(listener: JobStatusListener, deadline: float) -> None:
 
 def install(spark: Any, *, settings: Settings | None = None, listeners: list[str] | None = None,
             job_namespace: str | None = None, job_name: str | None = None,
-            config: dict[str, str] | None = None) -> Emitter:
+            config: dict[str, str] | None = None, connect_runs: bool = True) -> Emitter:
     """Start emitting for ``spark``; the same Emitter again if one is already running on it.
 
     Arguments that are None come from ``spark.lineagewire.*`` conf keys, then
     ``LINEAGEWIRE_*`` environment variables, then defaults (see ``config.py``).
     ``listeners=[]`` starts none. Raises ``UnknownListenerError`` (listing the
     available names) or ``EmitterConfigError`` before anything starts.
+    ``connect_runs``: a Spark Connect server on this session gives each client session a run of
+    its own (``connect.py``); False puts the clients' actions in the open run, as a classic session's.
     """
     with process_hooks.INSTALL_LOCK:
         existing = running(spark)
         if existing is not None:
             return existing
         conf = {k: v for k, v in spark.sparkContext.getConf().getAll() if k.startswith(CONF_PREFIX)}
+        orchestrator = {k: v for k in CONF_KEYS if (v := spark.conf.get(k, None))}
         cfg = resolve_config(spark_conf=conf, config=config, listeners=listeners, namespace=job_namespace,
                              job_name=job_name)
         settings = _kafka_settings(settings, cfg, conf, config or {})
-        emitter = Emitter(spark, cfg, settings, conf)
+        emitter = Emitter(spark, cfg, settings, conf, connect_runs=connect_runs,
+                          parents=orchestrator_parents(orchestrator, os.environ))
         spark._lineagewire_emitter = emitter
         process_hooks.register(emitter)
         return emitter

@@ -14,6 +14,15 @@ does the same work through py4j, and a warning says what that costs. On a new
 machine the compile runs on a thread of its own, so ``install()`` never waits
 for javac; jobs started in those first seconds are not counted.
 
+Spark Connect: a Connect server (in this process for ``remote("local")``, or
+lineagewire's own server, ``connect_server.py``) runs every client session as a
+SparkSession of its own, and a query listener registered on one session does not
+hear the others. The SparkListener hands the server's ``SparkListenerConnect*``
+events to ``_on_connect_event`` on the listener bus's thread; at a session's first
+operation it registers a query listener on that session (found through
+``SparkConnectService.getOrCreateIsolatedSession``) before the bus, which delivers in
+order, reaches the operation's query.
+
 The Python objects are registered through a Java ``ArrayList`` so that the
 same Java proxy is registered and later unregistered (py4j makes a new proxy
 each time a Python object crosses, and Spark removes listeners by equality).
@@ -21,6 +30,7 @@ each time a Python object crosses, and Spark removes listeners by equality).
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from typing import Any
@@ -60,6 +70,57 @@ class _QueryExecutionListener:
         implements = ["org.apache.spark.sql.util.QueryExecutionListener"]
 
 
+class _SessionActions:
+    """What a Connect session's query listener calls: the session's actions, with its id."""
+
+    def __init__(self, callbacks: SparkCallbacks, session_id: str) -> None:
+        self._callbacks = callbacks
+        self._session_id = session_id
+
+    def on_action(self, func_name: str, qe: Any, duration_ns: int | None, exception: Any) -> None:
+        self._callbacks.on_connect_action(self._session_id, func_name, qe, duration_ns, exception)
+
+
+class _ConnectEvents:
+    """java.util.function.Consumer the Java listener gives each Spark Connect event."""
+
+    def __init__(self, handle: Any) -> None:
+        self._handle = handle
+
+    def accept(self, event: Any) -> None:
+        self._handle(event)
+
+    class Java:
+        implements = ["java.util.function.Consumer"]
+
+
+#: the class-name prefix of Spark Connect's listener events (as in JobEventsListener.java)
+CONNECT_EVENT_PREFIX = "org.apache.spark.sql.connect.service.SparkListenerConnect"
+_CONNECT_SERVICE = "org.apache.spark.sql.connect.service.SparkConnectService"
+#: the client session's settings the runs are named from
+CONNECT_CONF_KEYS = ("spark.app.name", "spark.lineagewire.job_name", "spark.lineagewire.namespace")
+
+
+def _connect_fields(kind: str, event: Any) -> dict[str, Any]:
+    """The plain values of a Connect event (its public accessors), read on the bus thread."""
+    fields: dict[str, Any] = {}
+    if kind.startswith("Operation"):
+        fields["operation_id"] = str(event.operationId())
+        fields["job_tag"] = str(event.jobTag())
+    if kind in ("OperationStarted", "SessionStarted", "SessionClosed"):
+        fields["session_id"] = str(event.sessionId())
+        fields["user_id"] = str(event.userId() or "")
+    if kind == "OperationStarted":
+        fields["user_name"] = str(event.userName() or "")
+        fields["statement_text"] = str(event.statementText() or "")
+        # Scala's Set: mkString is its public rendering; tags cannot contain commas (Spark checks).
+        tags = str(event.sparkSessionTags().mkString(","))
+        fields["session_tags"] = sorted(t for t in tags.split(",") if t)
+    if kind == "OperationFailed":
+        fields["error_message"] = str(event.errorMessage() or "")
+    return fields
+
+
 class _SparkListener:
     """The fallback: org.apache.spark.scheduler.SparkListenerInterface in Python, the same work as the Java one.
 
@@ -68,9 +129,14 @@ class _SparkListener:
     so each exists whatever the version.
     """
 
-    def __init__(self, callbacks: SparkCallbacks) -> None:
+    def __init__(self, callbacks: SparkCallbacks, on_connect_event: Any = None) -> None:
         self._callbacks = callbacks
+        self._on_connect_event = on_connect_event
         self.started = self.succeeded = self.failed = 0
+
+    def onOtherEvent(self, event: Any) -> None:  # noqa: N802
+        if self._on_connect_event is not None and str(event.getClass().getName()).startswith(CONNECT_EVENT_PREFIX):
+            self._on_connect_event(event)
 
     def onJobStart(self, jobStart: Any) -> None:  # noqa: N802,N803
         self.started += 1
@@ -157,6 +223,8 @@ class SparkHooks:
         self._sl_py: _SparkListener | None = None
         self._app_end: _ApplicationEnd | None = None
         self._stream: Any = None
+        self._connect = _ConnectEvents(self._on_connect_event)
+        self._sessions: dict[str, tuple[Any, Any]] = {}  # Connect session id -> (its Java session, our listener)
         self._lock = threading.Lock()
         self._removed = False
         #: "jvm", "py4j" (the fallback), or None while compiling / when off
@@ -218,6 +286,7 @@ class SparkHooks:
                     listener = jvm_classes.new_instance(self.spark, directory, jvm_classes.JOB_EVENTS_LISTENER)
                     self._app_end = _ApplicationEnd(self._callbacks)
                     listener.setOnApplicationEnd(self._app_end)
+                    listener.setOnConnectEvent(self._connect)
                     self.spark.sparkContext._jsc.sc().addSparkListener(listener)
                     self._sl = listener
                     self.spark_listener_kind = "jvm"
@@ -236,7 +305,7 @@ class SparkHooks:
         try:
             with self._lock:
                 if not self._removed:
-                    py = _SparkListener(self._callbacks)
+                    py = _SparkListener(self._callbacks, self._on_connect_event)
                     proxy = self._java_proxy(py)
                     self.spark.sparkContext._jsc.sc().addSparkListener(proxy)
                     self._sl_py, self._sl, self.spark_listener_kind = py, proxy, "py4j"
@@ -244,6 +313,52 @@ class SparkHooks:
             log.warning("could not register lineagewire's SparkListener: %s", exc)
         finally:
             self.spark_listener_ready.set()
+
+    # -- Spark Connect: a query listener per client session -----------------------------------------
+
+    def _on_connect_event(self, event: Any) -> None:
+        # On the listener bus's thread (through py4j): whatever happens, nothing goes back to Spark's bus.
+        try:
+            kind = str(event.getClass().getName())[len(CONNECT_EVENT_PREFIX):]
+            fields = _connect_fields(kind, event)
+            if kind == "OperationStarted":
+                fields["conf"] = self._attach_session(fields["session_id"], fields["user_id"])
+            self._callbacks.on_connect_event(kind, fields)
+            if kind == "SessionClosed":
+                self._detach_session(fields["session_id"])
+        except Exception as exc:  # noqa: BLE001 - a Connect event we cannot read: its actions go to the open run
+            log.warning("lineagewire could not handle a Spark Connect event: %s", str(exc).splitlines()[0] if
+                        str(exc) else repr(exc))
+
+    def _attach_session(self, session_id: str, user_id: str) -> dict[str, str]:
+        """Register a query listener on the Connect session (once); the client session's naming settings."""
+        with self._lock:
+            known = self._sessions.get(session_id)
+            if self._removed:
+                return {}
+        if known is None:
+            jvm = self._gateway.jvm
+            service = getattr(jvm, _CONNECT_SERVICE)
+            # The session exists already (this operation runs in it): get-or-create returns it.
+            holder = service.getOrCreateIsolatedSession(user_id, session_id, jvm.scala.Option.empty())
+            jsession = holder.session()
+            proxy = self._java_proxy(_QueryExecutionListener(_SessionActions(self._callbacks, session_id)))
+            with self._lock:
+                if self._removed or session_id in self._sessions:
+                    return {}
+                jsession.listenerManager().register(proxy)
+                self._sessions[session_id] = known = (jsession, proxy)
+        conf = known[0].conf()
+        return {k: str(v) for k in CONNECT_CONF_KEYS if (v := conf.get(k, None)) is not None}
+
+    def _detach_session(self, session_id: str) -> None:
+        with self._lock:
+            known = self._sessions.pop(session_id, None)
+        if known is not None:
+            try:
+                known[0].listenerManager().unregister(known[1])
+            except Exception as exc:  # noqa: BLE001 - the session is closing: nothing to undo
+                log.debug("could not unregister the query listener of Connect session %s: %s", session_id, exc)
 
     def job_counts(self) -> dict[str, int] | None:
         """Spark jobs started, succeeded and failed (or cancelled) since install; None without a SparkListener."""
@@ -275,6 +390,8 @@ class SparkHooks:
             # A compile still running registers nothing after this.
             self._removed = True
             qel, sl, stream, kind = self._qel, self._sl, self._stream, self.spark_listener_kind
+            sessions = list(self._sessions.values())
+            self._sessions.clear()
         steps = [
             ("query execution listener", lambda: self.spark._jsparkSession.listenerManager().unregister(qel)),
         ]
@@ -282,6 +399,10 @@ class SparkHooks:
             steps.append(("spark listener", lambda: self.spark.sparkContext._jsc.sc().removeSparkListener(sl)))
             if kind == "jvm":
                 steps.append(("application-end callback", lambda: sl.setOnApplicationEnd(None)))
+                steps.append(("Connect event callback", lambda: sl.setOnConnectEvent(None)))
+        for jsession, proxy in sessions:
+            steps.append(("Connect session's query listener",
+                          functools.partial(lambda js, p: js.listenerManager().unregister(p), jsession, proxy)))
         if stream is not None:
             steps.append(("streaming listener", lambda: self.spark.streams.removeListener(stream)))
         for what, step in steps:

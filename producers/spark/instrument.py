@@ -25,16 +25,56 @@ BOOT_DIR = pathlib.Path(__file__).with_name("_boot")
 INSTRUMENT_ENV = "LINEAGEWIRE_INSTRUMENT"
 
 
+#: seconds a local Connect client waits for the emitter's SparkListener (compiled once per machine, 2-3 s)
+CONNECT_READY_TIMEOUT = 30.0
+
+
 def activate_on(spark: Any) -> None:
-    """Install the emitter on ``spark`` (once), and make SIGTERM end the run as CANCELED."""
+    """Install the emitter on ``spark`` (once), and make SIGTERM end the run as CANCELED.
+
+    A Spark Connect client session has no SparkContext of its own. With ``remote("local")``
+    (``SPARK_REMOTE=local``) PySpark runs the Connect server in this process, on an ordinary
+    SparkContext: the emitter goes there, and the client's actions land in the application run,
+    as a classic session's do. A client of a server elsewhere is reported by that server.
+    """
+    from . import process_hooks
     from .emitter import install
 
     try:
-        install(spark)
+        if _is_connect(spark):
+            classic = _local_connect_server(spark)
+            if classic is None or any(e.spark_context is classic.sparkContext for e in process_hooks.active()):
+                return
+            emitter = install(classic, connect_runs=False)
+            # The SparkListener is what sees the client's session: it must be there before its first query.
+            if not emitter.wait_ready(CONNECT_READY_TIMEOUT):
+                log.warning("lineagewire's SparkListener was not ready within %.0fs: the first Spark Connect "
+                            "actions may go unreported", CONNECT_READY_TIMEOUT)
+        else:
+            install(spark)
     except Exception as exc:  # noqa: BLE001 - report and let the job run
         sys.stderr.write(f"lineagewire: the emitter did not start, the job runs without it: {exc}\n")
         return
     _terminate_as_cancel()
+
+
+def _is_connect(spark: Any) -> bool:
+    return type(spark).__module__.startswith("pyspark.sql.connect.")
+
+
+def _local_connect_server(client: Any) -> Any:
+    """The classic SparkSession of the Connect server PySpark started in this process; None for a remote one."""
+    # PySpark sets SPARK_LOCAL_REMOTE while it runs a local server for remote("local[...]") / SPARK_REMOTE=local.
+    if not os.environ.get("SPARK_LOCAL_REMOTE"):
+        sys.stderr.write("lineagewire: this Spark Connect client talks to a server elsewhere; its lineage is "
+                         "reported by that server (start it with `lineagewire connect-server`, docs/emitter.md)\n")
+        return None
+    from pyspark import SparkContext
+    from pyspark.sql.session import SparkSession
+
+    # The server's context exists (PySpark made it for the client): getOrCreate returns it, and a
+    # SparkSession on it wraps the server's default session, as PySpark's own local-server start does.
+    return SparkSession(SparkContext.getOrCreate())
 
 
 def _terminate_as_cancel() -> None:

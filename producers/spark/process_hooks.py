@@ -20,40 +20,49 @@ import functools
 import logging
 import sys
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from lineagewire.schemas.events import ErrorInfo
 
 from .runs import error_info, is_cancellation
 
-if TYPE_CHECKING:
-    from .emitter import Emitter
-
 log = logging.getLogger(__name__)
 
-__all__ = ["INSTALL_LOCK", "active", "exit_status", "install_process_hooks", "register", "unregister"]
+__all__ = ["INSTALL_LOCK", "Closable", "active", "exit_status", "install_process_hooks", "register", "unregister"]
+
+
+class Closable(Protocol):
+    """What these hooks need of an emitter: its SparkContext and ``close()``.
+
+    The emitter imports this module, never the other way round (issue 24): the
+    hooks know emitters only through this protocol.
+    """
+
+    spark_context: Any
+
+    def close(self, timeout: float | None = None) -> None: ...
 
 #: held while an emitter is installed or closed
 INSTALL_LOCK = threading.RLock()
-_ACTIVE: list[Emitter] = []
+_ACTIVE: list[Closable] = []
 _installed = False
 _uncaught: BaseException | None = None
 
 
-def register(emitter: Emitter) -> None:
+def register(emitter: Closable) -> None:
     """``emitter`` is open: close it at exit and at its context's ``stop()``."""
     with INSTALL_LOCK:
         _ACTIVE.append(emitter)
     install_process_hooks()
 
 
-def unregister(emitter: Emitter) -> None:
+def unregister(emitter: Closable) -> None:
     with INSTALL_LOCK:
         if emitter in _ACTIVE:
             _ACTIVE.remove(emitter)
 
 
-def active() -> list[Emitter]:
+def active() -> list[Closable]:
     """The emitters open in this process."""
     with INSTALL_LOCK:
         return list(_ACTIVE)

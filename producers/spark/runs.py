@@ -1,9 +1,10 @@
 """Runs: identity, per-run sequence numbers and the status state machine.
 
 A run is the application run of an installed emitter, a ``job_run()`` block,
-or a streaming query. Its events carry its namespace, name and run id, the
-parent run and schedule it was given, and a ``sequence`` that starts at 0 and
-grows by one per event, so consumers can order and deduplicate them. Status
+a streaming query or a Spark Connect client session. Its events carry its
+namespace, name and run id, the parent run, root parent run (an orchestrator's
+DAG run above the parent) and schedule it was given, and a ``sequence`` that
+starts at 0 and grows by one per event, so consumers can order and deduplicate them. Status
 follows Flink's JobStatus: CREATED → RUNNING → FINISHED / FAILED / CANCELED,
 with the lifecycle state alongside.
 """
@@ -34,11 +35,14 @@ class Run:
     """One run and its event counter. Build its events with the methods; they number themselves."""
 
     def __init__(self, namespace: str, job_name: str, run_id: str | None = None, *,
-                 parent: RunRef | None = None, schedule: ScheduleRef | None = None) -> None:
+                 parent: RunRef | None = None, schedule: ScheduleRef | None = None,
+                 root_parent: RunRef | None = None) -> None:
         self.namespace = namespace
         self.job_name = job_name
         self.run_id = run_id or str(uuid.uuid4())
         self.parent = parent
+        #: the root of the parent chain when it is not ``parent`` itself (an orchestrator's DAG run)
+        self.root_parent = root_parent
         self.schedule = schedule
         self.status: str | None = None
         self.started = time.monotonic()
@@ -51,21 +55,29 @@ class Run:
         return {"job_namespace": self.namespace, "job_name": self.job_name, "run_id": self.run_id}
 
     @property
+    def child_root(self) -> RunRef | None:
+        """The root parent of a run whose parent is this one: this run's root, else its parent."""
+        return self.root_parent or self.parent
+
+    @property
     def finished(self) -> bool:
         return self.status in TERMINAL_STATUSES
 
     def header(self, kind: str, *, parent: RunRef | None = None) -> EventHeader:
         with self._lock:
             seq = next(self._sequence)
+        return self._header(kind, seq, parent)
+
+    def _header(self, kind: str, seq: int, parent: RunRef | None) -> EventHeader:
+        # An event given another parent (an action's: this run) has this run's chain above that parent.
+        root = self.root_parent if parent is None else self.child_root
         return header(kind, job_namespace=self.namespace, job_name=self.job_name, run_id=self.run_id,
                       sequence=seq, parent_run=parent if parent is not None else self.parent,
-                      schedule=self.schedule)
+                      schedule=self.schedule, root_parent_run=root)
 
     def draft_header(self, kind: str, *, parent: RunRef | None = None) -> EventHeader:
         """A header like ``header()`` that takes no sequence number (to size an event before it is sent)."""
-        return header(kind, job_namespace=self.namespace, job_name=self.job_name, run_id=self.run_id,
-                      sequence=0, parent_run=parent if parent is not None else self.parent,
-                      schedule=self.schedule)
+        return self._header(kind, 0, parent)
 
     def created(self, spec: JobSpec) -> dict[str, Any]:
         self.status = "CREATED"

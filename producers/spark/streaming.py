@@ -51,7 +51,7 @@ class StreamingRuns:
 
     def started(self, event: Any) -> None:
         name = event.name or f"{self.parent.job_name}.stream.{event.id}"
-        run = Run(self.namespace, name, str(event.runId), parent=self.parent.ref)
+        run = Run(self.namespace, name, str(event.runId), parent=self.parent.ref, root_parent=self.parent.child_root)
         with self._lock:
             self._runs[str(event.id)] = (run, float("-inf"))  # the first progress always goes
             self._start(run, {**self.spec, "job_type": "STREAMING"})

@@ -9,16 +9,23 @@
  * answers every event in the JVM: it counts jobs, and calls back into Python only
  * once, when the application ends.
  *
+ * Spark Connect's events (SparkListenerConnect*: operations and sessions of thin
+ * clients) are few, one handful per client operation; they go to Python as they
+ * come, on the listener bus's thread, so a session's query listener is in place
+ * before the bus delivers that session's first query (same queue, in order).
+ *
  * Shipped as source with the Python package and compiled once per machine and
  * Spark version (producers/spark/jvm_classes.py); nothing binary is distributed.
  */
 package lineagewire.spark;
 
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Consumer;
 
 import org.apache.spark.scheduler.JobSucceeded$;
 import org.apache.spark.scheduler.SparkListener;
 import org.apache.spark.scheduler.SparkListenerApplicationEnd;
+import org.apache.spark.scheduler.SparkListenerEvent;
 import org.apache.spark.scheduler.SparkListenerJobEnd;
 import org.apache.spark.scheduler.SparkListenerJobStart;
 
@@ -27,10 +34,19 @@ public final class JobEventsListener extends SparkListener {
     private final AtomicLong jobsSucceeded = new AtomicLong();
     private final AtomicLong jobsFailed = new AtomicLong();
     private volatile Runnable onApplicationEnd;
+    private volatile Consumer<Object> onConnectEvent;
+
+    /** Spark Connect's listener events, by class name: read by reflection, so this compiles without Connect. */
+    public static final String CONNECT_EVENT_PREFIX = "org.apache.spark.sql.connect.service.SparkListenerConnect";
 
     /** The Python callback (a py4j proxy of java.lang.Runnable) run once at application end; null drops it. */
     public void setOnApplicationEnd(Runnable callback) {
         onApplicationEnd = callback;
+    }
+
+    /** The Python callback (a py4j proxy of java.util.function.Consumer) given each Connect event; null drops them. */
+    public void setOnConnectEvent(Consumer<Object> callback) {
+        onConnectEvent = callback;
     }
 
     public long jobsStarted() {
@@ -57,6 +73,14 @@ public final class JobEventsListener extends SparkListener {
             jobsSucceeded.incrementAndGet();
         } else {
             jobsFailed.incrementAndGet();
+        }
+    }
+
+    @Override
+    public void onOtherEvent(SparkListenerEvent event) {
+        Consumer<Object> callback = onConnectEvent;
+        if (callback != null && event.getClass().getName().startsWith(CONNECT_EVENT_PREFIX)) {
+            callback.accept(event);
         }
     }
 

@@ -90,6 +90,22 @@ def test_action_is_its_own_run_with_the_application_as_parent() -> None:
     assert a0["outputs"][0]["facets"]["columnLineage"]["fields"]["amount"]
 
 
+def test_an_orchestrator_root_parent_becomes_the_parent_facets_root(assert_valid_openlineage) -> None:  # noqa: ANN001
+    task = {"job_namespace": "airflow", "job_name": "orders_dag.load", "run_id": str(uuid.uuid4())}
+    dag = {"job_namespace": "airflow", "job_name": "orders_dag", "run_id": str(uuid.uuid4())}
+    h = header("JobStatusChangedEvent", job_namespace="spark", job_name="orders", run_id=str(uuid.uuid4()),
+               parent_run=task, root_parent_run=dag)
+    out = ol(job_status_changed(h, "RUNNING", "CREATED"))
+    parent = out[0]["run"]["facets"]["parent"]
+    assert parent["run"]["runId"] == task["run_id"] and parent["job"]["name"] == "orders_dag.load"
+    root = parent["root"]
+    assert root["run"]["runId"] == dag["run_id"]
+    assert (root["job"]["namespace"], root["job"]["name"]) == ("airflow", "orders_dag")
+    assert_valid_openlineage(out)
+    without = ol(job_status_changed({**h, "root_parent_run": None}, "RUNNING", "CREATED"))
+    assert "root" not in without[0]["run"]["facets"]["parent"]
+
+
 def test_failure_carries_error_message() -> None:
     fail = ol(app_run(fail=True)[-1])[0]
     assert fail["eventType"] == "FAIL"

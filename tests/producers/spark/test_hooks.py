@@ -37,6 +37,13 @@ class Recorder:
     def on_stream_terminated(self, event: Any) -> None:
         self.calls.append(("stream_terminated", event.exception))
 
+    def on_connect_event(self, kind: str, fields: dict[str, Any]) -> None:
+        self.calls.append(("connect_event", kind))
+
+    def on_connect_action(self, session_id: str, func_name: str, qe: Any, duration_ns: int | None,
+                          exception: Any) -> None:
+        self.calls.append(("connect_action", (session_id, func_name)))
+
 
 def test_emitter_implements_the_protocol() -> None:
     assert issubclass(Emitter, SparkCallbacks)
