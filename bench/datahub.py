@@ -38,9 +38,9 @@ from bench._common import save
 from lineagewire.consumers.datahub import ids
 from lineagewire.consumers.datahub.config import load_config
 from lineagewire.consumers.datahub.handler import DataHubHandler
-from lineagewire.consumers.datahub.render import Unchanged
-from lineagewire.consumers.datahub.sinks import FileSink
+from lineagewire.consumers.datahub.sinks.file import FileSink
 from lineagewire.consumers.datahub.translate import Translator
+from lineagewire.consumers.datahub.unchanged import Unchanged
 from lineagewire.consumers.runtime.record import Record
 from lineagewire.schemas import Codec, job_key
 from tests.consumers.openlineage.samples import app_run
@@ -83,7 +83,8 @@ def in_process(n: int, tmp: pathlib.Path, gc_mode: str = "default") -> dict[str,
     gc.callbacks.append(timed)
     c0, t0 = time.process_time(), time.perf_counter()
     for off, blob in enumerate(blobs):
-        emitted += handler.handle(Record("bench", 0, off, None, 0, codec.decode(blob)))
+        event = codec.decode(blob)
+        emitted += handler.handle(Record("bench", 0, off, job_key(event), 0, event))
     handler.close()
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     gc_passes = sum(s["collections"] for s in gc.get_stats()) - collections0
@@ -107,7 +108,7 @@ def _stages(blobs: list[bytes], codec: Codec, tmp: pathlib.Path) -> dict[str, tu
     config = load_config(file={"path": str(tmp / f"stages-{uuid.uuid4().hex[:8]}.json")})
     translator = Translator(config)
     sink = FileSink(config.sinks.file)  # type: ignore[arg-type]
-    sink.unchanged = unchanged = Unchanged(sink.renderer, config.skip_unchanged)
+    sink.unchanged = unchanged = Unchanged(config.skip_unchanged)
     sink.open()
     names = ("decode", "translate", "skip_unchanged", "write")
     wall = dict.fromkeys(names, 0.0)
@@ -120,7 +121,7 @@ def _stages(blobs: list[bytes], codec: Codec, tmp: pathlib.Path) -> dict[str, tu
         cpu[name] += c2 - c
         return t2, c2
 
-    for blob in blobs:
+    for off, blob in enumerate(blobs):
         t, c = clock(), pclock()
         event = codec.decode(blob)
         t, c = lap("decode", t, c)
@@ -130,7 +131,7 @@ def _stages(blobs: list[bytes], codec: Codec, tmp: pathlib.Path) -> dict[str, tu
         fresh, marks = unchanged.select(proposals, scope)
         unchanged.commit(marks)
         t, c = lap("skip_unchanged", t, c)
-        sink.write(event["header"]["event_id"], fresh, scope)
+        sink.write(Record("bench", 0, off, scope, 0, event), event["header"]["event_id"], fresh, scope)
         lap("write", t, c)
     sink.close()
     return {k: (wall[k], cpu[k]) for k in names}

@@ -17,7 +17,7 @@ import pytest
 
 from lineagewire.consumers.datahub.config import load_config
 from lineagewire.consumers.datahub.handler import DataHubHandler, make_sinks
-from lineagewire.consumers.datahub.sinks import render
+from lineagewire.consumers.datahub.proposals import record as render
 from lineagewire.consumers.datahub.translate import Translator
 from lineagewire.consumers.runtime import ConsumerRuntime, RetryPolicy
 from lineagewire.kafka.publisher import Publisher
