@@ -269,3 +269,83 @@ def test_each_line_is_datahubs_rendering_with_the_sinks_properties(tmp_path) -> 
                                                    "lineagewire.job": job_key(e)}
             want.append(json.dumps(obj))
     assert [line.rstrip(",") for line in path.read_text().splitlines()[1:-1]] == want
+
+
+def _records_of(paths: list[pathlib.Path]) -> list[str]:
+    return [json.dumps(r) for p in paths for r in json.loads(p.read_text())]
+
+
+def test_files_roll_by_size_each_a_valid_file_with_nothing_lost_or_doubled(tmp_path) -> None:  # noqa: ANN001
+    events = [e for i in range(6) for e in app_run(f"job{i}")]
+    path = tmp_path / "out.json"
+    h = DataHubHandler(load_config(file={"path": str(path), "roll_bytes": 40_000}))
+    h.open()
+    feed(h, events)
+    h.close()
+    rolled = sorted(tmp_path.glob("out.*.json"))
+    assert len(rolled) >= 3
+    once = tmp_path / "once" / "out.json"
+    h = DataHubHandler(load_config(file={"path": str(once)}))
+    h.open()
+    feed(h, events)
+    h.close()
+    assert _records_of([*rolled, path]) == _records_of([once])  # in order, across the files
+    for p in rolled:
+        assert json.loads(p.read_text()) and p.stat().st_size < 40_000 + 20_000
+    check_metadata_file(rolled[0])
+    check_metadata_file(rolled[-1])
+
+
+def test_files_roll_by_age_on_a_quiet_topic(tmp_path) -> None:  # noqa: ANN001
+    from tests.helpers import wait_for
+
+    path = tmp_path / "out.json"
+    h = DataHubHandler(load_config(file={"path": str(path), "roll_seconds": 0.2}))
+    h.open()
+    h.batch_done()
+    assert list(tmp_path.glob("out.*.json")) == []  # an empty file is not rolled
+    feed(h, app_run(actions=1))
+    wait_for(lambda: h.tick(0.0) == 0 and list(tmp_path.glob("out.*.json")), timeout=10, every=0.05)
+    assert json.loads(path.read_text()) == []
+    h.close()
+
+
+def test_a_restart_reads_only_the_tail_and_skips_what_is_in_it(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    import os
+
+    events = [e for i in range(12) for e in app_run(f"job{i}")]
+    path = tmp_path / "out.json"
+    h = DataHubHandler(load_config(file={"path": str(path), "tail_bytes": 8192}))
+    h.open()
+    feed(h, events)
+    h.close()
+    size = path.stat().st_size
+    assert size > 20 * 8192
+    read = []
+    real = os.pread
+    monkeypatch.setattr(os, "pread", lambda fd, n, at: read.append(n) or real(fd, n, at))
+    h = DataHubHandler(load_config(file={"path": str(path), "tail_bytes": 8192}))
+    h.open()
+    assert 0 < sum(read) <= 2 * 8192 + 16  # the tail (doubled at most once if an event reaches further back)
+    assert feed(h, events[-2:], len(events) - 2) == 0  # redelivered after the restart: in the tail, skipped
+    h.close()
+    assert path.stat().st_size == size
+
+
+def test_a_cut_deep_in_a_large_file_keeps_what_is_before_it(tmp_path) -> None:  # noqa: ANN001
+    events = [e for i in range(12) for e in app_run(f"job{i}")]
+    whole = tmp_path / "whole.json"
+    h = DataHubHandler(load_config(file={"path": str(whole), "tail_bytes": 4096}))
+    h.open()
+    feed(h, events)
+    h.close()
+    text = whole.read_text()
+    last_id = events[-1]["header"]["event_id"]
+    cut = tmp_path / "cut.json"
+    cut.write_text(text[:text.index(last_id) + 10])  # the crash: the last event's first record half-written
+    h = DataHubHandler(load_config(file={"path": str(cut), "tail_bytes": 4096}))
+    h.open()
+    assert not h.sinks[0].written(last_id) and h.sinks[0].written(events[-2]["header"]["event_id"])
+    feed(h, events[-1:], len(events) - 1)
+    h.close()
+    assert cut.read_text() == text

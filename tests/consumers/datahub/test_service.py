@@ -84,11 +84,77 @@ def test_gms_down_then_back_loses_nothing(settings, group_id) -> None:  # noqa: 
         t = start(rt)
         wait_for(lambda: sum(m == "POST" for m, _, _ in gms.requests) >= 4, timeout=60)
         assert gms.snapshot() == []
+        committed_while_down = dict(rt.stats.committed)
         gms.down = False
         wait_for(lambda: {wire(m) for m in gms.snapshot()} >= want, timeout=60)
         rt.stop()
         t.join(30)
-    assert rt.metrics.value("lineagewire_consumer_failed_total", stage="output") >= 3
+    assert sum(committed_while_down.values()) == 0  # nothing committed while GMS refused every batch
+    assert sum(rt.metrics.value("lineagewire_consumer_failed_total", stage=s) for s in ("batch", "tick")) >= 3
+
+
+def test_gms_killed_mid_stream_loses_nothing_and_commits_only_what_it_confirmed(settings, group_id) -> None:  # noqa: ANN001
+    """GMS dies while batches are in flight; the service is stopped while it is dead, then started again with
+    GMS back. Everything arrives: nothing was committed that GMS had not confirmed. (Commit what was handed
+    instead, e.g. ``durable_offsets`` answering the handled offsets, and the events in flight are lost.)"""
+    events = [e for i in range(6) for e in app_run(f"job{i}", actions=3)]
+    publish(settings, events)
+    want = expected(events)
+    cfg = load_config(rest={"gms_url": "http://127.0.0.1:1", "max_batch": 4, "linger": 0, "lanes": 4})
+    with FakeGms(delay=0.03) as gms:
+        cfg.sinks.rest.gms_url = gms.url  # type: ignore[union-attr]
+        rt = ConsumerRuntime(settings, DataHubHandler(cfg), group_id=group_id, retry=FAST)
+        t = start(rt)
+        wait_for(lambda: len(gms.snapshot()) >= 20, timeout=90, every=0.005)
+        gms.kill()
+        first = gms.snapshot()
+        assert {wire(m) for m in first} < want, "everything arrived before GMS was killed: nothing was in flight"
+        failed = lambda: sum(rt.metrics.value("lineagewire_consumer_failed_total", stage=s)  # noqa: E731
+                             for s in ("batch", "tick", "handle", "output"))
+        wait_for(lambda: failed() >= 3, timeout=60)
+        committed = dict(rt.stats.committed)
+        wait_for(lambda: failed() >= 6, timeout=60)
+        assert rt.stats.committed == committed  # nothing committed while GMS is dead
+        rt.stop()
+        t.join(60)
+        assert not t.is_alive()
+    assert sum(rt.stats.committed.values()) < len(events)
+    with FakeGms() as again:
+        cfg.sinks.rest.gms_url = again.url  # type: ignore[union-attr]
+        rt2 = ConsumerRuntime(settings, DataHubHandler(cfg), group_id=group_id, retry=FAST)
+        t2 = start(rt2)
+        wait_for(lambda: {wire(m) for m in first + again.snapshot()} >= want, timeout=90)
+        rt2.stop()
+        t2.join(60)
+        assert again.rejected == []
+
+
+def test_one_jobs_proposals_arrive_in_event_order_with_batches_in_flight(settings, group_id) -> None:  # noqa: ANN001
+    events = [e for i in range(8) for e in app_run(f"job{i}", actions=2)]
+    publish(settings, events)
+    want = expected(events)
+    with FakeGms(delay=0.01) as gms:
+        cfg = load_config(rest={"gms_url": gms.url, "max_batch": 3, "linger": 0, "lanes": 4}, skip_unchanged=0)
+        rt = ConsumerRuntime(settings, DataHubHandler(cfg), group_id=group_id, retry=FAST)
+        t = start(rt)
+        wait_for(lambda: {wire(m) for m in gms.snapshot()} >= want, timeout=90)
+        rt.stop()
+        t.join(60)
+        got = gms.snapshot()
+    assert gms.most_in_flight >= 2  # batches were in flight at once (4 lanes)
+    # Per job, its DataJobs' proposals arrive in the order of its events (their times increase job by job).
+    seen: dict[str, list[int]] = {}
+    for m in got:
+        if m["entityType"] == "dataJob":
+            flow = m["entityUrn"].split(",")[1]
+            seen.setdefault(flow, []).append(m["systemMetadata"]["lastObserved"])
+    assert len(seen) == 8 and all(len(times) >= 6 for times in seen.values())
+    for flow, times in seen.items():
+        assert times == sorted(times), (flow, times)
+    for urn in {m["entityUrn"] for m in got if m["aspectName"] == "dataProcessInstanceRunEvent"}:
+        points = [json.loads(m["aspect"]["value"])["timestampMillis"] for m in got
+                  if m["entityUrn"] == urn and m["aspectName"] == "dataProcessInstanceRunEvent"]
+        assert points == sorted(points), (urn, points)
 
 
 def test_stand_in_rejects_what_gms_would_reject() -> None:

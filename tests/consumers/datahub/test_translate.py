@@ -133,10 +133,44 @@ def _file_ds(namespace: str, name: str, **kw) -> dict:  # noqa: ANN003
     ("postgres://db:5432", "shop.public.t", "urn:li:dataset:(urn:li:dataPlatform:postgres,shop.public.t,PROD)"),
     ("sqlserver://db:1433", "shop.orders", "urn:li:dataset:(urn:li:dataPlatform:mssql,shop.orders,PROD)"),
     ("kafka://broker:9092", "orders", "urn:li:dataset:(urn:li:dataPlatform:kafka,orders,PROD)"),
+    # Namespaces of other forms (issue 21 item 4): named, never refused.
+    ("derby:/path/db", "APP.ORDERS", "urn:li:dataset:(urn:li:dataPlatform:derby,/path/db/APP.ORDERS,PROD)"),
+    ("jdbc:derby:/path/db", "APP.ORDERS", "urn:li:dataset:(urn:li:dataPlatform:derby,/path/db/APP.ORDERS,PROD)"),
+    ("h2:mem:testdb", "PUBLIC.T", "urn:li:dataset:(urn:li:dataPlatform:h2,mem:testdb/PUBLIC.T,PROD)"),
+    ("sqlite:app.db", "orders", "urn:li:dataset:(urn:li:dataPlatform:sqlite,app.db/orders,PROD)"),
+    ("warehouse", "orders", "urn:li:dataset:(urn:li:dataPlatform:warehouse,orders,PROD)"),
+    ("My Warehouse!", "orders", "urn:li:dataset:(urn:li:dataPlatform:my-warehouse,orders,PROD)"),
+    ("/data/lake", "orders/d=1", "urn:li:dataset:(urn:li:dataPlatform:file,/data/lake/orders,PROD)"),
+    ("C:\\data", "orders", "urn:li:dataset:(urn:li:dataPlatform:file,C:\\data/orders,PROD)"),
+    ("file:/data/x", "/abs/y", "urn:li:dataset:(urn:li:dataPlatform:file,/abs/y,PROD)"),
+    ("", "orders", "urn:li:dataset:(urn:li:dataPlatform:unknown,orders,PROD)"),
+    ("kafka://broker:9092", "", "urn:li:dataset:(urn:li:dataPlatform:kafka,broker:9092,PROD)"),
 ])
 def test_dataset_urns_by_platform(namespace: str, name: str, urn: str) -> None:
     t = Translator()
     assert t.names.urn(_file_ds(namespace, name)) == urn
+
+
+def test_an_odd_dataset_keeps_the_rest_of_its_event_and_each_form_is_logged_once(caplog) -> None:  # noqa: ANN001
+    e = action_lineage(header("ActionLineageEvent", job_namespace="n", job_name="j", run_id="r"), "0", "Save",
+                       inputs=[dataset("derby:/var/db/shop", "APP.ORDERS"), dataset("file", "/in")],
+                       outputs=[dataset("file", "/out")])
+    caplog.set_level("WARNING", logger="lineagewire.consumers.datahub.datasets")
+    t = Translator()
+    records = [render(p) for p in t.translate(e)]
+    urns = {r["entityUrn"] for r in records}
+    assert {"urn:li:dataset:(urn:li:dataPlatform:derby,/var/db/shop/APP.ORDERS,PROD)",
+            "urn:li:dataset:(urn:li:dataPlatform:file,/in,PROD)",
+            "urn:li:dataset:(urn:li:dataPlatform:file,/out,PROD)"} <= urns
+    other = copy.deepcopy(e)
+    other["inputs"][0] = dataset("derby:/var/db/other", "APP.X")
+    other["header"]["event_id"] = str(uuid.uuid4())
+    t.translate(other)
+    t.translate(action_lineage(header("ActionLineageEvent", job_namespace="n", job_name="k", run_id="r"), "0", "S",
+                               inputs=[dataset("Bad Scheme", "x")], outputs=[dataset("file", "/o")]))
+    logged = [r.getMessage() for r in caplog.records]
+    assert len(logged) == 2, logged  # one per form: embedded database, not a scheme
+    assert "'derby:/var/db/shop'" in logged[0] and "'Bad Scheme'" in logged[1]
 
 
 def test_dataset_naming_is_configurable() -> None:
