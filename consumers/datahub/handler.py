@@ -110,13 +110,12 @@ class DataHubHandler(Handler):
         return self._poll()
 
     def tick(self, now: float) -> int:
-        emitted = self._poll()
         fsync = self.config.sinks.file.fsync_interval if self.config.sinks.file is not None else 0.0
-        if now - self._last_sync >= fsync:
+        if now - self._last_sync >= fsync:  # first: a delivering sink that is down must not hold the file back
             self._last_sync = now
             for sink in self.sinks:
                 sink.sync()
-        return emitted
+        return self._poll()
 
     def _poll(self) -> int:
         return max((sink.poll() for sink in self.sinks), default=0)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, ClassVar
 
-from datahub.metadata.schema_classes import MetadataChangeProposalClass, SystemMetadataClass
+from datahub.metadata.schema_classes import SystemMetadataClass
 
 from lineagewire.consumers.runtime.exceptions import OutputError
 from lineagewire.consumers.runtime.inflight import InFlight, blocking
@@ -53,10 +53,9 @@ def for_emitter(batch: list[Proposal]) -> list[Proposal]:
             if c is None:
                 c = copies[id(sm)] = SystemMetadataClass.from_obj(sm.to_obj())
             sm = c
-        out.append(MetadataChangeProposalClass(entityType=p.entityType, entityUrn=p.entityUrn,
-                                               entityKeyAspect=p.entityKeyAspect, changeType=p.changeType,
-                                               auditHeader=p.auditHeader, aspectName=p.aspectName, aspect=p.aspect,
-                                               systemMetadata=sm, headers=p.headers))
+        out.append(type(p)(entityType=p.entityType, entityUrn=p.entityUrn, entityKeyAspect=p.entityKeyAspect,
+                           changeType=p.changeType, auditHeader=p.auditHeader, aspectName=p.aspectName,
+                           aspect=p.aspect, systemMetadata=sm, headers=p.headers))
     return out
 
 
@@ -70,6 +69,7 @@ class DeliveringSink(Sink):
     def __init__(self, config: DeliveryConfig) -> None:
         self.delivery = config
         self._inflight: InFlight[Proposal] | None = None
+        self._closed = False
 
     def send(self, batch: list[Proposal]) -> None:
         raise NotImplementedError
@@ -112,6 +112,8 @@ class DeliveringSink(Sink):
         return self.inflight.durable_offsets()
 
     def on_revoke(self, partitions: list[tuple[str, int]]) -> None:
+        if self._closed:
+            return  # the consumer's own close revokes after ours: nothing is sent any more
         self.inflight.revoke(partitions)
         if self.unchanged is not None:
             # What was dropped unsent is remembered as taken: forget it all, so that nothing is skipped that the
@@ -119,6 +121,8 @@ class DeliveringSink(Sink):
             self.unchanged.forget()
 
     def close(self) -> None:
+        # What is not confirmed stays pending: durable_offsets keeps answering for the final commit.
+        self._closed = True
         if self._inflight is not None:
             self._inflight.close()
 

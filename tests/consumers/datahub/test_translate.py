@@ -254,3 +254,36 @@ def test_proposals_are_what_acryl_datahub_serialises() -> None:
     assert len(stamps) > 1 and 0 not in stamps
     names = {json.loads(p.aspect.value)["name"] for p in plain if p.aspectName == "dataProcessInstanceProperties"}
     assert any(n.startswith("other-run/") for n in names) and "" not in names
+
+
+def test_a_proposals_json_for_the_emitters_is_the_one_its_class_gives() -> None:
+    """``Proposal.to_obj`` (what acryl-datahub's emitters send) equals ``MetadataChangeProposalClass.to_obj``, also
+    once an emitter stamped its systemMetadata, and for systemMetadata of other shapes."""
+    from datahub.cli.cli_utils import ensure_has_system_metadata
+    from datahub.emitter.serialization_helper import pre_json_transform
+    from datahub.metadata.schema_classes import AuditStampClass, MetadataChangeProposalClass, SystemMetadataClass
+
+    from lineagewire.consumers.datahub.proposals import Proposal
+    from lineagewire.consumers.datahub.sinks.delivery import for_emitter
+
+    proposals = [p for e in app_run() + split_like() + refresh_run() for p in Translator().translate(e)]
+    ours = [p for p in proposals if isinstance(p, Proposal)]
+    assert len(ours) > 40
+    stamped = for_emitter(ours)
+    for p in stamped:
+        ensure_has_system_metadata(p)
+    odd = [Proposal(entityType=p.entityType, entityUrn=p.entityUrn, changeType=p.changeType, aspectName=p.aspectName,
+                    aspect=p.aspect, systemMetadata=sm) for p in ours[:1] for sm in (
+        None, SystemMetadataClass(lastObserved=1, aspectCreated=AuditStampClass(time=1, actor="urn:li:corpuser:x")))]
+    for p in ours + stamped + odd:
+        assert pre_json_transform(p.to_obj()) == pre_json_transform(MetadataChangeProposalClass.to_obj(p))
+    assert all(p.systemMetadata.properties["clientId"] for p in stamped)
+    assert all(p.systemMetadata.properties is None for p in ours)  # the translator's were not changed
+
+
+def split_like() -> list[dict]:
+    run = app_run("split", actions=1)
+    second = copy.deepcopy(run[2])
+    run[2]["parts"], second["part"], second["parts"] = 2, 1, 2
+    second["header"] = {**second["header"], "event_id": str(uuid.uuid4())}
+    return [*run, second]
