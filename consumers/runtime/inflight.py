@@ -201,8 +201,9 @@ class InFlight(Generic[T]):
             raise RuntimeError("InFlight.call before start()")
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()  # type: ignore[arg-type]
 
-    def close(self, timeout: float = 10.0) -> None:
-        """Wait up to ``timeout`` s for every pending output (sending failed ones again once), then stop the loop.
+    def close(self, timeout: float = 10.0, *, then: Callable[[], Awaitable[Any]] | None = None) -> None:
+        """Wait up to ``timeout`` s for every pending output (sending failed ones again once), run ``then()`` on
+        the loop (e.g. close a client bound to it), then stop the loop.
 
         What is still not confirmed stays pending: ``durable_offsets`` keeps answering, so the runtime's final
         commit does not pass it and the next run handles those records again.
@@ -217,7 +218,13 @@ class InFlight(Generic[T]):
         if self._pending:
             log.warning("%s: closing with %d outputs not confirmed after %.0f s; they stay uncommitted", self.name,
                         self._pending, timeout)
-        loop, self._loop = self._loop, None
+        loop = self._loop
+        if then is not None:
+            try:
+                asyncio.run_coroutine_threadsafe(then(), loop).result(timeout)  # type: ignore[arg-type]
+            except Exception as exc:  # noqa: BLE001 - closing must not hide the shutdown
+                log.warning("%s: closing the output failed: %s", self.name, exc)
+        self._loop = None
         for task in self._tasks:
             loop.call_soon_threadsafe(task.cancel)
         loop.call_soon_threadsafe(loop.stop)
