@@ -6,6 +6,11 @@
 //
 // prints "listening <addr> control <addr>" on stdout once both listen.
 //
+//	receiver -blast http://127.0.0.1:PORT/api/v1/lineage -n 20000 -c 64
+//
+// is the load generator that measures a receiver's ceiling: it POSTs -n OpenLineage-shaped events of about
+// 1.6 KB, -c at a time over keep-alive connections, and prints {"requests": n, "seconds": s, "per_s": r}.
+//
 // Backend (the address the service is pointed at):
 //
 //	POST /api/v1/lineage                           one OpenLineage event: counted by (run.runId, eventType, eventTime)
@@ -153,12 +158,55 @@ func (s *state) stats() map[string]any {
 	}
 }
 
+func blast(url string, n, c int) {
+	pad := strings.Repeat("x", 1500)
+	tr := &http.Transport{MaxIdleConnsPerHost: c, MaxConnsPerHost: c}
+	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	var next, failed atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := 0; w < c; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1)
+				if i > int64(n) {
+					return
+				}
+				body := fmt.Sprintf(`{"eventType":"START","eventTime":"2026-11-01T00:00:00.%06dZ","run":{"runId":"blast-%d"},"job":{"namespace":"blast","name":"j"},"pad":"%s"}`, i%1000000, i, pad)
+				resp, err := client.Post(url, "application/json", strings.NewReader(body))
+				if err != nil {
+					failed.Add(1)
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode >= 300 {
+					failed.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	secs := time.Since(start).Seconds()
+	json.NewEncoder(os.Stdout).Encode(map[string]any{"requests": n, "failed": failed.Load(), "seconds": secs,
+		"per_s": float64(n) / secs, "concurrency": c})
+}
+
 func main() {
+	blastURL := flag.String("blast", "", "measure a receiver at this URL instead of being one")
+	blastN := flag.Int("n", 20000, "requests of -blast")
+	blastC := flag.Int("c", 64, "requests in flight of -blast")
 	addr := flag.String("addr", "127.0.0.1:0", "backend address")
 	control := flag.String("control", "127.0.0.1:0", "control address")
 	latency := flag.Duration("latency", 0, "injected latency per backend request")
 	keys := flag.Bool("keys", false, "keep the arrival order of OpenLineage events (GET /keys)")
 	flag.Parse()
+	if *blastURL != "" {
+		blast(*blastURL, *blastN, *blastC)
+		return
+	}
 
 	s := &state{keepKeys: *keys}
 	s.reset()

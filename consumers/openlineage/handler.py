@@ -162,6 +162,51 @@ class _HandBack:
         return True
 
 
+class Enrichment:
+    """What ``OpenLineageClient.emit`` does to an event before its transport, by the client's public methods.
+
+    ``emit`` adds the environment-variables run facet (walking all of ``os.environ`` for every event, even
+    with none configured: 20-30 µs), the tags facets, the source-code-location job facet, reduces datasets
+    and applies the filters. This calls the same methods, in the same order, skipping only those the
+    configuration turns off (no variables configured, reduction off, no filters). Anything it cannot read
+    from the configuration falls back to ``emit`` itself, through the hand-back transport. The tests
+    compare both on every sample event, with tags and variables configured.
+    """
+
+    def __init__(self, client: Any, handback: _HandBack) -> None:
+        self.client = client
+        self.handback = handback
+        try:
+            config = client.config
+            self.env = bool(config.facets.environment_variables)
+            self.source_code = not config.facets.source_code_location.disabled
+            self.reduce = bool(config.dataset.reducing_enabled)
+            self.filters = bool(config.filters)
+            self.public = all(callable(getattr(client, m, None)) for m in (
+                "add_environment_facets", "update_event_tags_facets", "add_source_code_location_facet",
+                "reduce_datasets", "filter_event"))
+        except AttributeError:
+            self.public = False
+
+    def __call__(self, event: Any) -> Any:
+        """The event as the client's transport would get it; None when a filter drops it."""
+        client = self.client
+        if not self.public:
+            self.handback.events.clear()
+            client.emit(event)
+            return self.handback.events[0] if self.handback.events else None
+        if self.env:
+            event = client.add_environment_facets(event)
+        event = client.update_event_tags_facets(event)
+        if self.source_code:
+            event = client.add_source_code_location_facet(event)
+        if self.reduce:
+            event = client.reduce_datasets(event)
+        if self.filters and client.filter_event(event) is None:
+            return None
+        return event
+
+
 class OpenLineageHandler(Handler):
     """Sends each lineagewire event to OpenLineage as RunEvents (see ``translate`` and the module docstring).
 
@@ -250,7 +295,8 @@ class OpenLineageHandler(Handler):
 
             # The same configuration (tags, facets, filters), with a transport that hands the events back.
             self._handback = _HandBack()
-            self._enrich = OpenLineageClient(transport=self._handback, config=self._config)  # type: ignore[arg-type]
+            self._enrich = Enrichment(OpenLineageClient(transport=self._handback,  # type: ignore[arg-type]
+                                                        config=self._config), self._handback)
         kind = getattr(transport, "kind", type(self.client).__name__)
         log.info("OpenLineage transport: %s (%s)", kind, {
             "http": f"{self.concurrency or 1} requests in flight, committed when confirmed",
@@ -282,15 +328,13 @@ class OpenLineageHandler(Handler):
                     raise EmitError(f"{record.where}: OpenLineage {state} for run {ev.run.runId} "
                                     f"not sent: {type(exc).__name__}: {exc}") from exc
             return len(events)
-        assert self._handback is not None  # noqa: S101 - set with _enrich
-        handback = self._handback
         message_key = self._kafka.message_key if self._kafka is not None else None
         out: list[Rendered] = []
+        to_json = self.translator.to_json
         for ev in events:
-            handback.events.clear()
-            self._enrich.emit(ev)  # openlineage-python's enrichment and filters; handed back, not sent
-            out.extend(Rendered(self.translator.to_json(e), kafka_message_key(e, message_key), record.where)
-                       for e in handback.events)
+            e = self._enrich(ev)  # what openlineage-python's client adds, and its filters
+            if e is not None:
+                out.append(Rendered(to_json(e), kafka_message_key(e, message_key), record.where))
         assert self.inflight is not None  # noqa: S101 - set with _enrich
         if self.concurrency == 0:  # one at a time, on this thread: raises EmitError unless delivered
             if out:

@@ -166,6 +166,8 @@ class InFlight(Generic[T]):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._to_wake: list[_Lane[T]] = []
+        self._wake_scheduled = False
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -260,9 +262,23 @@ class InFlight(Generic[T]):
             self._pending += len(outputs)
             wake = lane.idle and lane.failed is None
             lane.idle = False
-        if wake:
+            if wake:
+                self._to_wake.append(lane)
+                # One wake-up of the loop for all the lanes handed work meanwhile: each is a write to the
+                # loop's socket, and the loop thread must win the GIL to read it.
+                schedule, self._wake_scheduled = not self._wake_scheduled, True
+            else:
+                schedule = False
+        if schedule:
+            self._loop.call_soon_threadsafe(self._wake_lanes)
+
+    def _wake_lanes(self) -> None:
+        with self._lock:
+            lanes, self._to_wake = self._to_wake, []
+            self._wake_scheduled = False
+        for lane in lanes:
             assert lane.wake is not None  # noqa: S101 - set by start()
-            self._loop.call_soon_threadsafe(lane.wake.set)
+            lane.wake.set()
 
     def check(self, *, count: bool = True) -> int:
         """Send failed batches again, in order (raises ``OutputError`` if one fails again); returns how many
