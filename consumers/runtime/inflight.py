@@ -166,6 +166,8 @@ class InFlight(Generic[T]):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._to_wake: list[_Lane[T]] = []
+        self._wake_scheduled = False
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -201,8 +203,9 @@ class InFlight(Generic[T]):
             raise RuntimeError("InFlight.call before start()")
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()  # type: ignore[arg-type]
 
-    def close(self, timeout: float = 10.0) -> None:
-        """Wait up to ``timeout`` s for every pending output (sending failed ones again once), then stop the loop.
+    def close(self, timeout: float = 10.0, *, then: Callable[[], Awaitable[Any]] | None = None) -> None:
+        """Wait up to ``timeout`` s for every pending output (sending failed ones again once), run ``then()`` on
+        the loop (e.g. close a client bound to it), then stop the loop.
 
         What is still not confirmed stays pending: ``durable_offsets`` keeps answering, so the runtime's final
         commit does not pass it and the next run handles those records again.
@@ -217,7 +220,13 @@ class InFlight(Generic[T]):
         if self._pending:
             log.warning("%s: closing with %d outputs not confirmed after %.0f s; they stay uncommitted", self.name,
                         self._pending, timeout)
-        loop, self._loop = self._loop, None
+        loop = self._loop
+        if then is not None:
+            try:
+                asyncio.run_coroutine_threadsafe(then(), loop).result(timeout)  # type: ignore[arg-type]
+            except Exception as exc:  # noqa: BLE001 - closing must not hide the shutdown
+                log.warning("%s: closing the output failed: %s", self.name, exc)
+        self._loop = None
         for task in self._tasks:
             loop.call_soon_threadsafe(task.cancel)
         loop.call_soon_threadsafe(loop.stop)
@@ -253,9 +262,23 @@ class InFlight(Generic[T]):
             self._pending += len(outputs)
             wake = lane.idle and lane.failed is None
             lane.idle = False
-        if wake:
+            if wake:
+                self._to_wake.append(lane)
+                # One wake-up of the loop for all the lanes handed work meanwhile: each is a write to the
+                # loop's socket, and the loop thread must win the GIL to read it.
+                schedule, self._wake_scheduled = not self._wake_scheduled, True
+            else:
+                schedule = False
+        if schedule:
+            self._loop.call_soon_threadsafe(self._wake_lanes)
+
+    def _wake_lanes(self) -> None:
+        with self._lock:
+            lanes, self._to_wake = self._to_wake, []
+            self._wake_scheduled = False
+        for lane in lanes:
             assert lane.wake is not None  # noqa: S101 - set by start()
-            self._loop.call_soon_threadsafe(lane.wake.set)
+            lane.wake.set()
 
     def check(self, *, count: bool = True) -> int:
         """Send failed batches again, in order (raises ``OutputError`` if one fails again); returns how many
