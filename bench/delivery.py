@@ -1,4 +1,5 @@
-"""Delivery to real backends, as users deploy it: ``lineagewire consume openlineage --url`` against a local backend.
+"""Delivery to real backends, as users deploy it: ``lineagewire consume openlineage --url`` and ``lineagewire consume
+datahub --gms-url`` against a local backend.
 
     .venv/bin/python -m bench.delivery [--n 20000] [--repeat 2] [--latency 0 5] [--outage 30]
                                        [--before-seconds 20] [--no-before] [--bootstrap-servers HOST:PORT]
@@ -19,6 +20,13 @@
    refused) for ``--outage`` seconds, then comes back. Printed: events lost (published events that never
    arrived: must be 0), whether the group committed anything while it was down (from 2 s after it went down to
    when it came back: must not), and the duplicates the backend received.
+
+**DataHub** (``--paths datahub``): the same rows and outage for ``consume datahub --gms-url`` (batches of
+``ingestProposalBatch``; the receiver answers ``GET /config`` as GMS does). The receiver counts proposals by
+their bytes; the proposals the service sends for the events are computed first (its skip memory is per job,
+so their number does not depend on how partitions interleave), all arrived when that many distinct texts
+did; events/s and CPU µs per event are per lineagewire event (proposals × events / proposals expected).
+Duplicates: proposals received more than once beyond the identical texts the events themselves give.
 
 Results go to ``bench/results/delivery.json``. Reusable for other services: ``Backend`` (start, latency,
 down/up, stats) and ``run_service(argv, ...)`` / ``outage(argv, ...)`` take any ``lineagewire consume ...``
@@ -255,6 +263,30 @@ def before_tree(commit: str) -> pathlib.Path:
     return target
 
 
+def datahub_expected(events: list[dict[str, Any]], partitions: int) -> dict[str, int]:
+    """The proposals ``consume datahub --gms-url`` sends for ``events`` (its skip memory is per job, so this does
+    not depend on how partitions interleave): their number, and how many distinct request texts they are (the
+    receiver counts proposals by their bytes; two jobs' identical aspects at the same time have the same)."""
+    from datahub.cli.cli_utils import ensure_has_system_metadata
+    from datahub.emitter.serialization_helper import pre_json_transform
+
+    from lineagewire.consumers.datahub.sinks.delivery import for_emitter
+    from lineagewire.consumers.datahub.translate import Translator
+    from lineagewire.consumers.datahub.unchanged import Unchanged
+    from lineagewire.schemas import Codec, job_key
+
+    codec, translator, unchanged = Codec(), Translator(), Unchanged()
+    texts: list[str] = []
+    for e in events:
+        event = codec.decode(codec.encode(e))
+        fresh, marks = unchanged.select(translator.translate(event), job_key(event))
+        unchanged.commit(marks)
+        for p in for_emitter(fresh):
+            ensure_has_system_metadata(p)
+            texts.append(json.dumps(pre_json_transform(p.to_obj())))
+    return {"proposals": len(texts), "distinct": len(set(texts))}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=20_000, help="events published and delivered per row")
@@ -266,6 +298,8 @@ def main() -> None:
     ap.add_argument("--before-seconds", type=float, default=20.0, help="stop a before run after this long")
     ap.add_argument("--concurrency", type=int, default=32, help="--concurrency of the service")
     ap.add_argument("--bootstrap-servers", default=None)
+    ap.add_argument("--paths", nargs="+", choices=("openlineage", "datahub"), default=["openlineage", "datahub"],
+                    help="which services: consume openlineage --url, consume datahub --gms-url")
     args = ap.parse_args()
 
     with contextlib.ExitStack() as stack:
@@ -300,39 +334,79 @@ def main() -> None:
             extra = ["--concurrency", str(args.concurrency)] if concurrency else []
             return ["consume", "openlineage", "--url", backend.url, "--topic", topic, "--group", group, *extra]
 
+        def datahub_argv(group: str, *, concurrency: bool = True) -> list[str]:
+            # The DataHub service's lanes and batches are its defaults (sinks.rest in its YAML).
+            return ["consume", "datahub", "--gms-url", backend.url, "--topic", topic, "--group", group]
+
+        # Per path: its command, what the backend counts (OpenLineage: distinct events; DataHub: distinct
+        # proposals), how many that is when everything arrived, and events per counted unit.
+        paths: dict[str, dict[str, Any]] = {}
+        if "openlineage" in args.paths:
+            paths["openlineage http"] = {"argv": argv, "count": lambda s: int(s["distinct"]), "expected": expected,
+                                         "per_unit": 1.0, "duplicates": lambda s: int(s["duplicates"]),
+                                         "targets": {0.0: 3000, 5.0: 2000}}
+        if "datahub" in args.paths:
+            dh = datahub_expected(events, partitions)
+            same = dh["proposals"] - dh["distinct"]  # identical texts that are not duplicates (see datahub_expected)
+            paths["datahub rest"] = {"argv": datahub_argv, "count": lambda s: int(s["proposal_distinct"]),
+                                     "expected": dh["distinct"], "per_unit": args.n / dh["distinct"],
+                                     "duplicates": lambda s, same=same: int(s["proposal_duplicates"]) - same,
+                                     "targets": {0.0: 1500, 5.0: 1000}, "proposals": dh}
+            print(f"datahub: {dh['proposals']} proposals ({dh['distinct']} distinct texts) for {args.n} events",
+                  file=sys.stderr)
+
         rows: list[dict[str, Any]] = []
-        for latency in args.latency:
-            backend.latency(latency)
-            for run in range(args.repeat):
-                for code in ("after", "before"):
-                    if code == "before" and before is None:
-                        continue
-                    group = f"bench-{code}-{uuid.uuid4().hex[:8]}"
-                    r = run_service(argv(group, concurrency=code == "after"), settings, backend, expected,
-                                    max_seconds=args.before_seconds if code == "before" else 600,
-                                    pythonpath=before if code == "before" else None)
-                    row = {"path": "openlineage http", "code": code, "latency_ms": latency, "run": run, **r}
-                    rows.append(row)
-                    print(f"{code:6} {latency:3.0f} ms: {r['events_per_s']:6} events/s, {r['cpu_us_per_event']:5} "
-                          f"CPU µs/event ({r['events']} events, duplicates {r['duplicates']}, order violations "
-                          f"{r['order_violations']})", file=sys.stderr)
+        for name, path in paths.items():
+            for latency in args.latency:
+                backend.latency(latency)
+                for run in range(args.repeat):
+                    for code in ("after", "before"):
+                        if code == "before" and before is None:
+                            continue
+                        group = f"bench-{code}-{uuid.uuid4().hex[:8]}"
+                        r = run_service(path["argv"](group, concurrency=code == "after"), settings, backend,
+                                        path["expected"], count=path["count"],
+                                        max_seconds=args.before_seconds if code == "before" else 600,
+                                        pythonpath=before if code == "before" else None)
+                        if path["per_unit"] != 1.0:  # counted in proposals: per event
+                            r["proposals"] = r["events"]
+                            r["events"] = round(r["events"] * path["per_unit"])
+                            r["events_per_s"] = round(r["events_per_s"] * path["per_unit"])
+                            r["cpu_us_per_event"] = round(r["cpu_us_per_event"] / path["per_unit"])
+                            stats = backend.stats()
+                            r["duplicates"] = path["duplicates"](stats)
+                            r["proposals_per_request"] = round(stats["proposals"] / max(stats["requests"], 1), 1)
+                        row = {"path": name, "code": code, "latency_ms": latency, "run": run, **r}
+                        rows.append(row)
+                        print(f"{name:17} {code:6} {latency:3.0f} ms: {r['events_per_s']:6} events/s, "
+                              f"{r['cpu_us_per_event']:5} CPU µs/event ({r['events']} events, duplicates "
+                              f"{r['duplicates']}, order violations {r['order_violations']}"
+                              + (f", {r['proposals_per_request']} proposals a request" if "proposals" in r else "")
+                              + ")", file=sys.stderr)
         backend.latency(0)
         result: dict[str, Any] = {"broker": broker, "events": args.n, "backend_ceiling": ceiling, "rows": rows}
         if args.outage > 0:
-            group = f"bench-outage-{uuid.uuid4().hex[:8]}"
-            o = outage(argv(group), settings, backend, expected, topic, group, partitions, down_seconds=args.outage)
-            result["outage"] = {"path": "openlineage http", **o}
-            print(f"outage {o['down_seconds']} s: lost {o['lost']}, committed during the outage: "
-                  f"{o['committed_during_outage']}, duplicates {o['duplicates']}", file=sys.stderr)
+            for name, path in paths.items():
+                group = f"bench-outage-{uuid.uuid4().hex[:8]}"
+                o = outage(path["argv"](group), settings, backend, path["expected"], topic, group, partitions,
+                           down_seconds=args.outage, count=path["count"], duplicates=path["duplicates"])
+                key = "outage" if name == "openlineage http" else f"outage {name}"
+                result[key] = {"path": name, **o}
+                print(f"{name} outage {o['down_seconds']} s: lost {o['lost']}, committed during the outage: "
+                      f"{o['committed_during_outage']}, duplicates {o['duplicates']}", file=sys.stderr)
         summary: dict[str, Any] = {}
         for row in rows:
-            key = f"{row['code']}_{row['latency_ms']:g}ms"
+            prefix = "" if row["path"] == "openlineage http" else "datahub_"
+            key = f"{prefix}{row['code']}_{row['latency_ms']:g}ms"
             summary.setdefault(key, []).append(row["events_per_s"])
         result["events_per_s"] = summary
-        targets = {0.0: 3000, 5.0: 2000}
-        result["targets"] = {f"{lat:g}ms": {"target": t, "met": bool(summary.get(f"after_{lat:g}ms")) and
-                                            min(summary[f"after_{lat:g}ms"]) >= t}
-                             for lat, t in targets.items() if f"after_{lat:g}ms" in summary}
+        result["targets"] = {}
+        for name, path in paths.items():
+            prefix = "" if name == "openlineage http" else "datahub_"
+            for lat, t in path["targets"].items():
+                runs = summary.get(f"{prefix}after_{lat:g}ms")
+                if runs:
+                    result["targets"][f"{prefix}{lat:g}ms"] = {"target": t, "met": min(runs) >= t}
     save("delivery", result)
 
 

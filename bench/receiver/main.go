@@ -15,6 +15,7 @@
 //
 //	POST /api/v1/lineage                           one OpenLineage event: counted by (run.runId, eventType, eventTime)
 //	POST /aspects?action=ingestProposalBatch       DataHub GMS: {"proposals": [...]}, each counted by its bytes
+//	GET  /config                                   DataHub GMS: {"noCode": "true", ...} (acryl-datahub's emitter checks it)
 //	any other POST                                 counted as a request only
 //
 // Control (another port, never taken down):
@@ -84,6 +85,12 @@ func (s *state) reset() {
 }
 
 func (s *state) backend(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet && r.URL.Path == "/config" {
+		// What acryl-datahub's DatahubRestEmitter asks GMS before it writes (it refuses a server without noCode).
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"noCode": "true", "versions": {"acryldata/datahub": {"version": "v1.3.0"}}}`)
+		return
+	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil || r.Method != http.MethodPost {
 		s.rejected.Add(1)
