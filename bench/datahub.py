@@ -35,6 +35,7 @@ import uuid
 from typing import Any
 
 from bench._common import save
+from bench.delivery import mixed_events
 from lineagewire.consumers.datahub import ids
 from lineagewire.consumers.datahub.config import load_config
 from lineagewire.consumers.datahub.handler import DataHubHandler
@@ -43,18 +44,12 @@ from lineagewire.consumers.datahub.translate import Translator
 from lineagewire.consumers.datahub.unchanged import Unchanged
 from lineagewire.consumers.runtime.record import Record
 from lineagewire.schemas import Codec, job_key
-from tests.consumers.openlineage.samples import app_run
 
 TARGET = 5000
 
 
 def _mix(n: int) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    i = 0
-    while len(out) < n:
-        out.extend(app_run(f"job{i % 200}", actions=2))
-        i += 1
-    return out[:n]
+    return mixed_events(n)  # the same events as bench.consumers and bench.delivery
 
 
 def in_process(n: int, tmp: pathlib.Path, gc_mode: str = "default") -> dict[str, Any]:

@@ -271,6 +271,15 @@ def test_each_line_is_datahubs_rendering_with_the_sinks_properties(tmp_path) -> 
     assert [line.rstrip(",") for line in path.read_text().splitlines()[1:-1]] == want
 
 
+def written(path: pathlib.Path, events: list[dict], start: int = 0, **file: object) -> DataHubHandler:
+    """A handler writing ``events`` to ``path`` (file sink options ``file``), opened, fed and closed."""
+    h = DataHubHandler(load_config(file={"path": str(path), **file}))
+    h.open()
+    feed(h, events, start)
+    h.close()
+    return h
+
+
 def _records_of(paths: list[pathlib.Path]) -> list[str]:
     return [json.dumps(r) for p in paths for r in json.loads(p.read_text())]
 
@@ -278,17 +287,11 @@ def _records_of(paths: list[pathlib.Path]) -> list[str]:
 def test_files_roll_by_size_each_a_valid_file_with_nothing_lost_or_doubled(tmp_path) -> None:  # noqa: ANN001
     events = [e for i in range(6) for e in app_run(f"job{i}")]
     path = tmp_path / "out.json"
-    h = DataHubHandler(load_config(file={"path": str(path), "roll_bytes": 40_000}))
-    h.open()
-    feed(h, events)
-    h.close()
+    written(path, events, roll_bytes=40_000)
     rolled = sorted(tmp_path.glob("out.*.json"))
     assert len(rolled) >= 3
     once = tmp_path / "once" / "out.json"
-    h = DataHubHandler(load_config(file={"path": str(once)}))
-    h.open()
-    feed(h, events)
-    h.close()
+    written(once, events)
     assert _records_of([*rolled, path]) == _records_of([once])  # in order, across the files
     for p in rolled:
         assert json.loads(p.read_text()) and p.stat().st_size < 40_000 + 20_000
@@ -315,10 +318,7 @@ def test_a_restart_reads_only_the_tail_and_skips_what_is_in_it(tmp_path, monkeyp
 
     events = [e for i in range(12) for e in app_run(f"job{i}")]
     path = tmp_path / "out.json"
-    h = DataHubHandler(load_config(file={"path": str(path), "tail_bytes": 8192}))
-    h.open()
-    feed(h, events)
-    h.close()
+    written(path, events, tail_bytes=8192)
     size = path.stat().st_size
     assert size > 20 * 8192
     read = []
@@ -335,10 +335,7 @@ def test_a_restart_reads_only_the_tail_and_skips_what_is_in_it(tmp_path, monkeyp
 def test_a_cut_deep_in_a_large_file_keeps_what_is_before_it(tmp_path) -> None:  # noqa: ANN001
     events = [e for i in range(12) for e in app_run(f"job{i}")]
     whole = tmp_path / "whole.json"
-    h = DataHubHandler(load_config(file={"path": str(whole), "tail_bytes": 4096}))
-    h.open()
-    feed(h, events)
-    h.close()
+    written(whole, events, tail_bytes=4096)
     text = whole.read_text()
     last_id = events[-1]["header"]["event_id"]
     cut = tmp_path / "cut.json"
