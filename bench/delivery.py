@@ -374,7 +374,8 @@ def main() -> None:
                             r["events_per_s"] = round(r["events_per_s"] * path["per_unit"])
                             r["cpu_us_per_event"] = round(r["cpu_us_per_event"] / path["per_unit"])
                             stats = backend.stats()
-                            r["duplicates"] = path["duplicates"](stats)
+                            # (a run stopped before everything arrived has no baseline to count duplicates from)
+                            r["duplicates"] = path["duplicates"](stats) if r["all_arrived"] else None
                             r["proposals_per_request"] = round(stats["proposals"] / max(stats["requests"], 1), 1)
                         row = {"path": name, "code": code, "latency_ms": latency, "run": run, **r}
                         rows.append(row)
