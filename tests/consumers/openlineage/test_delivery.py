@@ -24,22 +24,16 @@ from openlineage.client.serde import Serde
 from lineagewire.consumers.openlineage.handler import OpenLineageHandler
 from lineagewire.consumers.openlineage.translate import Translator
 from lineagewire.consumers.runtime import ConsumerRuntime, RetryPolicy
-from lineagewire.kafka.publisher import Publisher
 from lineagewire.schemas import Codec
 from tests.helpers import read_topic, wait_for
 
 from .receiver import Receiver, event_key
 from .samples import app_run
+from .test_service import publish
 
 pytestmark = pytest.mark.integration
 
 FAST = RetryPolicy(initial=0.05, maximum=0.3, jitter=0.01)
-
-
-def publish(settings, events: list[dict]) -> None:  # noqa: ANN001
-    with Publisher(settings) as pub:
-        for e in events:
-            pub.publish(e)
 
 
 def keys_of(event: dict) -> set[tuple[str, str, str]]:
