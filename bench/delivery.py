@@ -53,10 +53,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from bench._common import save
+from bench.consumers import _mix as mixed_events
 from lineagewire.config import Settings
 from lineagewire.kafka.publisher import Publisher
 from lineagewire.kafka.topics import TopicSpec, create_topics
-from tests.consumers.openlineage.samples import app_run
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 RECEIVER_SRC = pathlib.Path(__file__).resolve().parent / "receiver"
@@ -116,11 +116,17 @@ class Backend:
         self._post("/reset")
 
     def ceiling(self, n: int = 20_000, concurrency: int = 64) -> dict[str, Any]:
-        """Requests/s this receiver takes from its own Go load generator."""
+        """Requests/s this receiver takes from its own Go load generator (which shares the machine with it), and
+        the receiver's CPU µs per request: 1e6 / that is what it takes per core of its own."""
+        cpu = cpu_seconds(self.proc.pid)
         out = subprocess.run([str(self.binary), "-blast", f"{self.url}/api/v1/lineage", "-n", str(n), "-c",
                               str(concurrency)], capture_output=True, text=True, check=True).stdout
+        cpu = cpu_seconds(self.proc.pid) - cpu
         self.reset()
-        return json.loads(out)  # type: ignore[no-any-return]
+        result = json.loads(out)
+        result["receiver_cpu_us_per_request"] = round(cpu / n * 1e6, 1)
+        result["receiver_per_core_per_s"] = round(n / cpu) if cpu else None
+        return result  # type: ignore[no-any-return]
 
     def close(self) -> None:
         self.proc.terminate()
@@ -234,15 +240,6 @@ def outage(argv: list[str], settings: Settings, backend: Backend, expected: int,
             "duplicates": duplicates(stats), "seconds_to_catch_up": round(recovered, 1)}
 
 
-def mixed_events(n: int) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    i = 0
-    while len(out) < n:
-        out.extend(app_run(f"job{i % 200}", actions=2))
-        i += 1
-    return out[:n]
-
-
 def before_tree(commit: str) -> pathlib.Path:
     """The code of ``commit`` as an importable ``lineagewire`` package (the layout the editable install maps)."""
     target = CACHE / f"before-{commit}"
@@ -316,8 +313,9 @@ def main() -> None:
             broker = "local (lineagewire.kafka.local, started for the run)"
         backend = stack.enter_context(Backend())
         ceiling = backend.ceiling()
-        print(f"backend ceiling: {ceiling['per_s']:.0f} requests/s ({ceiling['concurrency']} in flight, Go load "
-              "generator)", file=sys.stderr)
+        print(f"backend ceiling: {ceiling['per_s']:.0f} requests/s from the Go load generator on the same cores "
+              f"({ceiling['concurrency']} in flight); the receiver's own CPU: {ceiling['receiver_cpu_us_per_request']} "
+              f"µs per request, {ceiling['receiver_per_core_per_s']} requests/s per core", file=sys.stderr)
 
         partitions = 3
         topic = f"bench.delivery.{uuid.uuid4().hex[:8]}"

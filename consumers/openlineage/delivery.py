@@ -101,9 +101,10 @@ class HttpDelivery:
             bearer = self.auth.get_bearer() if self.auth is not None else None
             if bearer:
                 headers = {**headers, "Authorization": bearer}
-            data: str | bytes = item.body
+            # Bytes, not text: aiohttp wraps a str in a payload that looks up its charset on every request.
+            data = item.body.encode()
             if self.compression == "gzip":
-                data = gzip.compress(item.body.encode(), compresslevel=3)
+                data = gzip.compress(data, compresslevel=3)
             try:
                 async with self._session.post(self.url, data=data, headers=headers) as resp:
                     await resp.read()

@@ -85,12 +85,16 @@ class Renderer:
         names = self._fields.get(cls)
         if names is None and attr.has(cls):
             names = self._fields[cls] = tuple(a.name for a in attr.fields(cls))
+        plain = self.plain
         if names is not None:
             out = {}
             for name in names:
                 value = getattr(obj, name)
-                if value is not None and (value := self.plain(value)) is not None:
-                    out[name] = value
+                if value is None:
+                    continue
+                if type(value) not in _SCALARS and (value := plain(value)) is None:  # scalars as they are
+                    continue
+                out[name] = value
             return out
         if isinstance(obj, Enum):
             return obj.value
@@ -99,8 +103,8 @@ class Renderer:
         if isinstance(obj, uuid.UUID):
             return str(obj)
         if isinstance(obj, dict):
-            return {k: v for k, v in ((k, self.plain(v)) for k, v in obj.items()) if v is not None}
+            return {k: v for k, v in ((k, plain(v)) for k, v in obj.items()) if v is not None}
         if isinstance(obj, (list, tuple, set, frozenset)):
-            items = (self.plain(v) for v in obj if v is not None)
+            items = (plain(v) for v in obj if v is not None)
             return [v for v in items if v is not None and v != {}]
         return obj

@@ -7,9 +7,10 @@ on a background asyncio loop; the runtime's contract still holds:
 
 * **Commits**: every handed record is *pending* until all its outputs are
   confirmed (the ``send`` coroutine returned). ``durable_offsets()`` answers,
-  per partition, the lowest offset not yet confirmed (or the offset after the
-  last record handed when all are), so the runtime never commits past an
-  event the backend has not confirmed.
+  per partition, the lowest offset not yet confirmed, so the runtime never
+  commits past an event the backend has not confirmed; a partition with
+  nothing pending is durable to its end (a ``HeldBack`` mapping: the runtime
+  then commits what it handled, dead-lettered or skipped there).
 * **Order per key**: outputs go out on ``lanes`` lanes; the records of one key
   (the Kafka key: one job) always use the same lane, and a lane sends its
   outputs strictly in order, one request (``send`` call) at a time, the next
@@ -32,8 +33,10 @@ on a background asyncio loop; the runtime's contract still holds:
   is retried from the next runtime call.) ``send`` should therefore not retry on
   its own, and should have a timeout.
 * **Revocation**: ``revoke(partitions)`` waits (up to ``revoke_timeout``) for the
-  pending outputs of those partitions, then drops what is left of them; the new
-  owner gets those records again from the last commit.
+  pending outputs of those partitions, then stops tracking their offsets; the
+  new owner gets those records again from the last commit, and what is still
+  queued here is still sent (a duplicate at worst, never a gap: the runtime's
+  dedup window may skip those records if the partition comes back here).
 
 How a handler uses it::
 
@@ -72,7 +75,7 @@ from .exceptions import OutputError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["InFlight", "Position", "blocking"]
+__all__ = ["HeldBack", "InFlight", "Position", "blocking"]
 
 T = TypeVar("T")
 
@@ -95,6 +98,20 @@ def blocking(fn: Callable[[list[T]], Any]) -> Callable[[list[T]], Awaitable[None
     return send
 
 
+class HeldBack(dict[tuple[str, int], int]):
+    """Durable offsets that hold back only the partitions listed: any other partition is durable to its end.
+
+    The runtime commits no partition missing from a handler's answer; records the handler never held (dead
+    letters, duplicates the dedup window skipped) must still be committed, so every partition is "in" it.
+    """
+
+    def __contains__(self, key: object) -> bool:
+        return True
+
+    def __missing__(self, key: tuple[str, int]) -> int:
+        return 2**63 - 1
+
+
 @dataclass(eq=False)
 class _Entry:
     """One handed record: confirmed when ``remaining`` outputs are."""
@@ -103,7 +120,6 @@ class _Entry:
     partition: int
     offset: int
     remaining: int
-    dropped: bool = False
 
     @property
     def where(self) -> str:
@@ -114,13 +130,12 @@ class _Entry:
 class _Part:
     """A partition's records handed and not yet confirmed, in offset order."""
 
-    next: int  # the offset after the last record handed
     order: collections.deque[_Entry] = field(default_factory=collections.deque)
 
-    def lowest(self) -> int:
-        while self.order and (self.order[0].remaining == 0 or self.order[0].dropped):
+    def lowest(self) -> int | None:
+        while self.order and self.order[0].remaining == 0:
             self.order.popleft()
-        return self.order[0].offset if self.order else self.next
+        return self.order[0].offset if self.order else None
 
 
 @dataclass(eq=False)
@@ -160,7 +175,7 @@ class InFlight(Generic[T]):
         self._changed = threading.Condition(self._lock)  # an output was confirmed or a lane failed
         self._parts: dict[tuple[str, int], _Part] = {}
         self._lanes: list[_Lane[T]] = [_Lane() for _ in range(lanes)]
-        self._pending = 0  # outputs handed and not confirmed (nor dropped)
+        self._pending = 0  # outputs handed and not yet confirmed
         self._confirmed = 0  # outputs confirmed since the last check()
         self._failures = 0  # lanes with a failed batch
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -247,14 +262,13 @@ class InFlight(Generic[T]):
         self.check(count=False)
         if outputs:
             self._wait(lambda: self._pending < self.max_pending, None, resend=True)
+        if not outputs:
+            return  # nothing to wait for: its partition is as durable as the records before it
         tp = (record.topic, record.partition)
         with self._lock:
             part = self._parts.get(tp)
             if part is None:
-                part = self._parts[tp] = _Part(record.offset + 1)
-            part.next = record.offset + 1
-            if not outputs:
-                return
+                part = self._parts[tp] = _Part()
             entry = _Entry(record.topic, record.partition, record.offset, len(outputs))
             part.order.append(entry)
             lane = self._lanes[hash(record.key if record.key is not None else tp) % self.lanes]
@@ -295,10 +309,17 @@ class InFlight(Generic[T]):
         """Wait until every output is confirmed (raises ``OutputError`` as ``check``); False on timeout."""
         return self._wait(lambda: self._pending == 0, timeout, resend=True)
 
-    def durable_offsets(self) -> dict[tuple[str, int], int]:
-        """Per (topic, partition) handed, the lowest offset not yet confirmed, else the one after the last."""
+    def durable_offsets(self) -> HeldBack:
+        """Per partition with outputs pending, its lowest offset not yet confirmed; any other: durable to its end."""
         with self._lock:
-            return {tp: part.lowest() for tp, part in self._parts.items()}
+            held = HeldBack()
+            for tp, part in list(self._parts.items()):
+                lowest = part.lowest()
+                if lowest is None:
+                    del self._parts[tp]
+                else:
+                    held[tp] = lowest
+            return held
 
     @property
     def pending(self) -> int:
@@ -307,32 +328,23 @@ class InFlight(Generic[T]):
 
     def revoke(self, partitions: Iterable[tuple[str, int]]) -> None:
         """Those partitions went to another member: wait up to ``revoke_timeout`` s for their pending outputs,
-        then forget them (what is left is not sent; the new owner handles those records again)."""
+        then stop tracking their offsets (what is still queued is still sent; the new owner handles those
+        records again from the last commit)."""
         gone = set(partitions) & set(self._parts)
         if not gone:
             return
 
         def settled() -> bool:
-            return all(not any(e.remaining and not e.dropped for e in self._parts[tp].order) for tp in gone)
+            return all(self._parts[tp].lowest() is None for tp in gone)
 
         try:
             self._wait(settled, self.revoke_timeout, resend=True)
         except OutputError as exc:
-            log.warning("%s: revoking %s with outputs not confirmed: %s", self.name, sorted(gone), exc)
+            log.warning("%s: revoking %s with outputs not confirmed (still sent from here): %s", self.name,
+                        sorted(gone), exc)
         with self._lock:
             for tp in gone:
-                for entry in self._parts.pop(tp).order:
-                    if entry.remaining and not entry.dropped:
-                        entry.dropped = True
-                        self._pending -= entry.remaining
-            for lane in self._lanes:
-                lane.queue = collections.deque(item for item in lane.queue if not item[0].dropped)
-                if lane.failed is not None:
-                    # In place: a re-send under way recognises its batch by identity.
-                    lane.failed[:] = [item for item in lane.failed if not item[0].dropped]
-                    if not lane.failed:
-                        self._clear_failure(lane)
-            self._changed.notify_all()
+                self._parts.pop(tp, None)
 
     # -- waiting and re-sending (caller's thread) ------------------------------------------------
 
@@ -391,7 +403,7 @@ class InFlight(Generic[T]):
         return None
 
     def _clear_failure(self, lane: _Lane[T]) -> None:
-        """(Lock held.) The lane's failed batch is done or dropped: let the lane go on."""
+        """(Lock held.) The lane's failed batch is done: let the lane go on."""
         lane.failed = None
         lane.error = None
         self._failures -= 1
@@ -402,8 +414,6 @@ class InFlight(Generic[T]):
     def _confirm(self, batch: list[tuple[_Entry, T]]) -> None:
         """(Lock held.) The outputs of ``batch`` were confirmed."""
         for entry, _ in batch:
-            if entry.dropped:
-                continue
             entry.remaining -= 1
             self._pending -= 1
             self._confirmed += 1
