@@ -6,6 +6,7 @@ import logging
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from lineagewire.consumers.runtime.base import Handler
+from lineagewire.consumers.runtime.inflight import HeldBack
 from lineagewire.exceptions import ConfigError
 from lineagewire.schemas import job_key
 
@@ -124,9 +125,13 @@ class DataHubHandler(Handler):
         answers = [d for d in (s.durable_offsets() for s in self.sinks) if d is not None]
         if not answers:
             return None
-        first, *rest = answers
-        return {tp: min([offset, *(a[tp] for a in rest)]) for tp, offset in first.items()
-                if all(tp in a for a in rest)}
+        # Below every sink's answer. A delivering sink answers a HeldBack (a partition it does not list is durable
+        # to its end); the file sink lists what it fsynced (a partition it does not list is not durable at all).
+        out: dict[tuple[str, int], int] = HeldBack() if all(isinstance(a, HeldBack) for a in answers) else {}
+        for tp in {tp for a in answers for tp in a.keys()}:
+            if all(tp in a for a in answers):
+                out[tp] = min(a[tp] for a in answers)
+        return out
 
     def on_revoke(self, partitions: list[tuple[str, int]]) -> None:
         for sink in self.sinks:
