@@ -11,16 +11,16 @@ from typing import Any
 from datahub.emitter.aspect import ASPECT_MAP
 from datahub.metadata.schema_classes import ChangeTypeClass
 
-from .proposals import JSON, Proposal, aspect_text
+from .proposals import JSON, Proposal
 
 __all__ = ["Unchanged", "fingerprint"]
 
 Mark = tuple[tuple[str, str, str], bytes | None]
 
 
-def fingerprint(text: str) -> bytes:
-    """What ``Unchanged`` compares: a 16-byte hash of an aspect's JSON text."""
-    return hashlib.blake2b(text.encode(), digest_size=16).digest()
+def fingerprint(text: str | bytes) -> bytes:
+    """What ``Unchanged`` compares: a 16-byte hash of an aspect's JSON text (as UTF-8 bytes)."""
+    return hashlib.blake2b(text if isinstance(text, bytes) else text.encode(), digest_size=16).digest()
 
 
 def _timeseries(aspect_name: str | None) -> bool:
@@ -62,8 +62,7 @@ class Unchanged:
         pending: dict[tuple[str, str, str], bytes | None] = {}
         for p in proposals:
             key = (scope, p.entityUrn or "", p.aspectName or "")
-            text = aspect_text(p)
-            if p.changeType != ChangeTypeClass.UPSERT or text is None or p.aspect.contentType != JSON:
+            if p.changeType != ChangeTypeClass.UPSERT or p.aspect is None or p.aspect.contentType != JSON:
                 pending[key] = None
                 marks.append((key, None))
                 fresh.append(p)
@@ -71,7 +70,7 @@ class Unchanged:
             if _timeseries(p.aspectName):
                 fresh.append(p)
                 continue
-            fp = fingerprint(text)
+            fp = fingerprint(p.aspect.value)
             last = pending[key] if key in pending else self._last.get(key)
             if last == fp:
                 continue
