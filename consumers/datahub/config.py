@@ -53,7 +53,7 @@ class FileSinkConfig(BaseModel):
     fsync_interval: float = Field(1.0, gt=0, description="Seconds between fsyncs; offsets are committed only up "
                                   "to what was fsynced")
     roll_bytes: int = Field(64 << 20, ge=1 << 10, description="The current file is closed and renamed "
-                            "<stem>.<UTC time>.<n><suffix> once it holds this many bytes")
+                            "<stem>.<UTC time>.<nnnn><suffix> once it holds this many bytes")
     roll_seconds: float = Field(3600.0, gt=0, description="... or once it is this old (seconds) and not empty")
     tail_bytes: int = Field(4 << 20, ge=1 << 10, description="How much of the file's end a restart reads (to "
                             "repair a cut and skip redelivered events); more only when one event's records reach "

@@ -3,7 +3,8 @@
 
 The current file is ``path``; it stays a valid JSON array after every event: one record per line, the closing
 ``]`` rewritten after each append. When it reaches ``roll_bytes`` or ``roll_seconds`` it is fsynced and renamed
-``<stem>.<UTC time>.<n><suffix>`` next to it (a complete file, never written again) and a new ``path`` begins.
+``<stem>.<UTC time>.<nnnn><suffix>`` next to it (the names sort in the order written; a complete file, never
+written again) and a new ``path`` begins.
 
 Each record carries its event id, its place in the event's records and its job
 (``systemMetadata.properties``). A restart reads only the tail of ``path`` (``tail_bytes``, more only when an
@@ -228,7 +229,7 @@ class FileSink(Sink):
         stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")
         n = 0
         while True:
-            target = self.path.with_name(f"{self.path.stem}.{stamp}.{n}{self.path.suffix}")
+            target = self.path.with_name(f"{self.path.stem}.{stamp}.{n:04d}{self.path.suffix}")
             if not target.exists():
                 break
             n += 1

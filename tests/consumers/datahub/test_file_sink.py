@@ -298,6 +298,21 @@ def test_files_roll_by_size_each_a_valid_file_with_nothing_lost_or_doubled(tmp_p
     check_metadata_file(rolled[-1])  # each rolled file is complete (one checked: the check takes ~10 s)
 
 
+def test_a_restart_after_a_roll_skips_the_events_of_the_newest_rolled_file(tmp_path) -> None:  # noqa: ANN001
+    events = [e for i in range(6) for e in app_run(f"job{i}")]
+    path = tmp_path / "out.json"
+    written(path, events, roll_bytes=40_000)
+    rolled = sorted(tmp_path.glob("out.*.json"))
+    newest = max(rolled, key=lambda p: p.stat().st_mtime_ns)
+    assert newest == rolled[-1]  # the names sort in the order the files were written
+    ids = {r["systemMetadata"]["properties"]["lineagewire.eventId"] for r in json.loads(newest.read_text())}
+    h = DataHubHandler(load_config(file={"path": str(path), "roll_bytes": 40_000}))
+    h.open()
+    again = [e["header"]["event_id"] for e in events if e["header"]["event_id"] in ids]
+    assert again and all(h.sinks[0].written(i) for i in again)  # redelivered after the restart: skipped
+    h.close()
+
+
 def test_files_roll_by_age_on_a_quiet_topic(tmp_path) -> None:  # noqa: ANN001
     from tests.helpers import wait_for
 
