@@ -289,7 +289,7 @@ class OpenLineageHandler(Handler):
                                      max_batch=500, linger=0.005, name="OpenLineage kafka").start()
         else:
             self._confirm_kafka_children(transport)
-        if self.mode != "client":
+        if self.mode != "client" and transport is not None:
             transport.close(0)  # replaced by the delivery above (an unused session, an idle producer)
             from openlineage.client import OpenLineageClient
 
