@@ -6,7 +6,8 @@
    actions with column lineage) -> ``Codec.decode`` -> ``Translator`` -> openlineage-python's file
    transport (append mode) via ``OpenLineageHandler``, one thread. Target: >= 5,000 events/s. Also: wall and
    CPU microseconds per event of each stage, the one-pass JSON rendering against openlineage-python's own
-   ``Serde.to_json``, and a check that the lines written are byte for byte what that ``Serde`` renders.
+   ``Serde.to_json``, and a check that the lines written are byte for byte what that ``Serde`` renders (and
+   what the service's own renderer, used by its HTTP and Kafka deliveries, gives).
 2. ``end_to_end``: events published at ``--rate`` per second to a real broker (the local one, started
    for the run, unless --bootstrap-servers), consumed by ``ConsumerRuntime`` + ``OpenLineageHandler``
    with the file transport; latency = the moment the OpenLineage event was written minus the moment
@@ -31,7 +32,6 @@ from openlineage.client.serde import Serde
 
 from bench._common import percentile, save
 from lineagewire.config import Settings
-from lineagewire.consumers.openlineage import serde
 from lineagewire.consumers.openlineage.handler import OpenLineageHandler
 from lineagewire.consumers.openlineage.translate import Translator
 from lineagewire.consumers.runtime import ConsumerRuntime
@@ -91,20 +91,21 @@ def in_process(n: int, tmp: pathlib.Path) -> dict[str, Any]:
     translator = Translator()  # a fresh one (cold caches, as in the timed pass) for the events the next stages take
     ol_events = [o for e in decoded for o in translator.translate(e)]
     gc.freeze()
-    # Rendering alone: the installed one-pass rendering, and openlineage-python's own Serde.to_json.
+    # Rendering alone: openlineage-python's Serde.to_json (what the file transport renders with), and the
+    # service's own rendering for its HTTP and Kafka deliveries (render.Renderer).
     t_render = stage(lambda: [Serde.to_json(o) for o in ol_events])
-    t_render_ref = stage(lambda: [serde.reference_to_json(o) for o in ol_events])
+    t_render_ref = stage(lambda: [translator.to_json(o) for o in ol_events])
     client = _file_handler(tmp / "stages.jsonl").client
     t_emit = stage(lambda: [client.emit(o) for o in ol_events])
     client.close()
     # The file the handler wrote is what openlineage-python's own Serde renders for the same events (the
     # emit pass above added the client's run tags to them, as it did to the handler's).
     with out.open() as f:
-        identical = all(line.rstrip("\n") == serde.reference_to_json(o)
+        identical = all(line.rstrip("\n") == Serde.to_json(o) == translator.to_json(o)
                         for line, o in zip(f, ol_events[:_CHECKED], strict=False))
     gc.unfreeze()
     stages = {"decode": t_decode, "translate": t_translate, "openlineage_client_emit_file": t_emit,
-              "of_which_render_json": t_render, "render_json_openlineage_python_serde": t_render_ref}
+              "of_which_render_json": t_render, "render_json_service_renderer": t_render_ref}
     return {"events": n, "openlineage_events": emitted, "lines_written": lines, "seconds": round(seconds, 3),
             "events_per_s": round(n / seconds), "openlineage_events_per_s": round(emitted / seconds),
             # CPU time of this process only: what the code does per core when it gets one to itself.
@@ -183,8 +184,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="in-process runs (the median is reported)")
     ap.add_argument("--bootstrap-servers", default=None)
     args = ap.parse_args()
-    # As the service does (lineagewire consume openlineage): the Translator no longer installs it.
-    fast = serde.install()
+    OpenLineageHandler.prepare_process()  # as the service does (lineagewire consume openlineage)
     with tempfile.TemporaryDirectory() as d:
         tmp = pathlib.Path(d)
         # The machine is shared (2 cores): repeat the in-process run and keep the median one.
@@ -203,7 +203,7 @@ def main() -> None:
                 result["end_to_end"] = end_to_end(Settings(bootstrap_servers=kafka.bootstrap_servers), args.rate,
                                                   args.seconds, tmp)
             broker = "local (lineagewire.kafka.local, started for the run)"
-    save("consumers", {"broker": broker, "one_pass_json_rendering": fast, **result})
+    save("consumers", {"broker": broker, **result})
 
 
 if __name__ == "__main__":

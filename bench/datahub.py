@@ -35,26 +35,21 @@ import uuid
 from typing import Any
 
 from bench._common import save
+from bench.delivery import mixed_events
 from lineagewire.consumers.datahub import ids
 from lineagewire.consumers.datahub.config import load_config
 from lineagewire.consumers.datahub.handler import DataHubHandler
-from lineagewire.consumers.datahub.render import Unchanged
-from lineagewire.consumers.datahub.sinks import FileSink
+from lineagewire.consumers.datahub.sinks.file import FileSink
 from lineagewire.consumers.datahub.translate import Translator
+from lineagewire.consumers.datahub.unchanged import Unchanged
 from lineagewire.consumers.runtime.record import Record
 from lineagewire.schemas import Codec, job_key
-from tests.consumers.openlineage.samples import app_run
 
 TARGET = 5000
 
 
 def _mix(n: int) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    i = 0
-    while len(out) < n:
-        out.extend(app_run(f"job{i % 200}", actions=2))
-        i += 1
-    return out[:n]
+    return mixed_events(n)  # the same events as bench.consumers and bench.delivery
 
 
 def in_process(n: int, tmp: pathlib.Path, gc_mode: str = "default") -> dict[str, Any]:
@@ -83,7 +78,8 @@ def in_process(n: int, tmp: pathlib.Path, gc_mode: str = "default") -> dict[str,
     gc.callbacks.append(timed)
     c0, t0 = time.process_time(), time.perf_counter()
     for off, blob in enumerate(blobs):
-        emitted += handler.handle(Record("bench", 0, off, None, 0, codec.decode(blob)))
+        event = codec.decode(blob)
+        emitted += handler.handle(Record("bench", 0, off, job_key(event), 0, event))
     handler.close()
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     gc_passes = sum(s["collections"] for s in gc.get_stats()) - collections0
@@ -107,7 +103,7 @@ def _stages(blobs: list[bytes], codec: Codec, tmp: pathlib.Path) -> dict[str, tu
     config = load_config(file={"path": str(tmp / f"stages-{uuid.uuid4().hex[:8]}.json")})
     translator = Translator(config)
     sink = FileSink(config.sinks.file)  # type: ignore[arg-type]
-    sink.unchanged = unchanged = Unchanged(sink.renderer, config.skip_unchanged)
+    sink.unchanged = unchanged = Unchanged(config.skip_unchanged)
     sink.open()
     names = ("decode", "translate", "skip_unchanged", "write")
     wall = dict.fromkeys(names, 0.0)
@@ -120,7 +116,7 @@ def _stages(blobs: list[bytes], codec: Codec, tmp: pathlib.Path) -> dict[str, tu
         cpu[name] += c2 - c
         return t2, c2
 
-    for blob in blobs:
+    for off, blob in enumerate(blobs):
         t, c = clock(), pclock()
         event = codec.decode(blob)
         t, c = lap("decode", t, c)
@@ -130,10 +126,45 @@ def _stages(blobs: list[bytes], codec: Codec, tmp: pathlib.Path) -> dict[str, tu
         fresh, marks = unchanged.select(proposals, scope)
         unchanged.commit(marks)
         t, c = lap("skip_unchanged", t, c)
-        sink.write(event["header"]["event_id"], fresh, scope)
+        sink.write(Record("bench", 0, off, scope, 0, event), event["header"]["event_id"], fresh, scope)
         lap("write", t, c)
     sink.close()
     return {k: (wall[k], cpu[k]) for k in names}
+
+
+def restart(n: int, tmp: pathlib.Path, base_events: int = 1000) -> dict[str, Any]:
+    """Seconds the file sink takes to start on the file a run of ``n`` events left (one file, not rolled: the
+    worst case). The first ``base_events`` go through the handler; the rest are copies of their records under
+    new event ids (the file a long run leaves, made in seconds rather than minutes)."""
+    base = tmp / f"base-{base_events}.json"
+    if not base.exists():
+        codec = Codec()
+        h = DataHubHandler(load_config(file={"path": str(base)}))
+        h.open()
+        for off, e in enumerate(_mix(base_events)):
+            event = codec.decode(codec.encode(e))
+            h.handle(Record("bench", 0, off, job_key(event), 0, event))
+        h.close()
+    lines = [line.rstrip(",") for line in base.read_text().splitlines()[1:-1]]
+    out = tmp / f"restart-{n}.json"
+    key = '"lineagewire.eventId": "'
+    with out.open("w") as f:
+        f.write("[\n")
+        copies = max(1, n // base_events)
+        for i in range(copies):
+            tail = ",\n" if i < copies - 1 else "\n"
+            f.write(",\n".join(line.replace(key, f"{key}{i}-") if i else line for line in lines) + tail)
+        f.write("]\n")
+    size = out.stat().st_size
+    times = []
+    for _ in range(3):
+        h = DataHubHandler(load_config(file={"path": str(out)}))
+        t0 = time.perf_counter()
+        h.open()
+        times.append(time.perf_counter() - t0)
+        h.close()
+    out.unlink()
+    return {"events": copies * base_events, "file_bytes": size, "start_seconds": round(statistics.median(times), 4)}
 
 
 def main() -> None:
@@ -142,15 +173,22 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="runs (the median is reported)")
     ap.add_argument("--gc", choices=("default", "freeze", "off"), default="default",
                     help="the garbage collector during the timed loop (see the module docstring)")
+    ap.add_argument("--restart", type=int, nargs="*", default=[1000, 100_000],
+                    help="also time the file sink's start on the file of this many events (none: skip)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-datahub-") as tmp:
         runs = [in_process(args.n, pathlib.Path(tmp), args.gc) for _ in range(args.repeat)]
+        restarts = [restart(n, pathlib.Path(tmp)) for n in args.restart]
+        for r in restarts:
+            print(f"file sink start after {r['events']:>7} events ({r['file_bytes'] / 1e6:7.1f} MB file): "
+                  f"{r['start_seconds'] * 1000:7.1f} ms")
     runs.sort(key=lambda r: r["events_per_s"])
     best = runs[len(runs) // 2]
     name = "datahub" if args.gc == "default" else f"datahub-gc-{args.gc}"
     save(name, {"in_process": best, "events_per_s_all_runs": [r["events_per_s"] for r in runs],
                      "median_events_per_s": statistics.median(r["events_per_s"] for r in runs),
                      "median_events_per_cpu_s": statistics.median(r["events_per_cpu_s"] for r in runs),
+                     "file_sink_restart": restarts,
                      "load_average": os.getloadavg()})
 
 

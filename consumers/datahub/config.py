@@ -21,8 +21,8 @@ Kafka connection of the MCP sink defaults to lineagewire's own ``Settings``.
     dataset_lineage: true         # also write upstreamLineage on output datasets
     skip_unchanged: 100000        # (URN, aspect) remembered per sink to skip identical re-emits; 0: emit all
     sinks:
-      file: out.json
-      rest: {gms_url: "http://127.0.0.1:8080", token: "..."}
+      file: {path: out.json, roll_bytes: 67108864, roll_seconds: 3600}   # or just: file: out.json
+      rest: {gms_url: "http://127.0.0.1:8080", token: "...", lanes: 4, max_batch: 200, linger: 0.005}
       kafka: {bootstrap: "127.0.0.1:9092", schema_registry_url: "http://127.0.0.1:8081"}
 """
 
@@ -31,6 +31,7 @@ from __future__ import annotations
 import pathlib
 import re
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
@@ -38,7 +39,8 @@ from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validat
 from lineagewire.config import layered
 from lineagewire.exceptions import ConfigError
 
-__all__ = ["DataHubConfig", "FileSinkConfig", "KafkaSinkConfig", "RestSinkConfig", "SinksConfig", "load_config"]
+__all__ = ["DataHubConfig", "DeliveryConfig", "FileSinkConfig", "KafkaSinkConfig", "RestSinkConfig", "SinksConfig",
+           "load_config"]
 
 _PLATFORM = re.compile(r"[a-z0-9][a-z0-9_-]*")
 _FABRICS = {"DEV", "TEST", "QA", "UAT", "EI", "PRE", "STG", "NON_PROD", "PROD", "CORP", "RVW", "PRD", "TST", "SIT",
@@ -53,12 +55,30 @@ class FileSinkConfig(BaseModel):
     path: pathlib.Path
     fsync_interval: float = Field(1.0, gt=0, description="Seconds between fsyncs; offsets are committed only up "
                                   "to what was fsynced")
+    roll_bytes: int = Field(64 << 20, ge=1 << 10, description="The current file is closed and renamed "
+                            "<stem>.<UTC time>.<nnnn><suffix> once it holds this many bytes")
+    roll_seconds: float = Field(3600.0, gt=0, description="... or once it is this old (seconds) and not empty")
+    tail_bytes: int = Field(4 << 20, ge=1 << 10, description="How much of the file's end a restart reads (to "
+                            "repair a cut and skip redelivered events); more only when one event's records reach "
+                            "further back")
 
 
-class RestSinkConfig(BaseModel):
-    """DataHub GMS through acryl-datahub's ``DatahubRestEmitter``."""
+class DeliveryConfig(BaseModel):
+    """How a delivering sink (REST, Kafka) sends: batches of proposals, several in flight, in order per job."""
 
     model_config = {"extra": "forbid"}
+
+    lanes: int = Field(4, ge=1, le=64, description="Batches in flight at once; one job's proposals always use "
+                       "the same lane, which sends its batches one after the other")
+    max_batch: int = Field(200, ge=1, description="Proposals per batch (GMS takes up to 200 by default)")
+    max_batch_bytes: int = Field(4 << 20, ge=1 << 10, description="Bytes of proposals per batch")
+    linger: float = Field(0.005, ge=0, le=5, description="Seconds a lane waits for a batch to fill")
+    max_pending: int = Field(4000, ge=1, description="Proposals handed and not yet confirmed before the "
+                             "consumer waits (memory bound)")
+
+
+class RestSinkConfig(DeliveryConfig):
+    """DataHub GMS through acryl-datahub's ``DatahubRestEmitter`` (``ingestProposalBatch``)."""
 
     gms_url: str
     token: SecretStr | None = None
@@ -67,16 +87,26 @@ class RestSinkConfig(BaseModel):
     @field_validator("gms_url")
     @classmethod
     def _url(cls, v: str) -> str:
+        expected = "expected an http:// or https:// URL of DataHub GMS with a host (e.g. http://127.0.0.1:8080)"
         if not v.startswith(("http://", "https://")):
-            raise ValueError(f"gms_url={v!r}; expected an http:// or https:// URL of DataHub GMS "
-                             "(e.g. http://127.0.0.1:8080)")
+            raise ValueError(f"gms_url={v!r}; {expected}")
+        try:
+            url = urlsplit(v)
+            host, _ = url.hostname, url.port  # .port raises for a port that is not a number
+        except ValueError as exc:
+            raise ValueError(f"gms_url={v!r}: {exc}; {expected}") from exc
+        if not host:
+            raise ValueError(f"gms_url={v!r} has no host; {expected}")
         return v.rstrip("/")
 
 
-class KafkaSinkConfig(BaseModel):
+class KafkaSinkConfig(DeliveryConfig):
     """DataHub's MCP topic through acryl-datahub's ``DatahubKafkaEmitter`` (needs a schema registry)."""
 
-    model_config = {"extra": "forbid"}
+    # One lane: the producer batches on its own, and one flush per batch confirms every message of it.
+    lanes: int = Field(1, ge=1, le=64)
+    max_batch: int = Field(1000, ge=1)
+    max_batch_bytes: int = Field(16 << 20, ge=1 << 10)
 
     bootstrap: str | None = Field(None, description="Kafka bootstrap servers; default: lineagewire's own")
     schema_registry_url: str

@@ -7,13 +7,17 @@ the namespace's scheme (``s3``/``s3a``/``s3n`` -> s3, ``gs`` -> gcs, ``abfs``/``
 named by its table on ``table_platform`` (hive); partition folders (``key=value``) at the end of
 a path are stripped to the table path; ``path_specs`` cut a path after its ``{table}`` segment;
 env and platform instance are configurable. Unknown schemes are used as the platform name as
-they are, unless ``platform_aliases`` maps them.
+they are, unless ``platform_aliases`` maps them. Every namespace form gets a name, none fails an event:
+embedded databases (``derby:/path/db``, ``h2:mem:db``, ``sqlite:app.db``) are the scheme's platform with
+the database's location before the table, paths without a scheme are ``file``, bare words and other
+text become a platform name (see ``_parse``); each unusual form is logged once.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import functools
+import logging
 import re
 from typing import Any
 
@@ -36,7 +40,8 @@ from datahub.metadata.schema_classes import (
 )
 
 from .config import DataHubConfig
-from .exceptions import TranslationError
+
+log = logging.getLogger(__name__)
 
 __all__ = ["SCHEME_PLATFORMS", "DatasetNamer", "field_paths", "schema_metadata"]
 
@@ -57,6 +62,7 @@ _PATH_PLATFORMS = frozenset({"file", "hdfs", "dbfs", "s3", "gcs", "abs"})
 _BUCKET_PLATFORMS = frozenset({"s3", "gcs", "abs"})
 _PARTITION = re.compile(r"[^=/]+=[^/]*")
 _SCHEME = re.compile(r"[a-z][a-z0-9+.-]*")
+_DRIVE = re.compile(r"[A-Za-z]:[\\/]")
 
 _TYPES: list[tuple[str, type]] = [
     ("string", StringTypeClass), ("varchar", StringTypeClass), ("char", StringTypeClass),
@@ -76,6 +82,7 @@ class DatasetNamer:
     def __init__(self, config: DataHubConfig) -> None:
         self.config = config
         self._urn = functools.lru_cache(maxsize=8192)(self._compute)
+        self._logged: set[str] = set()  # unusual namespace forms already logged
 
     def urn(self, d: dict[str, Any]) -> str:
         """The dataset URN of an event's dataset dict (``namespace``, ``name``, ``symlinks``)."""
@@ -106,20 +113,24 @@ class DatasetNamer:
         return make_dataset_urn_with_platform_instance(platform, path, instance, self.config.env)
 
     def _platform_and_name(self, namespace: str, name: str) -> tuple[str, str]:
-        ns = namespace.strip()
-        if ns.lower().startswith("jdbc:"):
-            ns = ns[5:]
-        scheme, _, authority = ns.partition("://")
-        scheme = scheme.lower()
-        if not _SCHEME.fullmatch(scheme):
-            raise TranslationError(f"dataset namespace {namespace!r}: expected a scheme such as 'file', "
-                                   "'s3://bucket', 'hdfs://host:8020', 'postgres://host:5432' or 'kafka://broker'")
+        """(platform, dataset name) of a namespace and name. Never raises: a namespace of an unusual form (see
+        ``_parse``) is named the best way it can be, and logged once per form."""
+        scheme, authority, location, kind = _parse(namespace)
         platform = self.config.platform_aliases.get(scheme) or SCHEME_PLATFORMS.get(scheme) or scheme
         if not name:
-            raise TranslationError(f"dataset in namespace {namespace!r} has an empty name; expected a path or a "
-                                   "table name")
+            kind = kind or "an empty dataset name"
+            name = location or authority or namespace.strip() or "unnamed"
+            location = ""
+        if kind is not None and kind not in self._logged:
+            self._logged.add(kind)
+            log.warning("dataset namespace %r is %s: its datasets go to platform %r (e.g. %r); other namespaces of "
+                        "this form are named the same way without a log line", namespace, kind, platform,
+                        name if not location else f"{location.rstrip('/')}/{name}")
         if platform not in _PATH_PLATFORMS:
-            return platform, name
+            # An embedded database's tables are named after its location (two databases may have the same tables).
+            return platform, f"{location.rstrip('/')}/{name}" if location else name
+        if location and not name.startswith("/"):
+            name = f"{location.rstrip('/')}/{name}"
         path = re.sub(r"/{2,}", "/", name)
         if platform in _BUCKET_PLATFORMS and authority:
             path = f"{authority.rstrip('/')}/{path.lstrip('/')}"
@@ -145,6 +156,36 @@ class DatasetNamer:
                 kept = "/".join(parts[:cut + 1])
                 return f"/{kept}" if path.startswith("/") else kept
         return path
+
+
+def _parse(namespace: str) -> tuple[str, str, str, str | None]:
+    """(scheme as a platform key, authority, location, the unusual form or None) of a dataset namespace.
+
+    ``scheme://authority`` is the usual form (``jdbc:`` in front is dropped). The others:
+    ``derby:/path/db``, ``h2:mem:db``, ``sqlite:app.db`` (an embedded database: scheme, then its location);
+    ``/data`` or ``C:\\data`` (a path: platform ``file``, the path before the name); a bare word such as
+    ``warehouse`` (the platform as it is); anything else is made a platform name (lower case, other
+    characters as ``-``; ``unknown`` if nothing is left).
+    """
+    ns = namespace.strip()
+    if ns.lower().startswith("jdbc:"):
+        ns = ns[5:]
+    scheme, sep, authority = ns.partition("://")
+    location, kind = "", None
+    if not sep:
+        head, colon, tail = ns.partition(":")
+        authority = ""
+        if colon and len(head) > 1 and _SCHEME.fullmatch(head.lower()):
+            scheme, location, kind = head, tail, "scheme:location without // (an embedded database)"
+        elif ns.startswith(("/", "\\")) or _DRIVE.match(ns):
+            scheme, location, kind = "file", ns, "a path without a scheme"
+        else:
+            scheme = ns
+    key = scheme.lower()
+    if not _SCHEME.fullmatch(key):
+        kind = kind or "not a scheme"
+        key = re.sub(r"[^a-z0-9_.-]+", "-", key).strip("-") or "unknown"
+    return key, authority, location, kind
 
 
 def _type_class(native: str) -> Any:

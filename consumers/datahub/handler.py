@@ -6,13 +6,19 @@ import logging
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from lineagewire.consumers.runtime.base import Handler
+from lineagewire.consumers.runtime.inflight import HeldBack
 from lineagewire.exceptions import ConfigError
 from lineagewire.schemas import job_key
 
 from .config import DataHubConfig
-from .render import Renderer, Unchanged
-from .sinks import FileSink, KafkaSink, RestSink, Sink
+from .exceptions import TranslationError
+from .proposals import Proposal
+from .sinks import Sink
+from .sinks.file import FileSink
+from .sinks.kafka import KafkaSink
+from .sinks.rest import RestSink
 from .translate import Translator
+from .unchanged import Unchanged
 
 if TYPE_CHECKING:
     from lineagewire.consumers.runtime.record import Record
@@ -44,9 +50,12 @@ def make_sinks(config: DataHubConfig, *, bootstrap_servers: str | None = None,
 class DataHubHandler(Handler):
     """Writes each lineagewire event to DataHub as metadata change proposals (see ``translate``).
 
-    With the file sink the handler buffers in the OS: it fsyncs the file every ``fsync_interval``
-    seconds (``tick``) and reports only fsynced offsets as durable, so a commit never runs ahead of
-    the disk. The other sinks deliver synchronously.
+    ``handle`` translates the event and hands the proposals to every sink (``sinks``): the file sink writes
+    them at once and fsyncs every ``fsync_interval`` s (``tick``); the REST and Kafka sinks send them in
+    batches, several at once, in order per job, and confirm them later. ``durable_offsets`` answers, per
+    partition, the lowest offset not yet durable in every sink (fsynced, or confirmed by the backend): the
+    runtime never commits past it. A batch that failed is sent again from ``batch_done``/``tick``, which
+    raise ``EmitError`` while it fails, so the runtime's retry loop owns the backoff.
     """
 
     name: ClassVar[str] = "datahub"
@@ -57,16 +66,13 @@ class DataHubHandler(Handler):
         self.config = config or DataHubConfig()
         self.sinks = sinks if sinks is not None else make_sinks(self.config)
         self.translator = translator or Translator(self.config)
-        self._buffering = any(isinstance(s, FileSink) for s in self.sinks)
         if self.config.skip_unchanged:
-            # One memory per sink: each skips only what it took itself. Renderings are shared.
-            renderer = next((s.renderer for s in self.sinks if isinstance(s, FileSink)), None) or Renderer()
+            # One memory per sink: each skips only what it took itself.
             for sink in self.sinks:
-                sink.unchanged = Unchanged(renderer, self.config.skip_unchanged)
+                sink.unchanged = Unchanged(self.config.skip_unchanged)
         if self.config.sinks.file is not None:
-            self.tick_interval = self.config.sinks.file.fsync_interval  # type: ignore[misc]
-        self._handled: dict[tuple[str, int], int] = {}
-        self._durable: dict[tuple[str, int], int] = {}
+            self.tick_interval = min(1.0, self.config.sinks.file.fsync_interval)  # type: ignore[misc]
+        self._last_sync = float("-inf")
 
     def check(self) -> None:
         """Refuse sink settings that can never work before consuming anything (``ConfigError``)."""
@@ -81,35 +87,57 @@ class DataHubHandler(Handler):
     def handle(self, record: Record) -> int:
         assert record.event is not None
         event_id = record.event["header"]["event_id"]
-        emitted = 0
         pending = [s for s in self.sinks if not s.written(event_id)]
+        proposals: list[Proposal] = []
+        scope = ""
         if pending:
-            proposals = self.translator.translate(record.event)
-            scope = job_key(record.event)  # a job's events are in order: see render.Unchanged
-            emitted = max(sink.emit(event_id, proposals, scope) for sink in pending)
-        self._handled[(record.topic, record.partition)] = record.offset + 1
+            try:
+                proposals = self.translator.translate(record.event)
+            except TranslationError:
+                # Dead-lettered by the runtime: its offset is done for every sink (none waits for it).
+                for sink in self.sinks:
+                    sink.write(record, event_id, [], "")
+                raise
+            scope = job_key(record.event)  # a job's events are in order: see unchanged.Unchanged
+        emitted = 0
+        for sink in self.sinks:
+            if sink in pending:
+                emitted = max(emitted, sink.emit(record, event_id, proposals, scope))
+            else:
+                sink.write(record, event_id, [], scope)  # already there: only its offset moves
         return emitted
 
-    def tick(self, now: float) -> int:
-        self._sync()
-        return 0
+    def batch_done(self) -> int:
+        return self._poll()
 
-    def _sync(self) -> None:
-        handled = dict(self._handled)
-        for sink in self.sinks:
-            sink.sync()
-        self._durable.update(handled)
+    def tick(self, now: float) -> int:
+        fsync = self.config.sinks.file.fsync_interval if self.config.sinks.file is not None else 0.0
+        if now - self._last_sync >= fsync:  # first: a delivering sink that is down must not hold the file back
+            self._last_sync = now
+            for sink in self.sinks:
+                sink.sync()
+        return self._poll()
+
+    def _poll(self) -> int:
+        return max((sink.poll() for sink in self.sinks), default=0)
 
     def durable_offsets(self) -> dict[tuple[str, int], int] | None:
-        return dict(self._durable) if self._buffering else None
+        answers = [d for d in (s.durable_offsets() for s in self.sinks) if d is not None]
+        if not answers:
+            return None
+        # Below every sink's answer. A delivering sink answers a HeldBack (a partition it does not list is durable
+        # to its end); the file sink lists what it fsynced (a partition it does not list is not durable at all).
+        out: dict[tuple[str, int], int] = HeldBack() if all(isinstance(a, HeldBack) for a in answers) else {}
+        for tp in {tp for a in answers for tp in a.keys()}:
+            if all(tp in a for a in answers):
+                out[tp] = min(a[tp] for a in answers)
+        return out
 
     def on_revoke(self, partitions: list[tuple[str, int]]) -> None:
-        if self._buffering:
-            self._sync()
+        for sink in self.sinks:
+            sink.on_revoke(partitions)
 
     def close(self) -> None:
-        if self._buffering:
-            self._sync()
         for sink in self.sinks:
             try:
                 sink.close()

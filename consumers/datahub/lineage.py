@@ -17,9 +17,9 @@ from datahub.metadata.schema_classes import (
 
 from .datasets import DatasetNamer
 from .ids import ACTOR
-from .stamp import Stamped
+from .proposals import Aspect, from_json, to_json
 
-__all__ = ["fine_grained", "known_urns", "of_output", "upstream_lineage"]
+__all__ = ["at_time", "fine_grained", "known_urns", "of_output", "upstream_lineage"]
 
 
 def known_urns(names: DatasetNamer, *datasets: list[dict[str, Any]]) -> dict[tuple[str, str], str]:
@@ -65,11 +65,17 @@ def of_output(lineages: list[FineGrainedLineageClass], urn: str) -> list[FineGra
     return [fgl for fgl in lineages if fgl.downstreams and fgl.downstreams[0].startswith(prefix)]
 
 
-def upstream_lineage(feeding: list[str], mine: list[FineGrainedLineageClass]) -> Stamped | None:
-    """An output's upstreamLineage (the datasets feeding it, its columns' fine-grained lineage) at a given
-    time, the time of each upstream's audit stamp; None when there is nothing to say."""
+def upstream_lineage(feeding: list[str], mine: list[FineGrainedLineageClass]) -> dict[str, Any] | None:
+    """The JSON of an output's upstreamLineage (the datasets feeding it, its columns' fine-grained lineage) with
+    each upstream's audit stamp at time 0 (``at_time`` sets it); None when there is nothing to say."""
     if not (feeding or mine):
         return None
-    return Stamped(lambda when: UpstreamLineageClass(fineGrainedLineages=mine or None, upstreams=[
+    return to_json(UpstreamLineageClass(fineGrainedLineages=mine or None, upstreams=[
         UpstreamClass(dataset=u, type=DatasetLineageTypeClass.TRANSFORMED,
-                      auditStamp=AuditStampClass(time=when, actor=ACTOR)) for u in feeding]))
+                      auditStamp=AuditStampClass(time=0, actor=ACTOR)) for u in feeding]))
+
+
+def at_time(upstream: dict[str, Any], when: int) -> Aspect:
+    """``upstream_lineage``'s JSON with each upstream's ``auditStamp.time`` set to ``when`` (epoch ms), serialised."""
+    return from_json(UpstreamLineageClass.ASPECT_NAME, {**upstream, "upstreams": [
+        {**u, "auditStamp": {**u["auditStamp"], "time": when}} for u in upstream["upstreams"]]})

@@ -46,7 +46,6 @@ from lineagewire.exceptions import MissingExtraError
 from lineagewire.schemas import kind_of
 
 try:
-    from datahub.emitter.mcp import MetadataChangeProposalWrapper
     from datahub.metadata.schema_classes import (
         AuditStampClass,
         DataFlowInfoClass,
@@ -61,9 +60,7 @@ try:
         DataProcessRunStatusClass,
         DataProcessTypeClass,
         EdgeClass,
-        MetadataChangeProposalClass,
         RunResultTypeClass,
-        SchemaMetadataClass,
         StatusClass,
         SystemMetadataClass,
     )
@@ -76,13 +73,10 @@ from .config import DataHubConfig
 from .datasets import DatasetNamer, schema_metadata
 from .exceptions import TranslationError
 from .ids import ACTOR, DPI_NAMESPACE, _iso, _ms, _unique, action_job_id, flow_urn, instance_urn, job_urn
-from .lineage import fine_grained, known_urns, of_output, upstream_lineage
-from .memo import Memo, content_key, wrap
-from .stamp import Stamped, once
+from .lineage import at_time, fine_grained, known_urns, of_output, upstream_lineage
+from .proposals import Aspect, Memo, Proposal, content_key, from_json, proposal, serialise, to_json
 
 __all__ = ["ACTOR", "DPI_NAMESPACE", "RESULT_OF_STATUS", "Proposal", "Translator", "action_job_id", "instance_urn"]
-
-Proposal = MetadataChangeProposalWrapper | MetadataChangeProposalClass
 
 #: Terminal Flink job status -> (DataHub run result, native result type)
 RESULT_OF_STATUS: dict[str, str] = {
@@ -91,7 +85,7 @@ RESULT_OF_STATUS: dict[str, str] = {
     "CANCELED": RunResultTypeClass.SKIPPED,
 }
 _STARTED_STATUSES = frozenset({"RUNNING"})
-_STATUS = StatusClass(removed=False)
+_STATUS = serialise(StatusClass(removed=False))
 #: the run event's default partitionSpec, as acryl-datahub resolves it (once: resolving it costs ~40 µs a time)
 _FULL_TABLE = DataProcessInstanceRunEventClass(timestampMillis=0, status=DataProcessRunStatusClass.STARTED
                                                ).partitionSpec
@@ -111,8 +105,6 @@ class Translator:
         self._memo = Memo()
         self._systems = Memo(16)
         self._last_system: tuple[int | None, Any] = (None, None)
-        # run events and action runs' properties by content (a status, a result, a duration...), at any time
-        self._stamped = Memo(1024)
         self._by_kind: dict[str, Callable[[dict[str, Any]], list[Proposal]]] = {
             "JobCreatedEvent": self._job_created,
             "JobStatusChangedEvent": self._status_changed,
@@ -160,14 +152,13 @@ class Translator:
         kind = DataProcessTypeClass.STREAMING if spec["job_type"] == "STREAMING" else DataProcessTypeClass.BATCH_AD_HOC
         if hdr.get("schedule"):
             kind = DataProcessTypeClass.BATCH_SCHEDULED
-        # The run's own (its ids, and often its application id and conf, are in it): see stamp.once.
-        out.append(self._mcp(dpi, once(DataProcessInstancePropertiesClass(
+        out.append(self._mcp(dpi, serialise(DataProcessInstancePropertiesClass(
             name=hdr["run_id"], created=AuditStampClass(time=when, actor=ACTOR), customProperties=props,
             type=kind)), when))
         parent = hdr.get("parent_run")
         parent_dpi = None if parent is None or hdr.get("schedule") else instance_urn(
             parent["job_namespace"], parent["job_name"], parent["run_id"])
-        out.append(self._mcp(dpi, self._memo.get(("relationships", flow, parent_dpi), lambda: (
+        out.append(self._mcp(dpi, self._memo.get(("relationships", flow, parent_dpi), lambda: serialise(
             DataProcessInstanceRelationshipsClass(upstreamInstances=[], parentTemplate=flow,
                                                   parentInstance=parent_dpi))), when))
         if lineage["sources"] or lineage["sinks"]:
@@ -220,18 +211,19 @@ class Translator:
             more["errorMessage"] = e["error"]["message"]
         kind = DataProcessTypeClass.BATCH_SCHEDULED if hdr.get("schedule") else DataProcessTypeClass.BATCH_AD_HOC
         name, status = e["action_name"], e["action_status"]
-        # The same for every run of the action but for the run's ids and time (and so rendered once).
-        run_props = self._stamped.get(("action", name, status, kind, *more.items()), lambda: Stamped(
-            lambda run_id, action_id, t: DataProcessInstancePropertiesClass(
-                name=f"{run_id}/{action_id}", created=AuditStampClass(time=t, actor=ACTOR), type=kind,
-                customProperties={"actionId": action_id, "actionName": name, "runId": run_id, "status": status,
-                                  **more}), (str, str, int)))
-        out.append(self._mcp(dpi, run_props(hdr["run_id"], e["action_id"], when), when))
-        relationships = self._memo.get(("action-relationships", job), lambda: Stamped(
-            lambda parent: DataProcessInstanceRelationshipsClass(upstreamInstances=[], parentTemplate=job,
-                                                                 parentInstance=parent), (str,)))
-        out.append(self._mcp(dpi, relationships(instance_urn(app["job_namespace"], app["job_name"], app["run_id"])),
-                             when))
+        run_id, action_id = hdr["run_id"], e["action_id"]
+        # The same for every run of the action but for the run's ids and time: serialised once, those set.
+        base = self._memo.get(("action-run", name, status, kind, *more.items()), lambda: to_json(
+            DataProcessInstancePropertiesClass(
+                name="", created=AuditStampClass(time=0, actor=ACTOR), type=kind,
+                customProperties={"actionId": "", "actionName": name, "runId": "", "status": status, **more})))
+        out.append(self._mcp(dpi, from_json(DataProcessInstancePropertiesClass.ASPECT_NAME, {
+            **base, "name": f"{run_id}/{action_id}", "created": {**base["created"], "time": when},
+            "customProperties": {**base["customProperties"], "actionId": action_id, "runId": run_id}}), when))
+        parent = instance_urn(app["job_namespace"], app["job_name"], app["run_id"])
+        out.append(self._mcp(dpi, self._memo.get(("action-relationships", job, parent), lambda: serialise(
+            DataProcessInstanceRelationshipsClass(upstreamInstances=[], parentTemplate=job, parentInstance=parent))),
+            when))
         out += [self._mcp(dpi, a, when) for a in io]
         if e["parts"] <= 1:
             out += self._action_run_events(dpi, hdr, e, when)
@@ -266,14 +258,14 @@ class Translator:
         flow = flow_urn("lineagewire", e["workflow_id"], self.config.cluster)
         parent = hdr.get("parent_run")
         name = parent["job_name"] if parent else f"refresh {e['table']}"
-        return [self._mcp(flow, DataFlowInfoClass(
+        return [self._mcp(flow, serialise(DataFlowInfoClass(
             name=name, customProperties={"workflowId": e["workflow_id"], "table": e["table"], "query": e["query"]},
-            env=self.config.env), when), self._mcp(flow, _STATUS, when)]
+            env=self.config.env)), when), self._mcp(flow, _STATUS, when)]
 
     # -- pieces ------------------------------------------------------------------------------
 
     def _system(self, when: int) -> SystemMetadataClass:
-        # One object per event time, shared by that time's proposals (the sinks that stamp it send copies);
+        # One object per event time, shared by that time's proposals (the emitters, which stamp it, get copies);
         # kept apart from _memo, which per-event entries would flush.
         last = self._last_system
         if last[0] != when:  # most proposals of an event are at its time: one look-up an event
@@ -281,8 +273,8 @@ class Translator:
         system: SystemMetadataClass = last[1]
         return system
 
-    def _mcp(self, urn: str, aspect: Any, when: int) -> MetadataChangeProposalWrapper:
-        return wrap(urn, aspect, self._system(when))
+    def _mcp(self, urn: str, aspect: Aspect, when: int) -> Proposal:
+        return proposal(urn, aspect, self._system(when))
 
     def _flow_urn(self, hdr: dict[str, Any]) -> str:
         schedule = hdr.get("schedule")
@@ -295,8 +287,8 @@ class Translator:
         if hdr.get("schedule"):
             return []  # the workflow's DataFlow comes from its RefreshCommand
         props = {"jobNamespace": hdr["job_namespace"], "engine": spec["engine"], "jobType": spec["job_type"]}
-        info = self._memo.get(("flow", flow, hdr["job_name"], content_key(props)), lambda: DataFlowInfoClass(
-            name=hdr["job_name"], customProperties=props, env=self.config.env))
+        info = self._memo.get(("flow", flow, hdr["job_name"], content_key(props)), lambda: serialise(
+            DataFlowInfoClass(name=hdr["job_name"], customProperties=props, env=self.config.env)))
         return [self._mcp(flow, info, when), self._mcp(flow, _STATUS, when)]
 
     @staticmethod
@@ -313,16 +305,17 @@ class Translator:
 
     def _run_event(self, dpi: str, hdr: dict[str, Any], when: int, status: str, *, attempt: int | None = None,
                    result: str | None = None, native: str | None = None,
-                   duration: int | None = None) -> MetadataChangeProposalWrapper:
+                   duration: int | None = None) -> Proposal:
         schedule = hdr.get("schedule")
         if schedule:
             attempt = schedule["attempt"]
-        point = self._stamped.get((status, attempt, result, native, duration), lambda: Stamped(
-            lambda t: DataProcessInstanceRunEventClass(
-                timestampMillis=t, status=status, attempt=attempt,
+        base = self._memo.get(("run-event", status, attempt, result, native, duration), lambda: to_json(
+            DataProcessInstanceRunEventClass(
+                timestampMillis=0, status=status, attempt=attempt,
                 result=DataProcessInstanceRunResultClass(type=result, nativeResultType=native or result)
                 if result else None, durationMillis=duration, partitionSpec=_FULL_TABLE)))
-        return self._mcp(dpi, point(when), when)
+        return self._mcp(dpi, from_json(DataProcessInstanceRunEventClass.ASPECT_NAME,
+                                        {**base, "timestampMillis": when}), when)
 
     def _action_run_events(self, dpi: str, hdr: dict[str, Any], e: dict[str, Any], when: int) -> list[Proposal]:
         result = _RESULT_OF_ACTION.get(e["action_status"])
@@ -353,31 +346,34 @@ class Translator:
             if schema is not None:
                 out.append(mcp(urn, schema, when))
             if upstream is not None:  # stamped with the event time: new each time
-                out.append(mcp(urn, upstream(when), when))
+                out.append(mcp(urn, at_time(upstream, when), when))
         return out, io
 
     def _job_aspects(self, job: str, flow: str, name: str, inputs: list[dict[str, Any]],
                      outputs: list[dict[str, Any]], column_lineage: list[dict[str, Any]], props: dict[str, str],
                      relations: list[dict[str, Any]] | None
-                     ) -> tuple[list[Any], list[Stamped | None], list[tuple[str, Any]], list[Any]]:
-        """The DataJob's aspects, per output its upstreamLineage at a given time (None when nothing feeds it),
-        per input then output (its URN, its schemaMetadata or None), and a run's instance inputs/outputs; built
-        once per distinct content (``Memo``): a job repeats them in every action of every run."""
+                     ) -> tuple[list[Aspect], list[dict[str, Any] | None], list[tuple[str, Aspect | None]],
+                                list[Aspect]]:
+        """The DataJob's aspects, per output the JSON of its upstreamLineage at time 0 (None when nothing
+        feeds it), per input then output (its URN, its schemaMetadata or None), and a run's instance
+        inputs/outputs; built and serialised once per distinct content (``Memo``): a job repeats them in every
+        action of every run."""
         known = known_urns(self.names, inputs, outputs)
         lineages = fine_grained(self.names, column_lineage, known, self.config.include_indirect)
         in_urns = _unique(self.names.urn(d) for d in inputs)
         out_urns = _unique(self.names.urn(d) for d in outputs)
         aspects = [
-            DataJobInfoClass(name=name, type="SPARK", flowUrn=flow, customProperties=props, env=self.config.env),
+            serialise(DataJobInfoClass(name=name, type="SPARK", flowUrn=flow, customProperties=props,
+                                       env=self.config.env)),
             _STATUS,
-            DataJobInputOutputClass(
+            serialise(DataJobInputOutputClass(
                 inputDatasets=[], outputDatasets=[],
                 inputDatasetEdges=[EdgeClass(destinationUrn=u) for u in in_urns],
                 outputDatasetEdges=[EdgeClass(destinationUrn=u) for u in out_urns],
                 inputDatasetFields=sorted({u for fgl in lineages for u in fgl.upstreams or ()}),
                 outputDatasetFields=sorted({u for fgl in lineages for u in fgl.downstreams or ()}),
-                fineGrainedLineages=lineages)]
-        feeds: list[Stamped | None] = []
+                fineGrainedLineages=lineages))]
+        feeds: list[dict[str, Any] | None] = []
         for d in outputs:
             urn = self.names.urn(d)
             if not self.config.dataset_lineage:
@@ -392,22 +388,23 @@ class Translator:
             feeds.append(upstream_lineage([u for u in feeding if u != urn], of_output(lineages, urn)))
         return aspects, feeds, [self._schema(d) for d in (*inputs, *outputs)], self._instance_io(in_urns, out_urns)
 
-    def _schema(self, d: dict[str, Any]) -> tuple[str, SchemaMetadataClass | None]:
+    def _schema(self, d: dict[str, Any]) -> tuple[str, Aspect | None]:
         """(the dataset's URN, its schemaMetadata, or None when the event has no fields for it)."""
         urn = self.names.urn(d)
         if not d["fields"]:
             return urn, None
         return urn, self._memo.get(("schema", urn, d["name"], content_key(d["fields"])),
-                                 lambda: schema_metadata(urn, self.names.platform(urn), d["name"], d["fields"]))
+                                 lambda: serialise(schema_metadata(urn, self.names.platform(urn), d["name"],
+                                                                   d["fields"])))
 
-    def _instance_io(self, ins: list[str], outs: list[str]) -> list[Any]:
+    def _instance_io(self, ins: list[str], outs: list[str]) -> list[Aspect]:
         """A run instance's inputs and outputs: functions of the dataset URNs only, so every run of every job
-        with those datasets shares one object (rendered once)."""
-        out: list[Any] = []
+        with those datasets shares one serialised aspect."""
+        out: list[Aspect] = []
         if ins:
-            out.append(self._memo.get(("inputs", *ins), lambda: DataProcessInstanceInputClass(
-                inputs=ins, inputEdges=[EdgeClass(destinationUrn=u) for u in ins])))
+            out.append(self._memo.get(("inputs", *ins), lambda: serialise(DataProcessInstanceInputClass(
+                inputs=ins, inputEdges=[EdgeClass(destinationUrn=u) for u in ins]))))
         if outs:
-            out.append(self._memo.get(("outputs", *outs), lambda: DataProcessInstanceOutputClass(
-                outputs=outs, outputEdges=[EdgeClass(destinationUrn=u) for u in outs])))
+            out.append(self._memo.get(("outputs", *outs), lambda: serialise(DataProcessInstanceOutputClass(
+                outputs=outs, outputEdges=[EdgeClass(destinationUrn=u) for u in outs]))))
         return out

@@ -36,8 +36,6 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
-import attr
-
 from lineagewire.exceptions import MissingExtraError
 from lineagewire.schemas import kind_of
 from lineagewire.schemas.naming import action_job_name
@@ -63,8 +61,8 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 
 from lineagewire import __version__
 
-from . import serde
 from .exceptions import TranslationError
+from .render import Renderer
 
 __all__ = [
     "EVENT_TYPE_OF_ACTION",
@@ -127,40 +125,6 @@ def action_run_id(namespace: str, name: str, run_id: str, action_id: str) -> str
     return str(uuid.uuid5(LINEAGEWIRE_RUN_NAMESPACE, f"{ol_run_id(namespace, name, run_id)}/action/{action_id}"))
 
 
-def _built(cls: type, **values: Any) -> Any:
-    """``cls(**values)`` for an attrs class, minus its field validators.
-
-    For RunEvent and Run, whose validators re-parse what this module has just made valid by construction
-    (an ``eventTime`` it formatted from a datetime, a ``runId`` it printed from a ``uuid.UUID``, its own
-    ``producer``, checked once by the Translator): about 20 of the ~75 µs of translating an event went to
-    them. Fields are set as attrs' ``__init__`` sets them (defaults and factories included) and
-    ``__attrs_post_init__`` runs; the tests check the result equals ``cls(**values)``.
-    """
-    fields = _FIELDS.get(cls)
-    if fields is None:
-        fields = _FIELDS[cls] = tuple((a.name, a.alias if a.init else None, a.default) for a in attr.fields(cls))
-        if any(a.converter is not None for a in attr.fields(cls)):  # pragma: no cover - not in this openlineage
-            raise TypeError(f"{cls.__name__} has converters: build it with its own __init__")
-    obj = object.__new__(cls)
-    for name, alias, default in fields:
-        if alias is not None and alias in values:
-            value = values[alias]
-        elif isinstance(default, attr.Factory):  # type: ignore[arg-type]
-            value = default.factory(obj) if default.takes_self else default.factory()
-        elif default is attr.NOTHING:
-            raise TypeError(f"{cls.__name__}: missing {alias!r}")
-        else:
-            value = default
-        object.__setattr__(obj, name, value)
-    post_init = getattr(obj, "__attrs_post_init__", None)
-    if post_init is not None:
-        post_init()
-    return obj
-
-
-_FIELDS: dict[type, tuple[tuple[str, str | None, Any], ...]] = {}
-
-
 def _time(value: dt.datetime) -> str:
     return value.astimezone(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
@@ -171,19 +135,19 @@ class Translator:
     ``translate(event)`` returns a list (empty for commands) and raises
     ``TranslationError`` naming the field when the event cannot be mapped.
 
-    Dataset, parent and job-type facets are cached (``cache_size`` entries) and shared by the
-    events that use them: treat the returned events' facet objects as read-only.
-    The shared facets are frozen (``serde.freeze``): read-only, changing one raises. The
-    Translator changes nothing process-wide; with ``serde.install()`` (the service entry points call
-    it) every transport renders its RunEvents in one pass, reusing the text of the frozen facets.
+    Events are built with openlineage-python's constructors (its validators run). Dataset, parent and
+    job-type facets are cached (``cache_size`` entries) and shared by the events that use them: treat
+    the returned events' facet objects as read-only. ``renderer`` renders events to JSON reusing the
+    rendering of those shared facets (``to_json``); the Translator changes nothing process-wide.
     """
 
     def __init__(self, *, producer: str = PRODUCER, cache_size: int = 4096) -> None:
         self.producer = producer
-        # The one check of ``producer`` that RunEvent's validators would repeat on every event (see _built).
+        # A producer that is not a URI fails here, once, instead of on every event.
         RunEvent(eventType=RunState.OTHER, eventTime="2000-01-01T00:00:00.000Z", run=Run(runId=str(uuid.UUID(int=0))),
                  job=Job(namespace="lineagewire", name="producer-check"), producer=producer)
         self._cache_size = cache_size
+        self.renderer = Renderer(max_shared=4 * cache_size)
         self._facet_cache: dict[tuple[Any, ...], Any] = {}
         self._by_kind: dict[str, Callable[[dict[str, Any]], list[RunEvent]]] = {
             "JobCreatedEvent": self._job_created,
@@ -192,6 +156,10 @@ class Translator:
             "RefreshCommand": lambda e: [],
             "CancelRefresh": lambda e: [],
         }
+
+    def to_json(self, event: RunEvent) -> str:
+        """``event`` as ``Serde.to_json`` renders it (see ``render.Renderer``)."""
+        return self.renderer.to_json(event)
 
     def translate(self, event: dict[str, Any]) -> list[RunEvent]:
         try:
@@ -269,12 +237,10 @@ class Translator:
     def _event(self, hdr: dict[str, Any], state: RunState, when: dt.datetime, run_id: str, job_name: str,
                run_facets: dict[str, Any], job_facets: dict[str, Any], inputs: list[InputDataset],
                outputs: list[OutputDataset]) -> RunEvent:
-        # Built without re-validating what was made valid here (see _built).
-        return _built(
-            RunEvent,
+        return RunEvent(
             eventType=state,
             eventTime=_time(when),
-            run=_built(Run, runId=run_id, facets=run_facets),
+            run=Run(runId=run_id, facets=run_facets),
             job=Job(namespace=hdr["job_namespace"], name=job_name, facets=job_facets),
             inputs=inputs,
             outputs=outputs,
@@ -405,12 +371,10 @@ class Translator:
         self._freeze(facets)
         return value
 
-    @staticmethod
-    def _freeze(facets: Any) -> None:
-        # Cached facets are shared by every event that uses them and never changed: frozen, their JSON text
-        # is computed once (see serde).
+    def _freeze(self, facets: Any) -> None:
+        # Cached facets are shared by every event that uses them and never changed: rendered once (render.py).
         for facet in facets.values() if isinstance(facets, dict) else (facets,):
-            serde.freeze(facet)
+            self.renderer.share(facet)
 
     def _output_facets(self, d: dict[str, Any], column_lineage: list[dict[str, Any]]) -> dict[str, Any]:
         facets = self._dataset_facets(d)

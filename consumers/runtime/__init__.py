@@ -11,6 +11,7 @@ from .deadletter import TRUNCATION_HEADERS, DeadLetterWriter
 from .dedup import DedupWindow
 from .exceptions import ConsumerError, DeadLetterError, HandlerBugError, OutputError, PermanentError
 from .gcsettings import tune_gc
+from .inflight import InFlight, blocking
 from .metrics import HealthServer, Metrics
 from .record import Record
 from .retry import OUTAGE_ERRORS, RetryPolicy, is_outage
@@ -19,6 +20,6 @@ from .runtime import DLQ_HEADERS, ConsumerRuntime, RunStats
 __all__ = [
     "DLQ_HEADERS", "ENTRY_POINT_GROUP", "HANDLERS", "OUTAGE_ERRORS", "TRUNCATION_HEADERS", "ConsumerError",
     "ConsumerRuntime", "DeadLetterError", "DeadLetterWriter", "DedupWindow", "Handler", "HandlerBugError",
-    "HealthServer", "Metrics", "OutputError", "PermanentError", "Record", "RetryPolicy", "RunStats", "is_outage",
-    "load_handler_class", "tune_gc",
+    "HealthServer", "InFlight", "Metrics", "OutputError", "PermanentError", "Record", "RetryPolicy", "RunStats",
+    "blocking", "is_outage", "load_handler_class", "tune_gc",
 ]

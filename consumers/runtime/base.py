@@ -27,6 +27,17 @@ A ``Handler`` turns one decoded event into the service's outputs.
   (``--max-handler-retries``), then the event is dead-lettered with the
   exception's class, message and traceback in the headers.
 * ``handle`` is called from one thread, in offset order per partition.
+* Concurrent delivery: a handler whose backend answers one request per event
+  (HTTP) need not wait for each. It hands the event's outputs to an
+  ``InFlight`` (``inflight.py``) and returns; ``InFlight`` sends them
+  concurrently, in order per key (one job's events never overtake each other),
+  with at most ``max_pending`` unconfirmed (``handle`` waits when full). The
+  handler then answers ``durable_offsets()`` from it (per partition the lowest
+  offset not yet confirmed), raises its failures as ``OutputError`` from
+  ``handle``, ``batch_done`` and ``tick`` (the failed outputs are sent again, in
+  order, on each of those calls, so the runtime's retry and backoff own the
+  retries), passes ``on_revoke`` on, and waits for it in ``close``. Its
+  outputs count as emitted when confirmed (returned by ``batch_done``/``tick``).
 
 Optional hooks (the defaults do nothing, so a simple service ignores them):
 

@@ -178,15 +178,19 @@ def test_into_file_leaves_an_existing_output_untouched_when_the_broker_is_down(t
 
 
 def test_replay_sets_up_its_process_as_the_openlineage_service_does() -> None:
-    from lineagewire.consumers.audit.replay import _service
-    from lineagewire.consumers.openlineage import serde
+    import gc
+    import sys
 
-    was = serde.installed()
-    serde.uninstall()
+    from lineagewire.consumers.audit.replay import _service
+
+    interval, threshold = sys.getswitchinterval(), gc.get_threshold()
+    sys.setswitchinterval(0.005)
     try:
         handler = _service("openlineage")
         assert handler.name == "openlineage"
-        assert serde.installed()  # the one-pass rendering, as `consume openlineage` has it
+        assert sys.getswitchinterval() < 0.001  # as `consume openlineage` has it (prepare_process)
+        assert handler.concurrency == 0  # one event at a time: each failure is reported with its event
     finally:
-        if not was:
-            serde.uninstall()
+        sys.setswitchinterval(interval)
+        gc.unfreeze()
+        gc.set_threshold(*threshold)

@@ -18,7 +18,9 @@ sends, as GMS would accept it:
 from __future__ import annotations
 
 import json
+import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -71,18 +73,32 @@ def problems_of(mcp: Any) -> list[str]:
 class FakeGms:
     """``proposals``: every accepted MCP (as sent); ``requests``: (method, path, headers) of every request."""
 
-    def __init__(self, token: str | None = None, no_code: bool = True) -> None:
+    def __init__(self, token: str | None = None, no_code: bool = True, delay: float = 0.0, port: int = 0) -> None:
         self.token = token
         self.no_code = no_code
+        self.delay = delay  # seconds each write takes (a slower backend keeps several batches in flight)
         self.down = False
+        self.in_flight = 0
+        self.most_in_flight = 0  # the most writes handled at the same time
         self.proposals: list[dict[str, Any]] = []
         self.requests: list[tuple[str, str, dict[str, str]]] = []
         self.rejected: list[str] = []
         self._lock = threading.Lock()
+        self._connections: set[socket.socket] = set()  # open keep-alive connections, closed by kill()
         outer = self
 
         class _H(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+
+            def setup(self) -> None:
+                super().setup()
+                with outer._lock:
+                    outer._connections.add(self.connection)
+
+            def finish(self) -> None:
+                with outer._lock:
+                    outer._connections.discard(self.connection)
+                super().finish()
 
             def _answer(self, code: int, body: Any) -> None:
                 data = json.dumps(body).encode()
@@ -122,6 +138,15 @@ class FakeGms:
                 if outer.down:
                     self._answer(503, {"message": "GMS is down", "status": 503})
                     return
+                with outer._lock:
+                    outer.in_flight += 1
+                    outer.most_in_flight = max(outer.most_in_flight, outer.in_flight)
+                try:
+                    if outer.delay:
+                        time.sleep(outer.delay)
+                finally:
+                    with outer._lock:
+                        outer.in_flight -= 1
                 url = urlsplit(self.path)
                 action = parse_qs(url.query).get("action", [""])[0]
                 errors = []
@@ -159,7 +184,7 @@ class FakeGms:
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _H)
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), _H)
         self._server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -173,6 +198,18 @@ class FakeGms:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
+        self.kill()
+
+    def kill(self) -> None:
+        """Stop answering at once: the listening socket is closed (connections are refused)."""
+        if self._thread.is_alive():
+            self._server.shutdown()
+            self._thread.join(5)
         self._server.server_close()
-        self._thread.join(5)
+        with self._lock:
+            connections, self._connections = list(self._connections), set()
+        for conn in connections:  # a keep-alive connection would go on being served
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass

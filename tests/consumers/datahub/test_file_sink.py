@@ -89,7 +89,7 @@ def test_file_cut_mid_write_is_repaired_and_the_event_comes_again(tmp_path) -> N
 def test_a_file_this_service_did_not_write_is_refused_with_the_reason(tmp_path) -> None:  # noqa: ANN001
     path = tmp_path / "other.json"
     path.write_text('{"not": "an array"}')
-    with pytest.raises(ConfigError, match="JSON dict; expected the JSON array"):
+    with pytest.raises(ConfigError, match="does not begin with the '\\[' line of the JSON array"):
         handler(path)
 
 
@@ -107,6 +107,9 @@ def test_commits_wait_for_fsync(tmp_path) -> None:  # noqa: ANN001
     ({"env": "MARS"}, "env='MARS'; expected a DataHub fabric"),
     ({"cluster": "a,b"}, "cluster='a,b'"),
     ({"rest": {"gms_url": "127.0.0.1:8080"}}, "gms_url='127.0.0.1:8080'; expected an http"),
+    ({"rest": {"gms_url": "http://"}}, "gms_url='http://' has no host; expected an http"),
+    ({"rest": {"gms_url": "https://:8080"}}, "gms_url='https://:8080' has no host"),
+    ({"rest": {"gms_url": "http://gms:port"}}, "gms_url='http://gms:port': Port could not be cast"),
     ({"path_specs": {"s3": ["bucket/*"]}}, "expected a path with a '{table}' segment"),
 ])
 def test_bad_config_is_named(kwargs: dict, needle: str) -> None:
@@ -127,45 +130,46 @@ def test_yaml_config_and_flags_on_top(tmp_path) -> None:  # noqa: ANN001
         load_config(bad)
 
 
-def test_memoised_rendering_is_datahubs_own_rendering() -> None:
-    from lineagewire.consumers.datahub.render import Renderer, render
+def test_each_line_is_datahubs_file_format() -> None:
+    """``line`` (the aspect's JSON text put in as it is) gives ``record``, which is what acryl-datahub's own
+    ``write_metadata_file`` writes for the proposal, with the sink's properties added."""
+    from datahub.ingestion.sink.file import write_metadata_file
+
+    from lineagewire.consumers.datahub.proposals import line, record, system_json
     from lineagewire.consumers.datahub.translate import Translator
     from tests.consumers.openlineage.samples import refresh_run
 
     t = Translator()
     events = app_run() + app_run() + app_run("x", fail=True) + refresh_run() + split_action()
     proposals = [p for e in events for p in t.translate(e)]
-    fast, small = Renderer(size=8), Renderer(max_chars=2000)
     kinds, changes = set(), set()
     for i, p in enumerate(proposals):
-        want = render(p)
-        want.setdefault("systemMetadata", {})["properties"] = {"k": str(i)}
-        assert fast.line(p, {"k": str(i)}) == small.line(p, {"k": str(i)}, json.dumps({"k": str(i)})) == \
-            json.dumps(want)
-        assert len(fast._texts) <= 8 and small._chars <= 2000 + max(len(t[1]) for t in small._texts.values())
+        props = {"k": str(i)}
+        assert line(p, system_json(p.systemMetadata), json.dumps(props)) == json.dumps(record(p, props))
         kinds.add(p.aspectName)
-        changes.add(want["changeType"])
+        changes.add(p.changeType)
     assert len(kinds) >= 11 and len(proposals) > 100 and changes == {"UPSERT", "PATCH"}
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = pathlib.Path(tmp) / "theirs.json"
+        write_metadata_file(path, proposals)
+        assert json.loads(path.read_text()) == [record(p) for p in proposals]
 
 
-def test_rendered_system_metadata_of_any_shape_is_datahubs_own() -> None:
+def test_lines_with_system_metadata_of_any_shape_are_datahubs_file_format() -> None:
     from datahub.emitter.mcp import MetadataChangeProposalWrapper
     from datahub.metadata.schema_classes import StatusClass, SystemMetadataClass
 
-    from lineagewire.consumers.datahub.render import Renderer, render
+    from lineagewire.consumers.datahub.proposals import line, record, system_json
 
-    fast = Renderer()
     urn = "urn:li:dataset:(urn:li:dataPlatform:hive,a.b,PROD)"
     for sm in (None, SystemMetadataClass(lastObserved=5), SystemMetadataClass(lastObserved=5, runId="r"),
-               SystemMetadataClass(lastObserved=5, properties={"x": "1"}), SystemMetadataClass(properties={})):
-        p = MetadataChangeProposalWrapper(entityUrn=urn, aspect=StatusClass(removed=False), systemMetadata=sm)
+               SystemMetadataClass(lastObserved=5, pipelineName="p", version="1")):
+        p = MetadataChangeProposalWrapper(entityUrn=urn, aspect=StatusClass(removed=False),
+                                          systemMetadata=sm).make_mcp()
         for props in (None, {"k": "v"}):
-            want = render(p)
-            if props:
-                system = want.setdefault("systemMetadata", {})
-                system["properties"] = {**(system.get("properties") or {}), **props}
-            for _ in range(2):  # the second time from memory
-                assert fast.line(p, props) == json.dumps(want)
+            assert line(p, system_json(sm), json.dumps(props) if props else None) == json.dumps(record(p, props))
 
 
 def split_action() -> list[dict]:
@@ -234,13 +238,14 @@ def test_two_jobs_interleaved_either_way_give_the_same_records(tmp_path) -> None
 
 
 def test_each_line_is_datahubs_rendering_with_the_sinks_properties(tmp_path) -> None:  # noqa: ANN001
-    from lineagewire.consumers.datahub.render import Renderer, Unchanged, render
+    from lineagewire.consumers.datahub.proposals import record as render
     from lineagewire.consumers.datahub.translate import Translator
+    from lineagewire.consumers.datahub.unchanged import Unchanged
     from lineagewire.schemas import job_key
     from tests.consumers.openlineage.samples import refresh_run
 
-    # Runs of a job at other times (their upstream lineage, run events and action runs' properties come from
-    # templates with the times and run ids put in), a refresh, a split action.
+    # Runs of a job at other times (their upstream lineage, run events and action runs' properties have the times
+    # and run ids set in their JSON), a refresh, a split action.
     later = [app_run(fail=i == 1) for i in range(3)]
     for i, run in enumerate(later):
         for e in run:
@@ -253,7 +258,7 @@ def test_each_line_is_datahubs_rendering_with_the_sinks_properties(tmp_path) -> 
     h = handler(path)
     feed(h, events)
     h.close()
-    translator, unchanged, want = Translator(), Unchanged(Renderer()), []
+    translator, unchanged, want = Translator(), Unchanged(), []
     for e in events:
         fresh, marks = unchanged.select(translator.translate(e), job_key(e))
         unchanged.commit(marks)
@@ -264,3 +269,94 @@ def test_each_line_is_datahubs_rendering_with_the_sinks_properties(tmp_path) -> 
                                                    "lineagewire.job": job_key(e)}
             want.append(json.dumps(obj))
     assert [line.rstrip(",") for line in path.read_text().splitlines()[1:-1]] == want
+
+
+def written(path: pathlib.Path, events: list[dict], start: int = 0, **file: object) -> DataHubHandler:
+    """A handler writing ``events`` to ``path`` (file sink options ``file``), opened, fed and closed."""
+    h = DataHubHandler(load_config(file={"path": str(path), **file}))
+    h.open()
+    feed(h, events, start)
+    h.close()
+    return h
+
+
+def _records_of(paths: list[pathlib.Path]) -> list[str]:
+    return [json.dumps(r) for p in paths for r in json.loads(p.read_text())]
+
+
+def test_files_roll_by_size_each_a_valid_file_with_nothing_lost_or_doubled(tmp_path) -> None:  # noqa: ANN001
+    events = [e for i in range(6) for e in app_run(f"job{i}")]
+    path = tmp_path / "out.json"
+    written(path, events, roll_bytes=40_000)
+    rolled = sorted(tmp_path.glob("out.*.json"))
+    assert len(rolled) >= 3
+    once = tmp_path / "once" / "out.json"
+    written(once, events)
+    assert _records_of([*rolled, path]) == _records_of([once])  # in order, across the files
+    for p in rolled:
+        assert json.loads(p.read_text()) and p.stat().st_size < 40_000 + 20_000
+    check_metadata_file(rolled[-1])  # each rolled file is complete (one checked: the check takes ~10 s)
+
+
+def test_a_restart_after_a_roll_skips_the_events_of_the_newest_rolled_file(tmp_path) -> None:  # noqa: ANN001
+    events = [e for i in range(6) for e in app_run(f"job{i}")]
+    path = tmp_path / "out.json"
+    written(path, events, roll_bytes=40_000)
+    rolled = sorted(tmp_path.glob("out.*.json"))
+    newest = max(rolled, key=lambda p: p.stat().st_mtime_ns)
+    assert newest == rolled[-1]  # the names sort in the order the files were written
+    ids = {r["systemMetadata"]["properties"]["lineagewire.eventId"] for r in json.loads(newest.read_text())}
+    h = DataHubHandler(load_config(file={"path": str(path), "roll_bytes": 40_000}))
+    h.open()
+    again = [e["header"]["event_id"] for e in events if e["header"]["event_id"] in ids]
+    assert again and all(h.sinks[0].written(i) for i in again)  # redelivered after the restart: skipped
+    h.close()
+
+
+def test_files_roll_by_age_on_a_quiet_topic(tmp_path) -> None:  # noqa: ANN001
+    from tests.helpers import wait_for
+
+    path = tmp_path / "out.json"
+    h = DataHubHandler(load_config(file={"path": str(path), "roll_seconds": 0.2}))
+    h.open()
+    h.batch_done()
+    assert list(tmp_path.glob("out.*.json")) == []  # an empty file is not rolled
+    feed(h, app_run(actions=1))
+    wait_for(lambda: h.tick(0.0) == 0 and list(tmp_path.glob("out.*.json")), timeout=10, every=0.05)
+    assert json.loads(path.read_text()) == []
+    h.close()
+
+
+def test_a_restart_reads_only_the_tail_and_skips_what_is_in_it(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    import os
+
+    events = [e for i in range(12) for e in app_run(f"job{i}")]
+    path = tmp_path / "out.json"
+    written(path, events, tail_bytes=8192)
+    size = path.stat().st_size
+    assert size > 20 * 8192
+    read = []
+    real = os.pread
+    monkeypatch.setattr(os, "pread", lambda fd, n, at: read.append(n) or real(fd, n, at))
+    h = DataHubHandler(load_config(file={"path": str(path), "tail_bytes": 8192}))
+    h.open()
+    assert 0 < sum(read) <= 2 * 8192 + 16  # the tail (doubled at most once if an event reaches further back)
+    assert feed(h, events[-2:], len(events) - 2) == 0  # redelivered after the restart: in the tail, skipped
+    h.close()
+    assert path.stat().st_size == size
+
+
+def test_a_cut_deep_in_a_large_file_keeps_what_is_before_it(tmp_path) -> None:  # noqa: ANN001
+    events = [e for i in range(12) for e in app_run(f"job{i}")]
+    whole = tmp_path / "whole.json"
+    written(whole, events, tail_bytes=4096)
+    text = whole.read_text()
+    last_id = events[-1]["header"]["event_id"]
+    cut = tmp_path / "cut.json"
+    cut.write_text(text[:text.index(last_id) + 10])  # the crash: the last event's first record half-written
+    h = DataHubHandler(load_config(file={"path": str(cut), "tail_bytes": 4096}))
+    h.open()
+    assert not h.sinks[0].written(last_id) and h.sinks[0].written(events[-2]["header"]["event_id"])
+    feed(h, events[-1:], len(events) - 1)
+    h.close()
+    assert cut.read_text() == text

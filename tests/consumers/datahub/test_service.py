@@ -17,7 +17,7 @@ import pytest
 
 from lineagewire.consumers.datahub.config import load_config
 from lineagewire.consumers.datahub.handler import DataHubHandler, make_sinks
-from lineagewire.consumers.datahub.sinks import render
+from lineagewire.consumers.datahub.proposals import record as render
 from lineagewire.consumers.datahub.translate import Translator
 from lineagewire.consumers.runtime import ConsumerRuntime, RetryPolicy
 from lineagewire.kafka.publisher import Publisher
@@ -84,11 +84,107 @@ def test_gms_down_then_back_loses_nothing(settings, group_id) -> None:  # noqa: 
         t = start(rt)
         wait_for(lambda: sum(m == "POST" for m, _, _ in gms.requests) >= 4, timeout=60)
         assert gms.snapshot() == []
+        committed_while_down = dict(rt.stats.committed)
         gms.down = False
         wait_for(lambda: {wire(m) for m in gms.snapshot()} >= want, timeout=60)
         rt.stop()
         t.join(30)
-    assert rt.metrics.value("lineagewire_consumer_failed_total", stage="output") >= 3
+    assert sum(committed_while_down.values()) == 0  # nothing committed while GMS refused every batch
+    assert sum(rt.metrics.value("lineagewire_consumer_failed_total", stage=s) for s in ("batch", "tick")) >= 3
+
+
+def test_gms_killed_mid_stream_loses_nothing_and_commits_only_what_it_confirmed(settings, group_id) -> None:  # noqa: ANN001
+    """GMS dies while batches are in flight; the service is stopped while it is dead, then started again with
+    GMS back. Everything arrives: nothing was committed that GMS had not confirmed. (Commit what was handed
+    instead, e.g. ``durable_offsets`` answering the handled offsets, and the events in flight are lost.)"""
+    events = [e for i in range(6) for e in app_run(f"job{i}", actions=3)]
+    publish(settings, events)
+    want = expected(events)
+    cfg = load_config(rest={"gms_url": "http://127.0.0.1:1", "max_batch": 4, "linger": 0, "lanes": 4})
+    with FakeGms(delay=0.03) as gms:
+        cfg.sinks.rest.gms_url = gms.url  # type: ignore[union-attr]
+        rt = ConsumerRuntime(settings, DataHubHandler(cfg), group_id=group_id, retry=FAST)
+        t = start(rt)
+        wait_for(lambda: len(gms.snapshot()) >= 20, timeout=90, every=0.005)
+        gms.kill()
+        first = gms.snapshot()
+        assert {wire(m) for m in first} < want, "everything arrived before GMS was killed: nothing was in flight"
+        failed = lambda: sum(rt.metrics.value("lineagewire_consumer_failed_total", stage=s)  # noqa: E731
+                             for s in ("batch", "tick", "handle", "output"))
+        wait_for(lambda: failed() >= 3, timeout=60)
+        committed = dict(rt.stats.committed)
+        wait_for(lambda: failed() >= 6, timeout=60)
+        assert rt.stats.committed == committed  # nothing committed while GMS is dead
+        rt.stop()
+        t.join(60)
+        assert not t.is_alive()
+    assert sum(rt.stats.committed.values()) < len(events)
+    with FakeGms() as again:
+        cfg.sinks.rest.gms_url = again.url  # type: ignore[union-attr]
+        rt2 = ConsumerRuntime(settings, DataHubHandler(cfg), group_id=group_id, retry=FAST)
+        t2 = start(rt2)
+        wait_for(lambda: {wire(m) for m in first + again.snapshot()} >= want, timeout=90)
+        rt2.stop()
+        t2.join(60)
+        assert again.rejected == []
+
+
+def test_one_jobs_proposals_arrive_in_event_order_with_batches_in_flight(settings, group_id) -> None:  # noqa: ANN001
+    events = [e for i in range(8) for e in app_run(f"job{i}", actions=2)]
+    publish(settings, events)
+    want = expected(events)
+    with FakeGms(delay=0.01) as gms:
+        cfg = load_config(rest={"gms_url": gms.url, "max_batch": 3, "linger": 0, "lanes": 4}, skip_unchanged=0)
+        rt = ConsumerRuntime(settings, DataHubHandler(cfg), group_id=group_id, retry=FAST)
+        t = start(rt)
+        wait_for(lambda: {wire(m) for m in gms.snapshot()} >= want, timeout=90)
+        rt.stop()
+        t.join(60)
+        got = gms.snapshot()
+    assert gms.most_in_flight >= 2  # batches were in flight at once (4 lanes)
+    # Per job, its DataJobs' proposals arrive in the order of its events (their times increase job by job).
+    seen: dict[str, list[int]] = {}
+    for m in got:
+        if m["entityType"] == "dataJob":
+            flow = m["entityUrn"].split(",")[1]
+            seen.setdefault(flow, []).append(m["systemMetadata"]["lastObserved"])
+    assert len(seen) == 8 and all(len(times) >= 6 for times in seen.values())
+    for flow, times in seen.items():
+        assert times == sorted(times), (flow, times)
+    for urn in {m["entityUrn"] for m in got if m["aspectName"] == "dataProcessInstanceRunEvent"}:
+        points = [json.loads(m["aspect"]["value"])["timestampMillis"] for m in got
+                  if m["entityUrn"] == urn and m["aspectName"] == "dataProcessInstanceRunEvent"]
+        assert points == sorted(points), (urn, points)
+
+
+def test_an_embedded_database_dataset_is_named_and_its_event_kept(settings, group_id, tmp_path) -> None:  # noqa: ANN001
+    """Issue 21 item 4: an action reading an embedded Derby database (namespace ``derby:/path/db``) used to be
+    dead-lettered whole; now every dataset and the column lineage of the action reach DataHub."""
+    from lineagewire.schemas import action_lineage, dataset, header
+
+    run = app_run("derby_job", actions=1)
+    action = run[2]
+    action["inputs"].append(dataset("derby:/var/lib/shop/db", "APP.CUSTOMERS"))
+    odd = action_lineage(header("ActionLineageEvent", job_namespace="spark", job_name="odd", run_id="r1"), "0", "Save",
+                         inputs=[dataset("sqlite:app.db", "orders"), dataset("Some Store", "x")],
+                         outputs=[dataset("/data/out", "part")])
+    events = [*run, odd]
+    publish(settings, events)
+    out = tmp_path / "out.json"
+    rt = ConsumerRuntime(settings, DataHubHandler(load_config(file={"path": str(out)})), group_id=group_id,
+                         retry=FAST)
+    rt.run(max_events=len(events))
+    assert rt.stats.dead_lettered == 0 and rt.stats.handled == len(events)
+    urns = {r["entityUrn"] for r in json.loads(out.read_text())}
+    assert {"urn:li:dataset:(urn:li:dataPlatform:derby,/var/lib/shop/db/APP.CUSTOMERS,PROD)",
+            "urn:li:dataset:(urn:li:dataPlatform:sqlite,app.db/orders,PROD)",
+            "urn:li:dataset:(urn:li:dataPlatform:some-store,x,PROD)",
+            "urn:li:dataset:(urn:li:dataPlatform:file,/data/out/part,PROD)"} <= urns
+    assert {u for u in urns if u.startswith("urn:li:dataset:")} >= expected_datasets(run)
+
+
+def expected_datasets(events: list[dict]) -> set[str]:
+    return {urn for urn, *_ in expected(events) if urn.startswith("urn:li:dataset:")}
 
 
 def test_stand_in_rejects_what_gms_would_reject() -> None:
@@ -130,7 +226,7 @@ def test_kafka_sink_produces_mcps_datahub_can_read(settings, group_id, topic_fac
     got: list[dict] = []
     deadline = time.monotonic() + 60
     try:
-        while len(got) < rt.stats.emitted and time.monotonic() < deadline:
+        while not {wire(m) for m in got} >= want and time.monotonic() < deadline:
             msg = consumer.poll(0.5)
             if msg is None or msg.error():
                 continue
@@ -140,8 +236,11 @@ def test_kafka_sink_produces_mcps_datahub_can_read(settings, group_id, topic_fac
             got.append(mcp.to_obj())
     finally:
         consumer.close()
-    assert rt.stats.emitted == len(got) > 10
+    assert len(got) > 10
     assert {wire(m) for m in got} == want
+    # The service stopped after the last event: its close() waited for the broker's delivery reports, so the
+    # final commit covers every event (a commit before them would be lost on a crash).
+    assert sum(rt.stats.committed.values()) == len(events) and rt.stats.handled == len(events)
 
 
 def _service(settings, args: list[str], cwd) -> subprocess.Popen:  # noqa: ANN001
@@ -200,6 +299,7 @@ def test_cli_file_sink_restart_and_replay_give_the_same_file(settings, tmp_path)
 def test_cli_rejects_bad_options_in_one_line(settings, tmp_path) -> None:  # noqa: ANN001
     env = {**os.environ, "LINEAGEWIRE_BOOTSTRAP_SERVERS": settings.bootstrap_servers}
     for args, needle in ((["--gms-url", "127.0.0.1:8080"], "gms_url"), ([], "no DataHub sink selected"),
+                         (["--gms-url", "http://"], "gms_url='http://' has no host"),
                          (["--file", "x.json", "--env", "MARS"], "env='MARS'")):
         proc = subprocess.run([sys.executable, "-m", "lineagewire", "consume", "datahub", *args], cwd=tmp_path,
                               env=env, capture_output=True, text=True, timeout=120)

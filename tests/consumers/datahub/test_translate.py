@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import json
 import uuid
 
@@ -11,7 +12,7 @@ from datahub.ingestion.sink.file import write_metadata_file
 
 from lineagewire.consumers.datahub.config import DataHubConfig
 from lineagewire.consumers.datahub.exceptions import TranslationError
-from lineagewire.consumers.datahub.sinks import render
+from lineagewire.consumers.datahub.proposals import record as render
 from lineagewire.consumers.datahub.translate import Translator, instance_urn
 from lineagewire.schemas import action_lineage, dataset, header
 from tests.consumers.openlineage.samples import app_run, refresh_run
@@ -132,10 +133,44 @@ def _file_ds(namespace: str, name: str, **kw) -> dict:  # noqa: ANN003
     ("postgres://db:5432", "shop.public.t", "urn:li:dataset:(urn:li:dataPlatform:postgres,shop.public.t,PROD)"),
     ("sqlserver://db:1433", "shop.orders", "urn:li:dataset:(urn:li:dataPlatform:mssql,shop.orders,PROD)"),
     ("kafka://broker:9092", "orders", "urn:li:dataset:(urn:li:dataPlatform:kafka,orders,PROD)"),
+    # Namespaces of other forms (issue 21 item 4): named, never refused.
+    ("derby:/path/db", "APP.ORDERS", "urn:li:dataset:(urn:li:dataPlatform:derby,/path/db/APP.ORDERS,PROD)"),
+    ("jdbc:derby:/path/db", "APP.ORDERS", "urn:li:dataset:(urn:li:dataPlatform:derby,/path/db/APP.ORDERS,PROD)"),
+    ("h2:mem:testdb", "PUBLIC.T", "urn:li:dataset:(urn:li:dataPlatform:h2,mem:testdb/PUBLIC.T,PROD)"),
+    ("sqlite:app.db", "orders", "urn:li:dataset:(urn:li:dataPlatform:sqlite,app.db/orders,PROD)"),
+    ("warehouse", "orders", "urn:li:dataset:(urn:li:dataPlatform:warehouse,orders,PROD)"),
+    ("My Warehouse!", "orders", "urn:li:dataset:(urn:li:dataPlatform:my-warehouse,orders,PROD)"),
+    ("/data/lake", "orders/d=1", "urn:li:dataset:(urn:li:dataPlatform:file,/data/lake/orders,PROD)"),
+    ("C:\\data", "orders", "urn:li:dataset:(urn:li:dataPlatform:file,C:\\data/orders,PROD)"),
+    ("file:/data/x", "/abs/y", "urn:li:dataset:(urn:li:dataPlatform:file,/abs/y,PROD)"),
+    ("", "orders", "urn:li:dataset:(urn:li:dataPlatform:unknown,orders,PROD)"),
+    ("kafka://broker:9092", "", "urn:li:dataset:(urn:li:dataPlatform:kafka,broker:9092,PROD)"),
 ])
 def test_dataset_urns_by_platform(namespace: str, name: str, urn: str) -> None:
     t = Translator()
     assert t.names.urn(_file_ds(namespace, name)) == urn
+
+
+def test_an_odd_dataset_keeps_the_rest_of_its_event_and_each_form_is_logged_once(caplog) -> None:  # noqa: ANN001
+    e = action_lineage(header("ActionLineageEvent", job_namespace="n", job_name="j", run_id="r"), "0", "Save",
+                       inputs=[dataset("derby:/var/db/shop", "APP.ORDERS"), dataset("file", "/in")],
+                       outputs=[dataset("file", "/out")])
+    caplog.set_level("WARNING", logger="lineagewire.consumers.datahub.datasets")
+    t = Translator()
+    records = [render(p) for p in t.translate(e)]
+    urns = {r["entityUrn"] for r in records}
+    assert {"urn:li:dataset:(urn:li:dataPlatform:derby,/var/db/shop/APP.ORDERS,PROD)",
+            "urn:li:dataset:(urn:li:dataPlatform:file,/in,PROD)",
+            "urn:li:dataset:(urn:li:dataPlatform:file,/out,PROD)"} <= urns
+    other = copy.deepcopy(e)
+    other["inputs"][0] = dataset("derby:/var/db/other", "APP.X")
+    other["header"]["event_id"] = str(uuid.uuid4())
+    t.translate(other)
+    t.translate(action_lineage(header("ActionLineageEvent", job_namespace="n", job_name="k", run_id="r"), "0", "S",
+                               inputs=[dataset("Bad Scheme", "x")], outputs=[dataset("file", "/o")]))
+    logged = [r.getMessage() for r in caplog.records]
+    assert len(logged) == 2, logged  # one per form: embedded database, not a scheme
+    assert "'derby:/var/db/shop'" in logged[0] and "'Bad Scheme'" in logged[1]
 
 
 def test_dataset_naming_is_configurable() -> None:
@@ -169,7 +204,6 @@ def test_split_action_lineage_patches_later_parts_and_ends_the_run_once() -> Non
 @pytest.mark.parametrize(("mutate", "needle"), [
     (lambda e: e["header"].pop("schema_name"), "header.schema_name"),
     (lambda e: e["header"].__setitem__("schema_name", "io.lineagewire.x.Nope"), "Nope"),
-    (lambda e: e["inputs"].append(dataset("1bad scheme", "x")), "'1bad scheme'"),
     (lambda e: e.pop("outputs"), "outputs"),
 ])
 def test_bad_events_raise_a_translation_error_naming_what_was_wrong(mutate, needle: str) -> None:  # noqa: ANN001
@@ -189,12 +223,67 @@ def test_summary_names_flows_jobs_runs_and_column_lineage() -> None:
     assert ": COMPLETE SUCCESS" in text and ": COMPLETE FAILURE" in text
 
 
-def test_proposals_are_the_wrappers_acryl_datahub_would_construct() -> None:
+def test_proposals_are_what_acryl_datahub_serialises() -> None:
+    """Every upsert's aspect text is acryl-datahub's own serialisation (``MetadataChangeProposalWrapper.make_mcp``)
+    of the aspect it describes, also those whose times and run ids are set in their JSON per event."""
+    from datahub.emitter.aspect import ASPECT_MAP
     from datahub.emitter.mcp import MetadataChangeProposalWrapper
+    from datahub.emitter.serialization_helper import post_json_transform
 
-    proposals = [p for e in app_run() + refresh_run() for p in Translator().translate(e)]
+    later = app_run(fail=True)
+    for e in later:
+        e["header"]["event_time"] += dt.timedelta(hours=3, milliseconds=7)
+        e["header"]["run_id"] = "other-run"
+    t = Translator()
+    proposals = [p for e in app_run() + later + app_run("hourly") + refresh_run() for p in t.translate(e)]
     plain = [p for p in proposals if p.changeType == "UPSERT"]
-    assert len(plain) > 30
+    assert len(plain) > 40
+    kinds = set()
     for p in plain:
-        built = MetadataChangeProposalWrapper(entityUrn=p.entityUrn, aspect=p.aspect, systemMetadata=p.systemMetadata)
-        assert p == built and vars(p) == vars(built)
+        aspect = ASPECT_MAP[p.aspectName].from_obj(post_json_transform(json.loads(p.aspect.value)))
+        built = MetadataChangeProposalWrapper(entityUrn=p.entityUrn, aspect=aspect, systemMetadata=p.systemMetadata)
+        assert built.make_mcp().to_obj() == p.to_obj(), p.aspectName
+        kinds.add(p.aspectName)
+    assert {"dataProcessInstanceRunEvent", "upstreamLineage", "dataProcessInstanceProperties"} <= kinds
+    times = {json.loads(p.aspect.value)["timestampMillis"] for p in plain
+             if p.aspectName == "dataProcessInstanceRunEvent"}
+    assert len(times) > 4  # the per-event time is set in each, not the template's 0
+    assert 0 not in times
+    stamps = {u["auditStamp"]["time"] for p in plain if p.aspectName == "upstreamLineage"
+              for u in json.loads(p.aspect.value)["upstreams"]}
+    assert len(stamps) > 1 and 0 not in stamps
+    names = {json.loads(p.aspect.value)["name"] for p in plain if p.aspectName == "dataProcessInstanceProperties"}
+    assert any(n.startswith("other-run/") for n in names) and "" not in names
+
+
+def test_a_proposals_json_for_the_emitters_is_the_one_its_class_gives() -> None:
+    """``Proposal.to_obj`` (what acryl-datahub's emitters send) equals ``MetadataChangeProposalClass.to_obj``, also
+    once an emitter stamped its systemMetadata, and for systemMetadata of other shapes."""
+    from datahub.cli.cli_utils import ensure_has_system_metadata
+    from datahub.emitter.serialization_helper import pre_json_transform
+    from datahub.metadata.schema_classes import AuditStampClass, MetadataChangeProposalClass, SystemMetadataClass
+
+    from lineagewire.consumers.datahub.proposals import Proposal
+    from lineagewire.consumers.datahub.sinks.delivery import for_emitter
+
+    proposals = [p for e in app_run() + split_like() + refresh_run() for p in Translator().translate(e)]
+    ours = [p for p in proposals if isinstance(p, Proposal)]
+    assert len(ours) > 40
+    stamped = for_emitter(ours)
+    for p in stamped:
+        ensure_has_system_metadata(p)
+    odd = [Proposal(entityType=p.entityType, entityUrn=p.entityUrn, changeType=p.changeType, aspectName=p.aspectName,
+                    aspect=p.aspect, systemMetadata=sm) for p in ours[:1] for sm in (
+        None, SystemMetadataClass(lastObserved=1, aspectCreated=AuditStampClass(time=1, actor="urn:li:corpuser:x")))]
+    for p in ours + stamped + odd:
+        assert pre_json_transform(p.to_obj()) == pre_json_transform(MetadataChangeProposalClass.to_obj(p))
+    assert all(p.systemMetadata.properties["clientId"] for p in stamped)
+    assert all(p.systemMetadata.properties is None for p in ours)  # the translator's were not changed
+
+
+def split_like() -> list[dict]:
+    run = app_run("split", actions=1)
+    second = copy.deepcopy(run[2])
+    run[2]["parts"], second["part"], second["parts"] = 2, 1, 2
+    second["header"] = {**second["header"], "event_id": str(uuid.uuid4())}
+    return [*run, second]

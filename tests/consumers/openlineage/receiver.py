@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import random
+import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -17,20 +21,44 @@ class Receiver:
     mid-stream, at a known point).
     """
 
-    def __init__(self, down_after: int | None = None) -> None:
+    def __init__(self, down_after: int | None = None, *, delay: float = 0.0) -> None:
         self.events: list[dict[str, Any]] = []
         self.rejected = 0
         self.down = False
         self.down_after = down_after
+        self.delay = delay  # each answer waits up to this many seconds (random), so requests in flight interleave
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.killed = False
+        self._connections: set[Any] = set()
         self._lock = threading.Lock()
         outer = self
 
         class _H(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
+            def setup(self) -> None:
+                super().setup()
+                with outer._lock:
+                    outer._connections.add(self.connection)
+
+            def finish(self) -> None:
+                with outer._lock:
+                    outer._connections.discard(self.connection)
+                super().finish()
+
             def do_POST(self) -> None:  # noqa: N802
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if outer.killed:  # a connection that outlived kill(): no answer, as from a dead process
+                    self.close_connection = True
+                    return
                 with outer._lock:
+                    outer.in_flight += 1
+                    outer.max_in_flight = max(outer.max_in_flight, outer.in_flight)
+                if outer.delay:
+                    time.sleep(random.random() * outer.delay)  # noqa: S311 - jitter, not crypto
+                with outer._lock:
+                    outer.in_flight -= 1
                     if outer.down:
                         outer.rejected += 1
                         code = 503
@@ -45,9 +73,11 @@ class Receiver:
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
                 pass
 
+        self._handler = _H
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _H)
         self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self.port = self._server.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     def __enter__(self) -> Receiver:
@@ -55,9 +85,26 @@ class Receiver:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.kill()
+
+    def kill(self) -> None:
+        """Stop listening and drop the connections: the backend is gone (connection refused), events are kept."""
+        self.killed = True
         self._server.shutdown()
         self._server.server_close()
+        with self._lock:
+            for conn in list(self._connections):
+                with contextlib.suppress(OSError):
+                    conn.shutdown(socket.SHUT_RDWR)
         self._thread.join(5)
+
+    def restart(self) -> None:
+        """Listen again on the same port, after ``kill``."""
+        self.killed = False
+        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), self._handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
 
     def snapshot(self) -> list[dict[str, Any]]:
         with self._lock:

@@ -1,0 +1,3 @@
+module lineagewire/bench/receiver
+
+go 1.22
