@@ -74,9 +74,13 @@ runs = Table(
     Column("run_id", String(128), primary_key=True),
     Column("job_id", Integer, ForeignKey("jobs.id"), nullable=False, index=True),
     Column("parent_run_id", String(128), index=True),
-    # The parent's job identity (an Airflow task, a refresh workflow): migration 0002.
+    # The parent's job identity (an Airflow task, a refresh workflow) and the root of the chain (an Airflow
+    # DAG run, ``header.root_parent_run``): migration 0002.
     Column("parent_job_namespace", String(512)),
     Column("parent_job_name", String(512)),
+    Column("root_parent_run_id", String(128), index=True),
+    Column("root_parent_job_namespace", String(512)),
+    Column("root_parent_job_name", String(512)),
     Column("status", String(32)),
     Column("lifecycle_state", String(32)),
     Column("last_sequence", BigInteger, nullable=False, default=-1),

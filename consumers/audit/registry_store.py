@@ -137,11 +137,15 @@ class RegistryStore:
 
     def _run(self, conn: Connection, h: dict[str, Any], job_id: int) -> None:
         parent = h.get("parent_run")
+        root = h.get("root_parent_run")  # contract v2; None in v1 events
         schedule = h.get("schedule")
         _insert(conn, m.runs, {"run_id": h["run_id"], "job_id": job_id, "last_sequence": -1,
                                "parent_run_id": parent["run_id"] if parent else None,
                                "parent_job_namespace": parent["job_namespace"] if parent else None,
-                               "parent_job_name": parent["job_name"] if parent else None, "restarts": 0,
+                               "parent_job_name": parent["job_name"] if parent else None,
+                               "root_parent_run_id": root["run_id"] if root else None,
+                               "root_parent_job_namespace": root["job_namespace"] if root else None,
+                               "root_parent_job_name": root["job_name"] if root else None, "restarts": 0,
                                "workflow_id": schedule["workflow_id"] if schedule else None,
                                "nominal_time": schedule["nominal_time"] if schedule else None}, ["run_id"])
 

@@ -1,8 +1,9 @@
-"""Runs keep their parent's job identity, and are found by parent run id.
+"""Runs keep their parent's and their root parent's job identity, and are found by either run id.
 
 An orchestrator's run (an Airflow task's, a refresh workflow's) is the parent of the Spark runs it
-started; listing those runs by ``parent_run_id`` needs the index, and showing the parent needs its
-namespace and name. Older rows keep NULL there: their events are not read again.
+started, and an Airflow DAG run their root (``header.root_parent_run``, contract v2); listing those
+runs by either id needs the indexes, and showing them needs their namespace and name. Older rows keep
+NULL there: their events are not read again.
 
 Revision ID: 0002
 Revises: 0001
@@ -23,11 +24,19 @@ def upgrade() -> None:
     with op.batch_alter_table("runs") as batch:
         batch.add_column(sa.Column("parent_job_namespace", sa.String(length=512), nullable=True))
         batch.add_column(sa.Column("parent_job_name", sa.String(length=512), nullable=True))
+        batch.add_column(sa.Column("root_parent_run_id", sa.String(length=128), nullable=True))
+        batch.add_column(sa.Column("root_parent_job_namespace", sa.String(length=512), nullable=True))
+        batch.add_column(sa.Column("root_parent_job_name", sa.String(length=512), nullable=True))
         batch.create_index("ix_runs_parent_run_id", ["parent_run_id"], unique=False)
+        batch.create_index("ix_runs_root_parent_run_id", ["root_parent_run_id"], unique=False)
 
 
 def downgrade() -> None:
     with op.batch_alter_table("runs") as batch:
+        batch.drop_index("ix_runs_root_parent_run_id")
         batch.drop_index("ix_runs_parent_run_id")
+        batch.drop_column("root_parent_job_name")
+        batch.drop_column("root_parent_job_namespace")
+        batch.drop_column("root_parent_run_id")
         batch.drop_column("parent_job_name")
         batch.drop_column("parent_job_namespace")
