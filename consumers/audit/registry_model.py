@@ -88,7 +88,7 @@ runs = Table(
     Column("workflow_id", String(128)),
     _ts("nominal_time"),
     # a job's newest runs (the UI's last status and sparkline) without sorting all of its runs
-    Index("ix_runs_job_created", "job_id", "created_at"),
+    Index("ix_runs_job_created", "job_id", "created_at", "run_id"),
 )
 
 transitions = Table(

@@ -61,10 +61,21 @@ def _since(conn: Connection, when: dt.datetime) -> dt.datetime:
     return when.replace(tzinfo=None) if conn.dialect.name == "sqlite" else when
 
 
-def _last_run_id(job_id: Any) -> Any:
+def _newest_first(conn: Connection) -> list[Any]:
+    """A job's runs newest first, in the order of the index ``ix_runs_job_created`` read backwards.
+
+    SQLite sorts NULL first, so DESC already puts a run without a creation time last; saying NULLS LAST
+    there would stop it from using the index. PostgreSQL sorts NULL last, so it is said.
+    """
     r = m.runs.c
-    return (sa.select(r.run_id).where(r.job_id == job_id)
-            .order_by(r.created_at.desc().nulls_last(), r.run_id.desc()).limit(1).scalar_subquery())
+    if conn.dialect.name == "sqlite":
+        return [r.created_at.desc(), r.run_id.desc()]
+    return [r.created_at.desc().nulls_last(), r.run_id.desc()]
+
+
+def _last_run_id(conn: Connection, job_id: Any) -> Any:
+    r = m.runs.c
+    return sa.select(r.run_id).where(r.job_id == job_id).order_by(*_newest_first(conn)).limit(1).scalar_subquery()
 
 
 def _job_row(conn: Connection, job_id: int) -> Any:
@@ -81,6 +92,23 @@ def _tags(spec_json: str | None) -> dict[str, str]:
     return dict(json.loads(spec_json).get("tags") or {})
 
 
+#: parsed tags of spec rows: a spec row never changes (it is one snapshot, by hash), so they are kept
+_TAGS: dict[tuple[str, int], dict[str, str]] = {}
+_TAGS_MAX = 200_000
+
+
+def _spec_tags(conn: Connection, spec_ids: list[int]) -> dict[int, dict[str, str]]:
+    url = str(conn.engine.url)
+    missing = [i for i in spec_ids if (url, i) not in _TAGS]
+    if len(_TAGS) + len(missing) > _TAGS_MAX:
+        _TAGS.clear()
+    s = m.specs.c
+    for part in _chunks(missing):
+        for row in conn.execute(sa.select(s.id, s.spec_json).where(s.id.in_(part))):
+            _TAGS[(url, row.id)] = _tags(row.spec_json)
+    return {i: _TAGS[(url, i)] for i in spec_ids}
+
+
 def jobs_page(conn: Connection, *, text: str = "", namespace: str = "", status: str = "", tag: str = "",
               sort: str = "job", desc: bool = False, page: int = 1, now: dt.datetime | None = None,
               page_size: int = PAGE_SIZE) -> dict[str, Any]:
@@ -91,7 +119,7 @@ def jobs_page(conn: Connection, *, text: str = "", namespace: str = "", status: 
     spec = m.specs.alias("spec")
     query = (sa.select(j.id, j.namespace, j.name, last.c.run_id, last.c.status, last.c.started_at,
                        last.c.created_at, last.c.duration_ms, last.c.ended_at, spec.c.spec_json)
-             .select_from(m.jobs.outerjoin(last, last.c.run_id == _last_run_id(j.id))
+             .select_from(m.jobs.outerjoin(last, last.c.run_id == _last_run_id(conn, j.id))
                           .outerjoin(spec, spec.c.id == last.c.spec_id)))
     if text:
         query = query.where(sa.or_(j.name.contains(text, autoescape=True), j.namespace.contains(text, autoescape=True)))
@@ -101,20 +129,30 @@ def jobs_page(conn: Connection, *, text: str = "", namespace: str = "", status: 
         query = query.where(last.c.status.is_(None) if status == "NONE" else last.c.status == status)
     key, value = ([*tag.split("=", 1), ""])[:2] if tag else ("", "")
     if tag:
-        # narrowed in SQL on the spec's JSON text, then checked exactly on the parsed tags
-        query = query.where(spec.c.spec_json.contains(json.dumps(key.strip()), autoescape=True))
+        # the specs that have the tag: narrowed in SQL on the JSON text, then checked on the parsed tags
+        key, value = key.strip(), value.strip()
+        text_of = json.dumps(key) + (": " + json.dumps(value) if value else "")  # as the store writes the spec
+        s = m.specs.c
+        candidates = list(conn.execute(sa.select(s.id).where(s.spec_json.contains(text_of, autoescape=True)))
+                          .scalars())
+        tags = _spec_tags(conn, candidates)
+        tagged = [i for i in candidates if key in tags[i] and (not value or tags[i][key] == value)]
+        query = query.where(last.c.spec_id.in_(tagged))
     columns = {"namespace": j.namespace, "job": j.name, "status": last.c.status,
                "start": sa.func.coalesce(last.c.started_at, last.c.created_at), "duration": last.c.duration_ms}
     col = columns[sort if sort in _SORTS else "job"]
     order = [col.desc().nulls_last() if desc else col.asc().nulls_last(), j.namespace, j.name]
-    if tag:
-        rows = [row for row in conn.execute(query.order_by(*order))
-                if key.strip() in (t := _tags(row.spec_json)) and (not value or t[key.strip()] == value.strip())]
-        total = len(rows)
-        rows = rows[(page - 1) * page_size: page * page_size]
-    else:
+    if status or tag:
         total = conn.execute(sa.select(sa.func.count()).select_from(query.subquery())).scalar_one()
-        rows = conn.execute(query.order_by(*order).limit(page_size).offset((page - 1) * page_size)).fetchall()
+    else:  # the last run does not change the count: count jobs without looking for it
+        count = sa.select(sa.func.count()).select_from(m.jobs)
+        if text:
+            count = count.where(sa.or_(j.name.contains(text, autoescape=True),
+                                       j.namespace.contains(text, autoescape=True)))
+        if namespace:
+            count = count.where(j.namespace == namespace)
+        total = conn.execute(count).scalar_one()
+    rows = conn.execute(query.order_by(*order).limit(page_size).offset((page - 1) * page_size)).fetchall()
     ids = [row.id for row in rows]
     failures: dict[int, int] = {}
     if ids:
@@ -122,13 +160,19 @@ def jobs_page(conn: Connection, *, text: str = "", namespace: str = "", status: 
             sa.select(r.job_id, sa.func.count()).where(r.job_id.in_(ids), r.status == "FAILED",
                                                        r.ended_at >= _since(conn, now - dt.timedelta(hours=24)))
             .group_by(r.job_id)).fetchall())
+    sparks: dict[int, list[Any]] = {i: [] for i in ids}
+    if ids:  # the last SPARK_RUNS durations of every job of the page in one query
+        rank = sa.func.row_number().over(partition_by=r.job_id, order_by=_newest_first(conn)).label("rank")
+        recent = sa.select(r.job_id, r.duration_ms, rank).where(r.job_id.in_(ids)).subquery()
+        for job_id, duration in conn.execute(sa.select(recent.c.job_id, recent.c.duration_ms)
+                                             .where(recent.c.rank <= SPARK_RUNS)
+                                             .order_by(recent.c.job_id, recent.c.rank.desc())):
+            sparks[job_id].append(duration)
     jobs = []
     for row in rows:
-        spark = conn.execute(sa.select(r.duration_ms).where(r.job_id == row.id)
-                             .order_by(r.created_at.desc().nulls_last(), r.run_id.desc()).limit(SPARK_RUNS)).scalars()
         jobs.append({"id": row.id, "namespace": row.namespace, "name": row.name, "last_run": row.run_id,
                      "status": row.status, "start": utc(row.started_at or row.created_at),
-                     "duration_ms": row.duration_ms, "sparkline": list(reversed(list(spark))),
+                     "duration_ms": row.duration_ms, "sparkline": sparks[row.id],
                      "failures_24h": failures.get(row.id, 0), "tags": _tags(row.spec_json)})
     namespaces = list(conn.execute(sa.select(j.namespace).distinct().order_by(j.namespace)).scalars())
     return {"jobs": jobs, "total": total, "page": page, "pages": max(1, -(-total // page_size)),
@@ -143,7 +187,7 @@ def job_status(conn: Connection, job_ids: list[int]) -> dict[int, dict[str, Any]
     for part in _chunks(job_ids):
         for row in conn.execute(sa.select(j.id, last.c.run_id, last.c.status, last.c.started_at, last.c.created_at,
                                           last.c.duration_ms)
-                                .select_from(m.jobs.join(last, last.c.run_id == _last_run_id(j.id)))
+                                .select_from(m.jobs.join(last, last.c.run_id == _last_run_id(conn, j.id)))
                                 .where(j.id.in_(part))):
             out[row.id] = {"run_id": row.run_id, "status": row.status,
                            "start": _iso(utc(row.started_at or row.created_at)), "duration_ms": row.duration_ms}
@@ -179,8 +223,7 @@ def job_page(conn: Connection, job_id: int, *, page: int = 1, page_size: int = P
     job = _job_row(conn, job_id)
     r, s = m.runs.c, m.specs.c
     total = conn.execute(sa.select(sa.func.count()).where(r.job_id == job_id)).scalar_one()
-    rows = conn.execute(sa.select(m.runs).where(r.job_id == job_id)
-                        .order_by(r.created_at.desc().nulls_last(), r.run_id.desc())
+    rows = conn.execute(sa.select(m.runs).where(r.job_id == job_id).order_by(*_newest_first(conn))
                         .limit(page_size).offset((page - 1) * page_size)).fetchall()
     runs = [_run_row(row) for row in rows]
     # attempt: a refresh's runs of one nominal time count up; any other run is attempt 1
@@ -346,8 +389,8 @@ def job_last_status(conn: Connection, job_ids: Iterable[int]) -> dict[int, str |
     out: dict[int, str | None] = {}
     for part in _chunks(set(job_ids)):
         out.update({row.id: row.status for row in conn.execute(
-            sa.select(j.id, last.c.status).select_from(m.jobs.outerjoin(last, last.c.run_id == _last_run_id(j.id)))
-            .where(j.id.in_(part)))})
+            sa.select(j.id, last.c.status)
+            .select_from(m.jobs.outerjoin(last, last.c.run_id == _last_run_id(conn, j.id))).where(j.id.in_(part)))})
     return out
 
 
