@@ -28,7 +28,7 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise MissingExtraError("jinja2", "audit", "lineagewire ui") from exc
 
-from ..registry_query import NotFoundError
+from ..registry_query import NotFoundError, resolve_dataset
 from ..registry_store import RegistryStore
 from . import queries as q
 from .alerts import AlertsReader
@@ -193,6 +193,13 @@ def add_ui(app: FastAPI, store: RegistryStore, *, alerts_db: str | None = None, 
         except (LineagewireError, ImportError) as exc:
             return JSONResponse({"detail": f"no OpenLineage rendering: {exc}"}, status_code=501)
         return Response("[" + ",\n".join(texts) + "]", media_type="application/json")
+
+    @app.get("/ui/find", include_in_schema=False)
+    def find(dataset: str = Query(..., max_length=5000), namespace: str | None = None,
+             graph: bool = False) -> RedirectResponse:
+        """The page (or graph) of the dataset named as the CLI takes it: a path, a URI or a catalog table name."""
+        ds_id = read(resolve_dataset, dataset, namespace)[0]
+        return RedirectResponse(f"/ui/graph?dataset={ds_id}" if graph else f"/ui/datasets/{ds_id}", status_code=303)
 
     @app.get("/ui/datasets/{dataset_id}", response_class=HTMLResponse, tags=["ui"])
     def dataset(request: Request, dataset_id: int, column: str | None = None,
