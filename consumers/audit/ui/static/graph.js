@@ -1,5 +1,5 @@
 // The lineage graph: fetch /ui/api/graph, lay it out in layers from left to right, draw it as SVG.
-// Hand-written on purpose (about 250 lines): the UI ships no npm build and loads nothing from a CDN, and the
+// Hand-written on purpose (about 180 lines): the UI ships no npm build and loads nothing from a CDN, and the
 // layout needed is the simple layered one (longest-path layers, barycenter ordering), not a general engine.
 // Names are set with textContent only, so a dataset called <script> is drawn as text.
 (function () {

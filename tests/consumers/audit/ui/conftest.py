@@ -4,11 +4,9 @@ events, the UI served on 127.0.0.1, and Debian's chromium driven by Playwright."
 from __future__ import annotations
 
 import os
-import pathlib
 import shutil
 import subprocess
 import sys
-import textwrap
 import threading
 import uuid
 from collections.abc import Iterator
@@ -20,29 +18,8 @@ from lineagewire.config import Settings
 from lineagewire.kafka.local import free_port
 from lineagewire.kafka.topics import TopicSpec, create_topics, delete_topics
 from tests.consumers.audit.conftest import raw_records
+from tests.consumers.openlineage.test_spark_end_to_end import JOB  # aggregates by key: DIRECT and INDIRECT
 from tests.helpers import wait_for
-
-#: a job with a filter and an aggregation (so that its column lineage has DIRECT and INDIRECT edges),
-#: writing a file and a catalog table
-JOB = textwrap.dedent('''
-    import sys
-    from pyspark.sql import SparkSession, functions as F
-    from lineagewire.producers.spark import install
-
-    out = sys.argv[1]
-    spark = (SparkSession.builder.appName("ui_orders").master("local[1]")
-             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "1")
-             .config("spark.sql.warehouse.dir", out + "/warehouse").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    install(spark)
-    orders = spark.createDataFrame([(1, 10, 25.0), (2, 11, 40.5), (3, 10, 12.0)],
-                                   "order_id INT, customer_id INT, amount DOUBLE")
-    orders.write.mode("overwrite").parquet(out + "/raw/orders")
-    raw = spark.read.parquet(out + "/raw/orders")
-    (raw.where(F.col("amount") > 11).groupBy("customer_id").agg(F.sum("amount").alias("revenue"))
-        .write.mode("overwrite").parquet(out + "/marts/revenue"))
-    spark.stop()
-''')
 
 
 @pytest.fixture(scope="session")
@@ -143,7 +120,3 @@ def spark_registry(kafka_settings: Settings, tmp_path_factory: pytest.TempPathFa
 def spark_ui(spark_registry: str) -> Iterator[UiServer]:
     with UiServer(spark_registry) as srv:
         yield srv
-
-
-def out_path(tmp: pathlib.Path, name: str) -> pathlib.Path:
-    return tmp / name

@@ -40,11 +40,11 @@ def graph_of(page: Any) -> tuple[dict[str, str], set[tuple[str, str, str]]]:
 @pytest.mark.slow
 def test_click_through_jobs_run_dataset_graph_and_column_view(spark_ui: UiServer, page: Any) -> None:
     page.goto(spark_ui.url + "/")
-    row = page.locator("table.jobs tbody tr", has_text="ui_orders")
+    row = page.locator("table.jobs tbody tr", has_text="e2e_orders")
     expect(row.locator(".status")).to_have_text("FINISHED")
-    row.get_by_role("link", name="ui_orders").click()
+    row.get_by_role("link", name="e2e_orders").click()
 
-    expect(page.locator("h1")).to_have_text("ui_orders")
+    expect(page.locator("h1")).to_have_text("e2e_orders")
     runs = page.locator("table.runs tbody tr")
     expect(runs).to_have_count(1)
     expect(runs.locator(".status")).to_have_text("FINISHED")
@@ -62,21 +62,21 @@ def test_click_through_jobs_run_dataset_graph_and_column_view(spark_ui: UiServer
     expect(columns).to_contain_text("DIRECT/AGGREGATION")
     raw_link = action.locator("a", has_text="raw event")
     event = page.request.get(spark_ui.url + raw_link.get_attribute("href")).json()
-    assert event["header"]["job_name"] == "ui_orders" and event["outputs"][0]["name"].endswith("/marts/revenue")
+    assert event["header"]["job_name"] == "e2e_orders" and event["outputs"][0]["name"].endswith("/marts/revenue")
     ol = page.request.get(spark_ui.url + action.locator("a", has_text="OpenLineage").get_attribute("href"))
-    assert ol.ok and ol.json()[0]["job"]["name"].startswith("ui_orders")
+    assert ol.ok and ol.json()[0]["job"]["name"].startswith("e2e_orders")
 
     page.locator("ul.io a", has_text="/marts/revenue").click()
     expect(page.locator("h1")).to_contain_text("/marts/revenue")
     expect(page.locator("table.schema")).to_contain_text("customer_id")
     expect(page.locator("table.schema")).to_contain_text("revenue")
-    expect(page.get_by_role("link", name="spark/ui_orders")).to_be_visible()
+    expect(page.get_by_role("link", name="spark/e2e_orders")).to_be_visible()
     page.get_by_role("link", name="Open the full graph page").click()
 
     nodes, edges = graph_of(page)
     names = sorted(nodes.values())
     assert len(names) == 3 and names[0].endswith("/marts/revenue") and names[1].endswith("/raw/orders")
-    job = "spark ui_orders (FINISHED)"
+    job = "spark e2e_orders (FINISHED)"
     assert names[2] == job
     raw, mart = names[1], names[0]
     assert {(s, t) for s, t, _ in edges} == {(raw, job), (job, mart)}
@@ -115,7 +115,7 @@ def test_graph_shows_the_node_set_the_registry_answers(spark_ui: UiServer, page:
     drawn_datasets = {t for i, t in nodes.items() if i.startswith("d")}
     drawn_jobs = {t.split(" (")[0].replace(" ", "/", 1) for i, t in nodes.items() if i.startswith("j")}
     assert drawn_datasets == answer and len(answer) == 2
-    assert drawn_jobs == jobs == {"spark/ui_orders"}
+    assert drawn_jobs == jobs == {"spark/e2e_orders"}
 
 
 HOSTILE_DS = "<script>alert(1)</script>"
