@@ -38,8 +38,21 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-__all__ = ["METADATA", "applied_events", "column_edges", "dataset_aliases", "dataset_edges", "datasets", "jobs",
-           "dataset_states", "run_datasets", "run_events", "runs", "specs", "transitions"]
+__all__ = [
+    "METADATA",
+    "applied_events",
+    "column_edges",
+    "dataset_aliases",
+    "dataset_edges",
+    "dataset_states",
+    "datasets",
+    "jobs",
+    "run_datasets",
+    "run_events",
+    "runs",
+    "specs",
+    "transitions",
+]
 
 METADATA = MetaData()
 

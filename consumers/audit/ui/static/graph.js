@@ -5,7 +5,7 @@
 (function () {
   "use strict";
   var SVGNS = "http://www.w3.org/2000/svg";
-  var W = 210, H = 40, GAP_X = 90, GAP_Y = 18, MAX_CHARS = 30;
+  var W = 210, H = 40, GAP_X = 90, GAP_Y = 18, MAX_CHARS = 28;
   var STATUS_FILL = {FINISHED: "#1a7f37", COMPLETED: "#1a7f37", FAILED: "#cf222e", RUNNING: "#0969da",
                      CREATED: "#9a6700", QUEUED: "#9a6700", CANCELLED: "#8250df", CANCELED: "#8250df"};
 
@@ -15,7 +15,8 @@
     if (parent) parent.appendChild(e);
     return e;
   }
-  function short(text) { return text.length > MAX_CHARS ? text.slice(0, MAX_CHARS - 1) + "…" : text; }
+  // the end of a long name is the part that tells paths apart (/data/raw/orders vs /data/marts/revenue)
+  function short(text) { return text.length > MAX_CHARS ? "…" + text.slice(text.length - MAX_CHARS + 1) : text; }
   function hue(text) {
     var h = 0;
     for (var i = 0; i < text.length; i++) h = (h * 31 + text.charCodeAt(i)) % 360;
@@ -121,7 +122,11 @@
       }
     });
     // pan and zoom: the view box follows drags, the wheel and the +/−/fit buttons
-    var view = {x: -20, y: -20, w: Math.max(geo.width, 400) + 40, h: Math.max(geo.height, 200) + 40};
+    // at most life size at first: a small graph is not blown up, a large one is fitted
+    var fitW = geo.width + 40, fitH = geo.height + 40;
+    var scale = Math.max(fitW / (box.clientWidth || fitW), fitH / (box.clientHeight || fitH), 1);
+    var vw = (box.clientWidth || fitW) * scale, vh = (box.clientHeight || fitH) * scale;
+    var view = {x: -20 - (vw - fitW) / 2, y: -20 - (vh - fitH) / 2, w: vw, h: vh};
     var fit = {x: view.x, y: view.y, w: view.w, h: view.h};
     function apply() { svg.setAttribute("viewBox", view.x + " " + view.y + " " + view.w + " " + view.h); }
     function zoom(f, cx, cy) {

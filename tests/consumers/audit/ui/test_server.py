@@ -144,3 +144,32 @@ def test_a_refresh_job_shows_its_workflow_and_health(tmp_path: pathlib.Path, sch
     with UiServer(db, scheduler_url="http://127.0.0.1:9") as srv:  # nobody listens: the page says so
         html = httpx.get(f"{srv.url}/ui/jobs/{job}").text
         assert "scheduler at http://127.0.0.1:9:" in html
+
+
+def test_a_dataset_shows_its_schema_history_and_versions(tmp_path: pathlib.Path) -> None:
+    from lineagewire.schemas import schema_field
+
+    runs = [app_run("writer") for _ in range(3)]
+    schemas = [[schema_field("id", "int"), schema_field("amount", "double")],
+               [schema_field("id", "int"), schema_field("amount", "decimal(10,2)"), schema_field("note", "string")],
+               [schema_field("id", "int"), schema_field("note", "string")]]
+    for day, (run, fields) in enumerate(zip(runs, schemas, strict=True)):
+        for e in run:
+            e["header"]["event_time"] += dt.timedelta(days=day)
+        for e in run[2:-1]:  # the actions wrote version `day` of the table with these columns
+            e["outputs"][0]["fields"] = fields
+            e["outputs"][0]["properties"] = {"version": str(day)}
+    with UiServer(filled(tmp_path, [e for run in runs for e in run])) as srv, httpx.Client(base_url=srv.url) as client:
+        where = client.get("/ui/find", params={"dataset": "/data/writer_out"}).headers["location"]
+        page = client.get(where).text
+        history = page.split("Schema history")[1].split("</table>")[0]
+        rows = re.findall(r"<tr><td>.*?</tr>", history, re.S)
+        assert len(rows) == 3  # newest first: removed amount; retyped amount and added note; first seen
+        assert "<td></td><td>amount decimal(10,2)</td><td></td>" in rows[0] and "note string" not in rows[0]
+        assert "<td>note string</td><td></td><td>amount double → decimal(10,2)</td>" in rows[1]
+        assert "(first seen)" in rows[2] and "id int, amount double" in rows[2]
+        versions = page.split(">Versions<")[1].split("</table>")[0]
+        assert re.findall(r'<td class="mono">(\d)</td><td>written</td>', versions) == ["2", "1", "0"]
+        graph = client.get("/ui/api/graph", params={"dataset": where.rsplit("/", 1)[1], "column": "amount"}).json()
+        assert {(e["source"].split(":")[1], e["target"].split(":")[1], e["type"]) for e in graph["edges"]} == {
+            ("amount", "amount", "DIRECT"), ("id", "amount", "INDIRECT")}
