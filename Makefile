@@ -63,7 +63,7 @@ demo: kafka-jars
 	$(BIN)/lineagewire demo
 
 bench: kafka-jars
-	for b in codec roundtrip emitter lineage consumers scheduler scheduler_ha datahub alerting archive registry; do \
+	for b in codec roundtrip emitter lineage consumers scheduler scheduler_ha datahub alerting archive registry ui; do \
 	  test -f bench/$$b.py && $(BIN)/python -m bench.$$b || exit 1; done
 
 clean:
