@@ -227,6 +227,12 @@ def test_the_keyboard_reaches_every_link(tmp_path: pathlib.Path, page: Any) -> N
         # status is a word as well as a colour
         labels = page.eval_on_selector_all(".graph a.node.job", "els => els.map(e => e.getAttribute('aria-label'))")
         assert sorted(labels) == ["job spark first, last status FINISHED", "job spark second, last status FAILED"]
+        fills = page.eval_on_selector_all(".graph a.node.job rect", "els => els.map(e => e.style.fill)")
+        assert sorted(fills) == ["rgb(207, 34, 46)", "rgb(26, 127, 55)"]  # red FAILED, green FINISHED
+        page.goto(srv.url + "/ui/graph?dataset=1&color=namespace")
+        graph_of(page)
+        fills = page.eval_on_selector_all(".graph a.node rect", "els => els.map(e => e.style.fill)")
+        assert len(fills) == 5 and len(set(fills)) == 2  # namespaces file and spark
 
 
 def test_alerts_page_and_open_alerts_come_from_the_alerting_database(tmp_path: pathlib.Path, page: Any) -> None:
