@@ -38,6 +38,7 @@ COMMANDS: dict[str, str] = {
     "lineage": "lineagewire.consumers.audit.cli:lineage",
     "registry": "lineagewire.consumers.audit.cli:registry_group",
     "db": "lineagewire.db.cli:db",
+    "ui": "lineagewire.consumers.audit.ui.cli:ui",
 }
 
 _HELP: dict[str, str] = {
@@ -59,6 +60,7 @@ _HELP: dict[str, str] = {
     "lineage": "Upstream and downstream of a dataset, from the job registry.",
     "registry": "Serve the job registry over REST.",
     "db": "Upgrade the registry, alerting and scheduler databases' schemas.",
+    "ui": "Web UI: jobs, runs, datasets, the lineage graph and alerts (read-only).",
 }
 
 
