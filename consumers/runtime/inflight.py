@@ -68,6 +68,7 @@ import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -90,7 +91,8 @@ class Position(Protocol):
 
 
 def blocking(fn: Callable[[list[T]], Any]) -> Callable[[list[T]], Awaitable[None]]:
-    """``send`` for ``InFlight`` from a blocking function of a batch: run on a worker thread of the loop."""
+    """``send`` for ``InFlight`` from a blocking function of a batch: run on a worker thread of the loop (one
+    thread per lane, so ``lanes`` blocking sends can be in flight)."""
 
     async def send(batch: list[T]) -> None:
         await asyncio.to_thread(fn, batch)
@@ -195,6 +197,8 @@ class InFlight(Generic[T]):
         def main() -> None:
             loop = asyncio.new_event_loop()
             asyncio.set_event_loop(loop)
+            # A thread per lane for blocking sends (``blocking``): asyncio's default pool has min(32, cpus + 4).
+            loop.set_default_executor(ThreadPoolExecutor(self.lanes, thread_name_prefix=f"{self.name}-send"))
             self._loop = loop
             for lane in self._lanes:
                 lane.wake = asyncio.Event()

@@ -222,6 +222,35 @@ def test_blocking_runs_a_blocking_client_on_a_worker_thread() -> None:
     assert not any(name.startswith("lineagewire-inflight") for name in threads)
 
 
+def test_blocking_sends_run_one_per_lane_at_once() -> None:
+    lanes = 12  # more than asyncio's default pool on a 2-core machine (6)
+    inside, most = [0], [0]
+    lock = threading.Lock()
+    release = threading.Event()
+
+    def post(batch: list[str]) -> None:
+        with lock:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+        release.wait(10)
+        with lock:
+            inside[0] -= 1
+
+    f: InFlight[str] = InFlight(blocking(post), lanes=lanes).start()
+    keys = {}
+    for k in map(str, range(1000)):  # one key per lane
+        keys.setdefault(hash(k) % lanes, k)
+    try:
+        for i, key in enumerate(keys.values()):
+            f.submit(Rec("t", 0, i, key), [key])
+        wait_for(lambda: most[0] == lanes, timeout=10, every=0.01)
+        release.set()
+        assert f.flush(10)
+    finally:
+        release.set()
+        f.close()
+
+
 def test_bad_settings_are_named() -> None:
     with pytest.raises(ValueError, match="lanes=0"):
         InFlight(Backend().send, lanes=0)
