@@ -33,3 +33,7 @@ class DedupWindow:
         self._ids.move_to_end(event_id)
         while len(self._ids) > self.size:
             self._ids.popitem(last=False)
+
+    def clear(self) -> None:
+        """Forget every id (events handed to a handler that were not made durable must be handled again)."""
+        self._ids.clear()

@@ -311,6 +311,12 @@ class ConsumerRuntime(Polling):
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         gone = {(tp.topic, tp.partition) for tp in partitions}
+        if self.handler.durable_offsets() is not None:
+            # A buffering or concurrently delivering handler may hold events it was handed but has not made
+            # durable; the window has their ids. Should the partition come back to this process, those events
+            # are redelivered and must be handled again, not skipped as seen: forget the window (outputs are
+            # idempotent, so the cost is at most some duplicates).
+            self.dedup.clear()
         try:
             self.handler.on_revoke(sorted(gone))
         except Exception:  # noqa: BLE001 - whatever it could not flush is redelivered to the new owner

@@ -149,3 +149,38 @@ def test_tune_gc_freezes_startup_objects_and_raises_the_young_threshold() -> Non
     finally:
         gc.unfreeze()
         gc.set_threshold(*before)
+
+
+class _Holding(Handler):
+    """Hands nothing to an output yet: everything it was given is held back."""
+
+    name = "holding"
+
+    def handle(self, record) -> int:  # noqa: ANN001
+        return 0
+
+    def durable_offsets(self) -> dict[tuple[str, int], int]:
+        return {("t", 0): 0}
+
+
+def test_a_revoke_forgets_the_ids_a_delivering_handler_had_not_made_durable() -> None:
+    """Events handed to a concurrent or buffering handler but not confirmed are redelivered after a revoke;
+    if the partition comes back to this process they must be handled again, not skipped as seen."""
+    from confluent_kafka import TopicPartition
+
+    from lineagewire.config import Settings
+    from lineagewire.consumers.runtime import ConsumerRuntime
+
+    holding = ConsumerRuntime(Settings(), _Holding(), dead_letters=False)
+    holding.dedup.add("e1")
+    holding._on_revoke(None, [TopicPartition("t", 0)])  # noqa: SLF001 - the consumer's rebalance callback
+    assert "e1" not in holding.dedup
+
+    class Synchronous(_Holding):
+        def durable_offsets(self) -> None:
+            return None
+
+    plain = ConsumerRuntime(Settings(), Synchronous(), dead_letters=False)
+    plain.dedup.add("e1")
+    plain._on_revoke(None, [TopicPartition("t", 0)])  # noqa: SLF001
+    assert "e1" in plain.dedup  # handled means durable there: a redelivery is skipped, as before
