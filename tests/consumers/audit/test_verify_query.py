@@ -121,23 +121,24 @@ def test_verify_catches_an_edited_manifest(archive: pathlib.Path) -> None:
 MANIFEST = pathlib.Path("_manifests") / "lineage.jobs+0.jsonl"
 
 
-def manifest_lines(root: pathlib.Path) -> list[dict]:
-    return [json.loads(x) for x in (root / MANIFEST).read_text().splitlines()]
+def manifest_lines(root: pathlib.Path, topic: str = "lineage.jobs") -> list[dict]:
+    return [json.loads(x) for x in (root / "_manifests" / f"{topic}+0.jsonl").read_text().splitlines()]
 
 
-def write_manifest(root: pathlib.Path, lines: list[dict]) -> None:
-    (root / MANIFEST).write_text("".join(json.dumps(e, sort_keys=True, separators=(",", ":")) + "\n" for e in lines))
+def write_manifest(root: pathlib.Path, lines: list[dict], topic: str = "lineage.jobs") -> None:
+    (root / "_manifests" / f"{topic}+0.jsonl").write_text(
+        "".join(json.dumps(e, sort_keys=True, separators=(",", ":")) + "\n" for e in lines))
 
 
-def to_format1(root: pathlib.Path) -> None:
+def to_format1(root: pathlib.Path, topic: str = "lineage.jobs") -> None:
     """Rewrite the manifest as lineagewire wrote it before format 2: no ``v``, a chain over hash and path only."""
     from lineagewire.consumers.audit.layout import GENESIS, chain_hash
 
-    lines, previous = manifest_lines(root), GENESIS
+    lines, previous = manifest_lines(root, topic), GENESIS
     for e in lines:
         e.pop("v", None)
         e["chain"] = previous = chain_hash(previous, e["sha256"], e["file"])
-    write_manifest(root, lines)
+    write_manifest(root, lines, topic)
 
 
 FIELDS = {"records": 1, "first_offset": -1, "last_offset": 1, "bytes": 7, "min_timestamp_ms": -1000,
