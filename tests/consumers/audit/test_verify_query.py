@@ -278,6 +278,86 @@ def test_raw_columns_are_queryable_and_bad_sql_is_one_line(archive: pathlib.Path
     assert exit_info.value.code == 2
 
 
+WRITES = {  # statement -> the file it would create (relative to the test's folder)
+    "COPY (SELECT * FROM events) TO 'out.csv'": "out.csv",
+    "COPY (SELECT * FROM events) TO 'out.parquet' (FORMAT parquet)": "out.parquet",
+    "ATTACH 'new.db' AS n": "new.db",
+    "ATTACH 'new2.db' AS n; CREATE TABLE n.t AS SELECT * FROM events": "new2.db",
+    "EXPORT DATABASE 'exported'": "exported",
+    "SELECT 1; COPY (SELECT * FROM events) TO 'both.csv'": "both.csv",
+    "INSTALL httpfs": None,
+    "ATTACH 'x.sqlite' (TYPE sqlite)": "x.sqlite",
+    "SET enable_external_access = true": None,
+    "PRAGMA version": None,
+}
+
+
+@pytest.mark.parametrize("sql", sorted(WRITES))
+def test_query_runs_one_read_statement_only(archive: pathlib.Path, tmp_path_factory: pytest.TempPathFactory,
+                                            monkeypatch: pytest.MonkeyPatch, sql: str) -> None:
+    here = tmp_path_factory.mktemp("cwd")
+    monkeypatch.chdir(here)
+    r = cli_result("audit", "query", "--archive", str(archive), sql)
+    assert r.exit_code == 2 and len(r.stderr.splitlines()) == 1, r.output
+    assert r.stderr.startswith("error: query refused: ") and "expected one read statement" in r.stderr
+    assert list(here.iterdir()) == []
+
+
+READS = [  # SELECTs that would read beyond the archive's listed files
+    "SELECT * FROM read_csv('{secret}')",
+    "SELECT * FROM read_text('{secret}')",
+    "SELECT * FROM read_parquet('{unlisted}')",
+    "SELECT * FROM glob('{archive}/*')",
+    "SELECT * FROM read_parquet('https://127.0.0.1:9/x.parquet')",
+    "SELECT * FROM read_csv('/etc/hostname')",
+]
+
+
+@pytest.mark.parametrize("sql", READS)
+def test_query_reads_nothing_beyond_the_archive(archive: pathlib.Path, tmp_path_factory: pytest.TempPathFactory,
+                                                sql: str) -> None:
+    secret = tmp_path_factory.mktemp("host") / "secret.csv"
+    secret.write_text("password\nhunter2\n")
+    unlisted = archive / "topic=lineage.jobs" / "date=2026-11-01" / "hour=00" / "added.parquet"
+    unlisted.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(files(archive)[0], unlisted)
+    r = cli_result("audit", "query", "--archive", str(archive),
+                   sql.format(secret=secret, unlisted=unlisted, archive=archive))
+    assert r.exit_code == 2, r.output
+    assert "hunter2" not in r.output and len(r.stderr.splitlines()) == 1
+    assert r.stderr.startswith("error: query refused: ") and "audit query reads only the archive" in r.stderr
+
+
+def cli_result(*args: str):  # noqa: ANN201
+    """``main`` as the console script runs it (exit codes of LineagewireError included), captured."""
+    import contextlib
+    import sys
+
+    from lineagewire.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main(list(args))
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+    sys.stdout.flush()
+
+    class Result:
+        exit_code, stdout, stderr, output = code, out.getvalue(), err.getvalue(), out.getvalue() + err.getvalue()
+    return Result()
+
+
+def test_reads_of_the_archive_still_work_when_confined(archive: pathlib.Path) -> None:
+    r = cli("audit", "query", "--archive", str(archive), "--format", "csv",
+            "WITH k AS (SELECT kind FROM events) SELECT count(*) AS n FROM k")
+    assert r.exit_code == 0 and r.stdout.splitlines() == ["n", "19"]
+    r = cli("audit", "query", "--archive", str(archive), "--format", "csv",
+            "SELECT count(*) AS n FROM events WHERE event_time >= TIMESTAMPTZ '2026-11-02 00:00:00+00';")
+    assert r.exit_code == 0 and 0 < int(r.stdout.splitlines()[1]) < 19
+
+
 def test_an_empty_archive_answers_with_no_rows(tmp_path: pathlib.Path) -> None:
     r = cli("audit", "query", "--archive", str(tmp_path), "SELECT count(*) AS n FROM events")
     assert r.exit_code == 0 and r.stdout.splitlines()[2].strip() == "0"
