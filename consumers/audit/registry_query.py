@@ -202,6 +202,8 @@ def lineage(conn: Connection, dataset: str, *, direction: str, namespace: str | 
     if depth is not None and depth < 1:
         raise ConfigError(f"--depth {depth}; expected 1 or more (or all for no limit)")
     root_id, root_ns, root_name = resolve_dataset(conn, dataset, namespace)
+    if column:
+        _check_column(conn, root_id, root_ns, root_name, column)
     table = m.column_edges if column else m.dataset_edges
     c = table.c
     here, there = (c.source_id, c.sink_id) if direction == "downstream" else (c.sink_id, c.source_id)
@@ -265,6 +267,20 @@ def lineage(conn: Connection, dataset: str, *, direction: str, namespace: str | 
                  for (a, b), e in keyed]
     return {"root": ids[root], "root_namespace": root_ns, "root_name": root_name, "direction": direction,
             "column": column, "nodes": nodes, "edges": out_edges, "depth": depth, "more": more}
+
+
+def _check_column(conn: Connection, dataset_id: int, namespace: str, name: str, column: str) -> None:
+    """NotFoundError unless ``column`` of the dataset is in some column lineage edge (either end, any time): a
+    typo would otherwise answer with the root alone, as if the column had no lineage."""
+    c = m.column_edges.c
+    known = sorted(set(conn.execute(sa.union(sa.select(c.source_field).where(c.source_id == dataset_id),
+                                             sa.select(c.sink_field).where(c.sink_id == dataset_id))).scalars()))
+    if column in known:
+        return
+    listed = (f"expected one of: {', '.join(known[:20])}{', ...' if len(known) > 20 else ''}" if known
+              else "the dataset has no column lineage")
+    raise NotFoundError(f"column {column!r} of dataset {namespace} {name} is not in the registry's column lineage; "
+                        f"{listed}")
 
 
 def _has_edges(conn: Connection, base: sa.Select, here: Any, column: str | None,

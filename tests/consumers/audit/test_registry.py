@@ -271,3 +271,23 @@ def test_read_commands_on_postgresql_create_nothing() -> None:
             store.close()
         r = cli_result("jobs", "list", "--db-url", url, "--format", "json")
         assert r.exit_code == 0 and {j["job"] for j in json.loads(r.stdout)} == {"spark/daily_orders", "spark/report"}
+
+
+def test_an_unknown_column_is_named(tmp_path) -> None:  # noqa: ANN001
+    from tests.consumers.audit.test_verify_query import cli_result
+
+    db = f"sqlite:///{tmp_path / 'registry.db'}"
+    store = RegistryStore(db)
+    try:
+        for e in history():
+            store.apply(e)
+    finally:
+        store.close()
+    r = cli_result("lineage", "upstream", "/data/report", "--column", "nope", "--db-url", db)
+    assert r.exit_code == 2 and r.stderr.splitlines() == [
+        "error: column 'nope' of dataset file /data/report is not in the registry's column lineage; expected one "
+        "of: total"], r.output
+    r = cli_result("lineage", "downstream", "/data/orders", "--column", "nope", "--db-url", db, "--format", "json")
+    assert r.exit_code == 2 and "column 'nope' of dataset file /data/orders" in r.stderr and r.stdout == "", r.output
+    r = cli_result("lineage", "upstream", "/data/report", "--column", "total", "--db-url", db)
+    assert r.exit_code == 0 and "file /data/daily_orders_out amount" in r.stdout, r.output
