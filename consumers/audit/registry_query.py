@@ -106,17 +106,20 @@ def _job_id(conn: Connection, job: str) -> tuple[int, str, str]:
 
 
 def list_jobs(conn: Connection) -> list[dict[str, Any]]:
-    """Every job with its run count and last run."""
+    """Every job with its run count and last run, in one query (a window over the runs: the count per job and
+    each job's newest run), not one per job: 10k jobs were 10k round trips (bench.registry ``jobs_list``)."""
     j, r = m.jobs.c, m.runs.c
-    counts = dict(conn.execute(sa.select(r.job_id, sa.func.count()).group_by(r.job_id)).fetchall())
-    out = []
-    for row in conn.execute(sa.select(j.id, j.namespace, j.name, j.last_seen).order_by(j.namespace, j.name)):
-        last = conn.execute(sa.select(r.run_id, r.status).where(r.job_id == row.id)
-                            .order_by(r.created_at.desc().nulls_last(), r.run_id).limit(1)).first()
-        out.append({"job": f"{row.namespace}/{row.name}", "runs": counts.get(row.id, 0),
-                    "last_run": last.run_id if last else None, "last_status": last.status if last else None,
-                    "last_seen": _utc(row.last_seen)})
-    return out
+    ranked = sa.select(
+        r.job_id, r.run_id, r.status,
+        sa.func.row_number().over(partition_by=r.job_id,
+                                  order_by=(r.created_at.desc().nulls_last(), r.run_id)).label("newest"),
+        sa.func.count().over(partition_by=r.job_id).label("runs")).subquery()
+    rows = conn.execute(
+        sa.select(j.namespace, j.name, j.last_seen, ranked.c.run_id, ranked.c.status, ranked.c.runs)
+        .select_from(m.jobs.outerjoin(ranked, sa.and_(ranked.c.job_id == j.id, ranked.c.newest == 1)))
+        .order_by(j.namespace, j.name))
+    return [{"job": f"{row.namespace}/{row.name}", "runs": row.runs or 0, "last_run": row.run_id,
+             "last_status": row.status, "last_seen": _utc(row.last_seen)} for row in rows]
 
 
 def _run_dict(row: Any) -> dict[str, Any]:

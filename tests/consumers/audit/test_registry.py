@@ -291,3 +291,28 @@ def test_an_unknown_column_is_named(tmp_path) -> None:  # noqa: ANN001
     assert r.exit_code == 2 and "column 'nope' of dataset file /data/orders" in r.stderr and r.stdout == "", r.output
     r = cli_result("lineage", "upstream", "/data/report", "--column", "total", "--db-url", db)
     assert r.exit_code == 0 and "file /data/daily_orders_out amount" in r.stdout, r.output
+
+
+def test_jobs_list_is_one_query_with_each_jobs_count_and_newest_run(tmp_path) -> None:  # noqa: ANN001
+    from lineagewire.consumers.audit.registry_query import list_jobs
+
+    store = RegistryStore(f"sqlite:///{tmp_path / 'registry.db'}")
+    try:
+        for e in history():
+            store.apply(e)
+        for i in range(30):
+            for e in app_run(f"job{i:02d}", actions=0):
+                store.apply(e)
+        statements: list[str] = []
+        sa.event.listen(store.engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
+        with store.engine.connect() as conn:
+            jobs = list_jobs(conn)
+            runs = conn.execute(sa.text("SELECT run_id, status FROM runs r JOIN jobs j ON j.id = r.job_id "
+                                        "WHERE j.name = 'daily_orders' ORDER BY created_at DESC, run_id")).fetchall()
+        assert len(statements) == 2  # list_jobs's one, and the check above
+    finally:
+        store.close()
+    assert len(jobs) == 32 and [j["job"] for j in jobs] == sorted(j["job"] for j in jobs)
+    daily = next(j for j in jobs if j["job"] == "spark/daily_orders")
+    assert daily["runs"] == 3 and (daily["last_run"], daily["last_status"]) == tuple(runs[0])
+    assert all(j["runs"] == 1 and j["last_status"] for j in jobs if j["job"].startswith("spark/job"))
