@@ -36,7 +36,7 @@ from lineagewire.kafka.reader import Position, TopicReader
 from lineagewire.schemas import Codec
 
 from .exceptions import ArchiveError
-from .manifest import Manifest, line_problem, load_manifests
+from .manifest import Manifest, load_checked
 from .storage import Storage
 
 __all__ = ["archived_count", "read_across", "read_archive"]
@@ -70,7 +70,7 @@ def _status_may_match(status: str | None, kind: str | None, column: str | None) 
 
 def archived_count(storage: Storage, topic: str) -> int:
     """Records archived for ``topic`` as the manifests say (only a progress bar's total: an estimate)."""
-    return sum(e["records"] for m in _manifests(storage, topic) for e in m.entries)
+    return sum(e["records"] for m in load_checked(storage, topic) for e in m.entries)
 
 
 def read_archive(storage: Storage, topic: str, *, start: Position, end: Position | None, job: str | None = None,
@@ -88,7 +88,7 @@ def read_archive(storage: Storage, topic: str, *, start: Position, end: Position
     columns = _COLUMNS if job is None and status is None else _COLUMNS + _FILTER_COLUMNS
     start_ms = _ms(start) if isinstance(start, dt.datetime) else 0
     end_ms = _ms(end) if isinstance(end, dt.datetime) else None
-    for manifest in _manifests(storage, topic):
+    for manifest in load_checked(storage, topic):
         p = manifest.partition
         started = not isinstance(start, dt.datetime)
         trusted = _chain_holds(storage, manifest, errors)
@@ -112,17 +112,6 @@ def read_archive(storage: Storage, topic: str, *, start: Position, end: Position
                     yield from _records(batch.slice(lo, hi - lo), topic, p, job, status, codec, errors)
                 if done:
                     break
-
-
-def _manifests(storage: Storage, topic: str) -> list[Manifest]:
-    """The topic's manifests; ArchiveError names a line that is not JSON or not a manifest line."""
-    manifests = load_manifests(storage, topic)
-    for m in manifests:
-        for n, entry in enumerate(m.entries, 1):
-            wrong = line_problem(entry)
-            if wrong is not None:
-                raise ArchiveError(f"{storage.path(m.rel)} line {n}: {wrong}; run lineagewire audit verify")
-    return manifests
 
 
 def _chain_holds(storage: Storage, manifest: Manifest, errors: IO[str]) -> bool:
@@ -315,7 +304,7 @@ def read_across(settings: Settings, storage: Storage, topic: str, *, start: Posi
                             errors=errors, seen=seen)
     # The last archived offset as the file says it, unless the chain vouches for the line (see ``_span``).
     last_archived = {m.partition: _span(storage, m.entries[-1], not m.chain_breaks())[1]
-                     for m in _manifests(storage, topic) if m.entries}
+                     for m in load_checked(storage, topic) if m.entries}
     with TopicReader(settings, topic, start="beginning", end="end") as low_probe:
         lows = dict(low_probe.start_offsets)
     with TopicReader(settings, topic, start=start, end="end") as start_probe:

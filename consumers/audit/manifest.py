@@ -34,8 +34,8 @@ from .exceptions import ArchiveError
 from .layout import GENESIS, MANIFEST_DIR, MANIFEST_FORMAT, data_path, hour_bucket, line_chain, manifest_path
 from .storage import Storage
 
-__all__ = ["FileFacts", "Manifest", "Problem", "VerifyReport", "file_facts", "line_problem", "load_manifests",
-           "mismatches", "verify"]
+__all__ = ["FileFacts", "Manifest", "Problem", "VerifyReport", "file_facts", "line_problem", "load_checked",
+           "load_manifests", "mismatches", "verify"]
 
 #: the integer fields of a manifest line, each compared with the file it describes
 _INT_FIELDS = ("first_offset", "last_offset", "records", "bytes", "min_timestamp_ms", "max_timestamp_ms")
@@ -156,6 +156,18 @@ def load_manifests(storage: Storage, topic: str | None = None) -> list[Manifest]
             continue
         out.append(Manifest.load(storage, *tp))
     return sorted(out, key=lambda m: (m.topic, m.partition))
+
+
+def load_checked(storage: Storage, topic: str | None = None) -> list[Manifest]:
+    """``load_manifests``, and ArchiveError naming the first line that is not a manifest line (for readers,
+    which must not stumble over one with a traceback; ``verify`` reports such lines instead)."""
+    manifests = load_manifests(storage, topic)
+    for m in manifests:
+        for n, entry in enumerate(m.entries, 1):
+            wrong = line_problem(entry)
+            if wrong is not None:
+                raise ArchiveError(f"{storage.path(m.rel)} line {n}: {wrong}; run lineagewire audit verify")
+    return manifests
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 
 from .archive import records_to_table
 from .exceptions import QueryError
-from .manifest import load_manifests
+from .manifest import load_checked
 from .storage import Storage
 
 __all__ = ["QueryResult", "connect", "format_result", "run_query"]
@@ -56,7 +56,7 @@ def connect(storage: Storage, con: duckdb.DuckDBPyConnection | None = None) -> d
     listed files and locked (see the module docstring)."""
     con = con or duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
-    files = [e["file"] for m in load_manifests(storage) for e in m.entries]
+    files = [e["file"] for m in load_checked(storage) for e in m.entries]
     if not files:
         con.register("_no_events", records_to_table([]))
         con.execute(f"CREATE OR REPLACE VIEW events AS SELECT {COLUMNS} FROM _no_events")

@@ -386,3 +386,17 @@ def test_replay_from_the_archive_filters_by_columns_before_decoding(archive: pat
         want = [r for r in everything if matches(r.event, job, status)]
         assert [(r.offset, r.event) for r in got] == [(r.offset, r.event) for r in want] and want
         assert Counting.decoded == len(want)
+
+
+def test_a_line_that_is_not_a_manifest_line_is_one_line_for_readers_and_a_finding_for_verify(
+        archive: pathlib.Path) -> None:
+    with (archive / MANIFEST).open("a") as f:
+        f.write('{"file": "somewhere.parquet"}\n')
+    r = cli_result("audit", "query", "--archive", str(archive), "SELECT count(*) FROM events")
+    assert r.exit_code == 2 and r.stderr.splitlines() == [
+        f"error: {archive / MANIFEST} line 8: field 'sha256' is None; expected a string; run lineagewire audit "
+        "verify"], r.output
+    r = cli("audit", "verify", str(archive))
+    assert r.exit_code == 1
+    assert r.stdout.splitlines() == ["chain: _manifests/lineage.jobs+0.jsonl: line 8: field 'sha256' is None; "
+                                     "expected a string"]
