@@ -36,7 +36,7 @@ from lineagewire.kafka.reader import Position, TopicReader
 from lineagewire.schemas import Codec
 
 from .exceptions import ArchiveError
-from .manifest import Manifest, load_checked
+from .manifest import Manifest, file_facts, load_checked
 from .storage import Storage
 
 __all__ = ["archived_count", "read_across", "read_archive"]
@@ -94,13 +94,15 @@ def read_archive(storage: Storage, topic: str, *, start: Position, end: Position
         trusted = _chain_holds(storage, manifest, errors)
         files: list[tuple[str, str | None]] = []
         for entry in manifest.entries:
-            first, last, max_ts = _span(storage, entry, trusted)
-            if isinstance(start, int) and last < start:
-                continue
-            if not files and max_ts < start_ms:
-                continue  # wholly before the start time, and before the first offset at or after it
-            if isinstance(end, int) and first >= end:
-                break
+            # Only the bounds of the range need a file's span: from the beginning to the end, none is read.
+            if isinstance(start, int) or isinstance(end, int) or (not files and start_ms > 0):
+                first, last, max_ts = _span(storage, entry, trusted)
+                if isinstance(start, int) and last < start:
+                    continue
+                if not files and max_ts < start_ms:
+                    continue  # wholly before the start time, and before the first offset at or after it
+                if isinstance(end, int) and first >= end:
+                    break
             files.append((entry["file"], entry["sha256"] if trusted else None))
         # The files are read and decompressed on a thread, a batch ahead, while this one decodes.
         with contextlib.closing(_prefetched(_batches(storage, manifest.rel, files, columns))) as batches:
@@ -136,28 +138,16 @@ def _span(storage: Storage, entry: dict[str, Any], trusted: bool) -> tuple[int, 
     rel = entry["file"]
     try:
         with storage.open(rel) as f:
-            meta = pq.ParquetFile(f).metadata
-            lows: dict[str, list[int]] = {"offset": [], "timestamp": []}
-            highs: dict[str, list[int]] = {"offset": [], "timestamp": []}
-            for i in range(meta.num_row_groups):
-                group = meta.row_group(i)
-                for j in range(group.num_columns):
-                    column = group.column(j)
-                    if column.path_in_schema in lows:
-                        stats = column.statistics
-                        if stats is None or not stats.has_min_max:
-                            raise ArchiveError(f"{storage.path(rel)}: row group {i} has no statistics for "
-                                               f"{column.path_in_schema}; expected a file written by the archive")
-                        lows[column.path_in_schema].append(stats.min_raw)
-                        highs[column.path_in_schema].append(stats.max_raw)
+            facts = file_facts(f)  # the footer's statistics: a few KB, not the file
     except FileNotFoundError:
         raise ArchiveError(f"{storage.path(rel)}: listed in the manifest but not found; run lineagewire audit "
                            "verify") from None
-    except (pa.ArrowException, OSError) as exc:
+    except (pa.ArrowException, OSError, ValueError) as exc:
         raise _unreadable(storage, rel, exc) from exc
-    if not lows["offset"] or not highs["timestamp"]:
-        raise ArchiveError(f"{storage.path(rel)}: holds no offset or timestamp column; expected an archive file")
-    return min(lows["offset"]), max(highs["offset"]), max(highs["timestamp"])
+    if not facts.records:
+        raise ArchiveError(f"{storage.path(rel)}: holds no rows; expected an archive file (run lineagewire audit "
+                           "verify)")
+    return facts.first_offset, facts.last_offset, facts.max_timestamp_ms
 
 
 def _unreadable(storage: Storage, rel: str, exc: BaseException) -> ArchiveError:
