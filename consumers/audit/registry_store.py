@@ -13,8 +13,11 @@ import datetime as dt
 import hashlib
 import json
 import logging
+import pathlib
+import sqlite3
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote
 
 from lineagewire.exceptions import ConfigError, MissingExtraError
 
@@ -36,6 +39,11 @@ __all__ = ["DEFAULT_DB_URL", "RegistryStore", "engine_for", "open_read_only"]
 DEFAULT_DB_URL = "sqlite:///lineagewire-registry.db"
 
 
+def _bad_url(db_url: str, exc: Exception) -> ConfigError:
+    return ConfigError(f"--db-url {db_url!r}: {exc}; expected an SQLAlchemy URL such as sqlite:///registry.db or "
+                       "postgresql+psycopg://user@host/db")
+
+
 def engine_for(db_url: str) -> Engine:
     """An engine for ``db_url`` with the registry's tables created; ConfigError names a bad URL."""
     try:
@@ -45,8 +53,7 @@ def engine_for(db_url: str) -> Engine:
             kwargs["connect_args"] = {"timeout": 30}
         engine = sa.create_engine(url, **kwargs)
     except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ImportError) as exc:
-        raise ConfigError(f"--db-url {db_url!r}: {exc}; expected an SQLAlchemy URL such as "
-                          "sqlite:///registry.db or postgresql+psycopg://user@host/db") from exc
+        raise _bad_url(db_url, exc) from exc
     if engine.dialect.name == "sqlite":
         @sa.event.listens_for(engine, "connect")
         def _pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -78,17 +85,12 @@ def open_read_only(db_url: str, *, what: str = "registry", table: str = "jobs",
         url = sa.engine.make_url(db_url)
         backend = url.get_backend_name()
     except sa.exc.ArgumentError as exc:
-        raise ConfigError(f"--db-url {db_url!r}: {exc}; expected an SQLAlchemy URL such as "
-                          "sqlite:///registry.db or postgresql+psycopg://user@host/db") from exc
+        raise _bad_url(db_url, exc) from exc
     shown = url.render_as_string(hide_password=True)
     missing = (f"the {what} database {shown} does not exist; expected one that {writer} has written "
                "(check --db-url)")
     try:
         if backend == "sqlite":
-            import pathlib
-            import sqlite3
-            from urllib.parse import quote
-
             if not url.database or url.database == ":memory:" or not pathlib.Path(url.database).is_file():
                 raise ConfigError(missing)
             ro = f"file:{quote(str(pathlib.Path(url.database).resolve()))}?mode=ro"
@@ -105,8 +107,7 @@ def open_read_only(db_url: str, *, what: str = "registry", table: str = "jobs",
         else:
             engine = sa.create_engine(url)
     except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ImportError) as exc:
-        raise ConfigError(f"--db-url {db_url!r}: {exc}; expected an SQLAlchemy URL such as "
-                          "sqlite:///registry.db or postgresql+psycopg://user@host/db") from exc
+        raise _bad_url(db_url, exc) from exc
     try:
         present = sa.inspect(engine).has_table(table)
     except sa.exc.DBAPIError as exc:  # cannot connect, no such database, not a database file
