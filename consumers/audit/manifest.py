@@ -97,7 +97,9 @@ class Manifest:
                          "edited or reordered")
             if wrong is not None:
                 out.append((n, wrong))
-            previous = e.get("chain") if isinstance(e.get("chain"), str) else previous
+            chain = e.get("chain") if isinstance(e, dict) else None
+            if isinstance(chain, str):  # a malformed line's successor is checked against what it chained on
+                previous = chain
         return out
 
     @classmethod
