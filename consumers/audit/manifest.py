@@ -6,9 +6,10 @@ SHA-256(previous chain, every other field of the line) (``layout.line_chain``).
 Changing a byte of a file changes its hash; deleting it leaves a listed path
 missing; swapping two files puts a listed hash under the other path; editing
 any field of a line, dropping or reordering lines breaks the chain. ``verify``
-also reads each file's rows and compares every field of its line with them
+also compares every field of a line with the file once its SHA-256 matches
 (records, first and last offset, bytes, min and max timestamp, topic,
-partition, path), so a line that was edited and re-chained is caught too. The
+partition, path; from the file's Parquet footer, which the writer computed from
+its rows), so a line that was edited and re-chained is caught too. The
 last chain hash of each partition is a short fingerprint of its whole history:
 copy it elsewhere (a ticket, a log) to pin that history.
 
