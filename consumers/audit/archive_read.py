@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import hashlib
 import queue
 import sys
 import threading
@@ -34,7 +35,8 @@ from lineagewire.exceptions import DecodeError
 from lineagewire.kafka.reader import Position, TopicReader
 from lineagewire.schemas import Codec
 
-from .manifest import load_manifests
+from .exceptions import ArchiveError
+from .manifest import Manifest, file_facts, load_checked
 from .storage import Storage
 
 __all__ = ["archived_count", "read_across", "read_archive"]
@@ -67,8 +69,8 @@ def _status_may_match(status: str | None, kind: str | None, column: str | None) 
 
 
 def archived_count(storage: Storage, topic: str) -> int:
-    """Records archived for ``topic`` (for a progress bar's total)."""
-    return sum(int(e["records"]) for m in load_manifests(storage, topic) for e in m.entries)
+    """Records archived for ``topic`` as the manifests say (only a progress bar's total: an estimate)."""
+    return sum(e["records"] for m in load_checked(storage, topic) for e in m.entries)
 
 
 def read_archive(storage: Storage, topic: str, *, start: Position, end: Position | None, job: str | None = None,
@@ -86,20 +88,24 @@ def read_archive(storage: Storage, topic: str, *, start: Position, end: Position
     columns = _COLUMNS if job is None and status is None else _COLUMNS + _FILTER_COLUMNS
     start_ms = _ms(start) if isinstance(start, dt.datetime) else 0
     end_ms = _ms(end) if isinstance(end, dt.datetime) else None
-    for manifest in load_manifests(storage, topic):
+    for manifest in load_checked(storage, topic):
         p = manifest.partition
         started = not isinstance(start, dt.datetime)
-        files = []
+        trusted = _chain_holds(storage, manifest, errors)
+        files: list[tuple[str, str | None]] = []
         for entry in manifest.entries:
-            if isinstance(start, int) and int(entry["last_offset"]) < start:
-                continue
-            if not files and int(entry["max_timestamp_ms"]) < start_ms:
-                continue  # wholly before the start time, and before the first offset at or after it
-            if isinstance(end, int) and int(entry["first_offset"]) >= end:
-                break
-            files.append(entry["file"])
+            # Only the bounds of the range need a file's span: from the beginning to the end, none is read.
+            if isinstance(start, int) or isinstance(end, int) or (not files and start_ms > 0):
+                first, last, max_ts = _span(storage, entry, trusted)
+                if isinstance(start, int) and last < start:
+                    continue
+                if not files and max_ts < start_ms:
+                    continue  # wholly before the start time, and before the first offset at or after it
+                if isinstance(end, int) and first >= end:
+                    break
+            files.append((entry["file"], entry["sha256"] if trusted else None))
         # The files are read and decompressed on a thread, a batch ahead, while this one decodes.
-        with contextlib.closing(_prefetched(_batches(storage, files, columns))) as batches:
+        with contextlib.closing(_prefetched(_batches(storage, manifest.rel, files, columns))) as batches:
             for batch in batches:
                 lo, hi, started, done = _rows_in_range(batch, start, end, start_ms, end_ms, started)
                 if lo < hi:
@@ -110,10 +116,66 @@ def read_archive(storage: Storage, topic: str, *, start: Position, end: Position
                     break
 
 
-def _batches(storage: Storage, files: list[str], columns: list[str]) -> Iterator[pa.RecordBatch]:
-    for rel in files:
+def _chain_holds(storage: Storage, manifest: Manifest, errors: IO[str]) -> bool:
+    """Whether the manifest's hash chain holds from its first line to its last. When it does not, one line on
+    ``errors`` says so, and no line of it is trusted: its files are read for their offsets and times."""
+    breaks = manifest.chain_breaks()
+    if breaks:
+        n, wrong = breaks[0]
+        more = f" (and {len(breaks) - 1} more lines)" if len(breaks) > 1 else ""
+        print(f"{storage.path(manifest.rel)}: line {n}: {wrong}{more}; its lines are not trusted, so each file's "
+              "offsets and times are read from the file (lineagewire audit verify lists what changed)",
+              file=errors, flush=True)
+    return not breaks
+
+
+def _span(storage: Storage, entry: dict[str, Any], trusted: bool) -> tuple[int, int, int]:
+    """(first offset, last offset, max timestamp ms) of a listed file: from its line when the chain covers
+    those fields and holds (format 2), else from the file's own Parquet statistics (format 1 chains only the
+    file's hash and path; a broken chain vouches for nothing)."""
+    if trusted and "v" in entry:
+        return entry["first_offset"], entry["last_offset"], entry["max_timestamp_ms"]
+    rel = entry["file"]
+    try:
         with storage.open(rel) as f:
-            yield from pq.ParquetFile(f).iter_batches(batch_size=_BATCH, columns=columns)
+            facts = file_facts(f)  # the footer's statistics: a few KB, not the file
+    except FileNotFoundError:
+        raise ArchiveError(f"{storage.path(rel)}: listed in the manifest but not found; run lineagewire audit "
+                           "verify") from None
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise _unreadable(storage, rel, exc) from exc
+    if not facts.records:
+        raise ArchiveError(f"{storage.path(rel)}: holds no rows; expected an archive file (run lineagewire audit "
+                           "verify)")
+    return facts.first_offset, facts.last_offset, facts.max_timestamp_ms
+
+
+def _unreadable(storage: Storage, rel: str, exc: BaseException) -> ArchiveError:
+    text = str(exc).strip()
+    reason = text.splitlines()[0] if text else type(exc).__name__
+    return ArchiveError(f"{storage.path(rel)}: cannot be read as an archive file ({reason}); run lineagewire audit "
+                        "verify")
+
+
+def _batches(storage: Storage, where: str, files: list[tuple[str, str | None]],
+             columns: list[str]) -> Iterator[pa.RecordBatch]:
+    """The record batches of ``files``, each file read whole and, when its SHA-256 is vouched for by the chain,
+    checked against it first (hashing runs here, on the reading thread, beside the decoding). ArchiveError
+    names a file that is missing, changed or unreadable."""
+    for rel, sha256 in files:
+        data = storage.get(rel)
+        if data is None:
+            raise ArchiveError(f"{storage.path(rel)}: listed in {storage.path(where)} but not found; run "
+                               "lineagewire audit verify")
+        if sha256 is not None:
+            digest = hashlib.sha256(data).hexdigest()
+            if digest != sha256:
+                raise ArchiveError(f"{storage.path(rel)}: changed since it was archived (SHA-256 {digest}, "
+                                   f"{storage.path(where)} says {sha256}); run lineagewire audit verify")
+        try:
+            yield from pq.ParquetFile(pa.BufferReader(data)).iter_batches(batch_size=_BATCH, columns=columns)
+        except (pa.ArrowException, OSError) as exc:
+            raise _unreadable(storage, rel, exc) from exc
 
 
 _END = object()
@@ -230,7 +292,9 @@ def read_across(settings: Settings, storage: Storage, topic: str, *, start: Posi
     seen: dict[int, int] = {}
     yield from read_archive(storage, topic, start=start, end=end, job=job, status=status, codec=codec,
                             errors=errors, seen=seen)
-    last_archived = {m.partition: m.last_offset for m in load_manifests(storage, topic)}
+    # The last archived offset as the file says it, unless the chain vouches for the line (see ``_span``).
+    last_archived = {m.partition: _span(storage, m.entries[-1], not m.chain_breaks())[1]
+                     for m in load_checked(storage, topic) if m.entries}
     with TopicReader(settings, topic, start="beginning", end="end") as low_probe:
         lows = dict(low_probe.start_offsets)
     with TopicReader(settings, topic, start=start, end="end") as start_probe:

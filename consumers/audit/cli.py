@@ -91,6 +91,10 @@ def verify(location: str, storage_options: tuple[str, ...]) -> None:
         click.echo(str(problem))
     for where, head in sorted(report.heads.items()):
         click.echo(f"head {where}: {head}", err=True)
+    if report.format1_lines:
+        click.echo(f"note: {report.format1_lines} manifest lines are of format 1 (written before lineagewire chained "
+                   "every field): their chain covers the file's hash and path, and their other fields were checked "
+                   "against their files (docs/audit.md)", err=True)
     verdict = "FAILED" if report.problems else "ok"
     click.echo(f"verify {verdict}: {report.files} files, {report.records} records, {report.bytes} bytes, "
                f"{len(report.heads)} partitions, {len(report.problems)} problems", err=True)

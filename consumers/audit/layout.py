@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 from typing import Any
 
 from lineagewire.exceptions import MissingExtraError
@@ -31,8 +32,8 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 from lineagewire.consumers.runtime.record import Record
 from lineagewire.schemas import kind_of
 
-__all__ = ["ARCHIVE_SCHEMA", "DECODE_FIELDS", "DICTIONARY_COLUMNS", "GENESIS", "MANIFEST_DIR", "chain_hash",
-           "data_path", "hour_bucket", "manifest_path", "records_to_batch"]
+__all__ = ["ARCHIVE_SCHEMA", "DECODE_FIELDS", "DICTIONARY_COLUMNS", "GENESIS", "MANIFEST_DIR", "MANIFEST_FORMAT",
+           "chain_hash", "data_path", "hour_bucket", "line_chain", "manifest_path", "records_to_batch"]
 
 MANIFEST_DIR = "_manifests"
 #: the "previous chain hash" of a partition's first file
@@ -113,12 +114,33 @@ def manifest_path(topic: str, partition: int) -> str:
     return f"{MANIFEST_DIR}/{topic}+{partition}.jsonl"
 
 
-def chain_hash(previous: str, sha256: str, path: str) -> str:
-    """The chain hash of a file: SHA-256 over the previous entry's chain hash, the file's hash and its path.
+#: the manifest line format ``Manifest.append`` writes (the ``v`` field); lines without ``v`` are format 1
+MANIFEST_FORMAT = 2
 
-    Binding the path means moving or swapping files breaks the chain even when their bytes are intact.
+
+def chain_hash(previous: str, sha256: str, path: str) -> str:
+    """The chain hash of a format-1 line: SHA-256 over the previous chain hash, the file's hash and its path.
+
+    Binding the path means moving or swapping files breaks the chain even when their bytes are intact. Lines
+    written before format 2 carry this hash; their other fields are checked against their files instead.
     """
     return hashlib.sha256(f"{previous}\n{sha256}\n{path}".encode()).hexdigest()
+
+
+def line_chain(previous: str, entry: dict[str, Any]) -> str:
+    """The chain hash of a manifest line: of format 2, SHA-256 over the previous chain hash and every other
+    field of the line (canonical JSON), so editing any field breaks the chain; of format 1, ``chain_hash``.
+
+    ValueError names a format this version does not know.
+    """
+    v = entry.get("v")
+    if v is None:
+        return chain_hash(previous, entry["sha256"], entry["file"])
+    if v != MANIFEST_FORMAT:
+        raise ValueError(f"format {v!r}; expected {MANIFEST_FORMAT} (or no 'v': format 1), "
+                         "so it was written by a newer lineagewire")
+    fields = json.dumps({k: x for k, x in entry.items() if k != "chain"}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(f"{previous}\n{fields}".encode()).hexdigest()
 
 
 def records_to_batch(records: list[Record]) -> pa.RecordBatch:

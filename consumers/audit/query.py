@@ -3,7 +3,18 @@
 Only files listed in the manifests are read, so a file a crashed archiver left
 behind (written, not yet listed) never shows up twice. Remote archives are
 read through the same fsspec filesystem as the writer uses
-(``duckdb.register_filesystem``), so no DuckDB extension is downloaded.
+(``duckdb.register_filesystem``, before the lock below), so no DuckDB
+extension (httpfs) is needed or downloaded.
+
+Read-only, and nothing beyond the archive (``run_query``): the SQL must be one
+statement of DuckDB's SELECT type (``SELECT``, ``WITH``, ``FROM``, ``VALUES``,
+``DESCRIBE``, ``SUMMARIZE``), checked with DuckDB's own parser
+(``duckdb.extract_statements``), not with a pattern. The connection then runs
+with ``enable_external_access`` off and ``allowed_paths`` set to the listed
+files, so ``read_csv('/etc/...')``, ``glob``, another Parquet file or a URL
+are refused; extensions are neither installed nor loaded on demand
+(``autoinstall_known_extensions``, ``autoload_known_extensions``); and
+``lock_configuration`` keeps a query from changing any of it.
 
 Columns (see ``layout.ARCHIVE_SCHEMA``): topic, partition, "offset",
 timestamp, timestamp_type, key, key_bytes, headers, value, decode_error, kind,
@@ -30,7 +41,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 
 from .archive import records_to_table
 from .exceptions import QueryError
-from .manifest import load_manifests
+from .manifest import load_checked
 from .storage import Storage
 
 __all__ = ["QueryResult", "connect", "format_result", "run_query"]
@@ -41,13 +52,15 @@ COLUMNS = ("topic, partition, \"offset\", timestamp, timestamp_type, key, key_by
 
 
 def connect(storage: Storage, con: duckdb.DuckDBPyConnection | None = None) -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection (new, or ``con``) with the view ``events`` over the archive."""
+    """A DuckDB connection (new, or ``con``) with the view ``events`` over the archive, confined to the archive's
+    listed files and locked (see the module docstring)."""
     con = con or duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
-    files = [e["file"] for m in load_manifests(storage) for e in m.entries]
+    files = [e["file"] for m in load_checked(storage) for e in m.entries]
     if not files:
         con.register("_no_events", records_to_table([]))
         con.execute(f"CREATE OR REPLACE VIEW events AS SELECT {COLUMNS} FROM _no_events")
+        _confine(con, [])
         return con
     if storage.local:
         paths = [storage.path(f) for f in files]
@@ -55,12 +68,38 @@ def connect(storage: Storage, con: duckdb.DuckDBPyConnection | None = None) -> d
         con.register_filesystem(storage.fs)
         proto = storage.fs.protocol if isinstance(storage.fs.protocol, str) else storage.fs.protocol[0]
         paths = [f"{proto}://{storage.path(f)}" for f in files]
-    listing = ", ".join("'" + p.replace("'", "''") + "'" for p in paths)
-    con.execute(f"CREATE OR REPLACE VIEW events AS SELECT {COLUMNS} FROM read_parquet([{listing}], "
+    con.execute(f"CREATE OR REPLACE VIEW events AS SELECT {COLUMNS} FROM read_parquet([{_sql_list(paths)}], "
                 "hive_partitioning = false)")
+    _confine(con, paths)
     return con
 
 
+def _sql_list(items: list[str]) -> str:
+    return ", ".join("'" + p.replace("'", "''") + "'" for p in items)
+
+
+def _confine(con: duckdb.DuckDBPyConnection, paths: list[str]) -> None:
+    """Let ``con`` read ``paths`` and nothing else of the host or the network, load no extension, and lock that.
+    The view binds its files when queried, so they are allowed by name; everything a query names is refused."""
+    con.execute(f"SET allowed_paths = [{_sql_list(paths)}]")
+    con.execute("SET enable_external_access = false")
+    con.execute("SET autoinstall_known_extensions = false")
+    con.execute("SET autoload_known_extensions = false")
+    con.execute("SET lock_configuration = true")
+
+
+def _one_read_statement(sql: str) -> str:
+    """``sql`` if it is one statement of DuckDB's SELECT type; QueryError says what it is otherwise."""
+    try:
+        statements = duckdb.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise QueryError(f"query failed: {_first_line(exc)} (the view is named events; quote \"offset\")") from exc
+    kinds = [s.type.name for s in statements]
+    if kinds != ["SELECT"]:
+        what = f"{len(kinds)} statements ({', '.join(kinds)})" if len(kinds) != 1 else f"a {kinds[0]} statement"
+        raise QueryError(f"query refused: {what or 'no statement'}; expected one read statement (SELECT or WITH "
+                         "... SELECT) over the view events: audit query reads only the archive")
+    return sql
 class QueryResult:
     """Column names and rows of one statement."""
 
@@ -70,21 +109,29 @@ class QueryResult:
 
 
 def run_query(storage: Storage, sql: str) -> QueryResult:
-    """Run ``sql`` over the archive; QueryError names what DuckDB rejected."""
+    """Run one read statement ``sql`` over the archive; QueryError names what was refused or what DuckDB rejected."""
+    _one_read_statement(sql)
     con = connect(storage)
     try:
         rel = con.sql(sql)
-        if rel is None:  # a statement without a result (SET, CREATE ...)
+        if rel is None:  # not reached for a SELECT; kept so that a parser surprise is an empty answer, not a crash
             return QueryResult([], [])
         # Through Arrow: DuckDB's own fetchall() needs pytz for TIMESTAMPTZ; pyarrow uses zoneinfo.
         table = rel.to_arrow_table()
         columns = [col.to_pylist() for col in table.columns]
         return QueryResult(list(rel.columns), list(zip(*columns, strict=True)))
+    except duckdb.PermissionException as exc:
+        raise QueryError(f"query refused: {_first_line(exc)}; audit query reads only the archive's files, through "
+                         "the view events") from exc
     except duckdb.Error as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise QueryError(f"query failed: {first} (the view is named events; quote \"offset\")") from exc
+        raise QueryError(f"query failed: {_first_line(exc)} (the view is named events; quote \"offset\")") from exc
     finally:
         con.close()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _plain(value: Any) -> Any:

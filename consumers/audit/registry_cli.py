@@ -33,9 +33,10 @@ format_option = click.option("--format", "fmt", type=click.Choice(["table", "jso
 
 
 def _read(db_url: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    from .registry_store import engine_for
+    """``fn(conn, ...)`` on a read-only connection: a read command never creates the database or its tables."""
+    from .registry_store import open_read_only
 
-    engine = engine_for(db_url)
+    engine = open_read_only(db_url)
     try:
         with engine.connect() as conn:
             return fn(conn, *args, **kwargs)

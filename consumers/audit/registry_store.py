@@ -13,8 +13,11 @@ import datetime as dt
 import hashlib
 import json
 import logging
+import pathlib
+import sqlite3
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote
 
 from lineagewire.db import insert_ignore, upgrade
 from lineagewire.exceptions import ConfigError, MissingExtraError
@@ -31,10 +34,15 @@ from . import registry_model as m
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_DB_URL", "RegistryStore", "engine_for"]
+__all__ = ["DEFAULT_DB_URL", "RegistryStore", "engine_for", "open_read_only"]
 
 #: the local SQLite file used when no --db-url is given
 DEFAULT_DB_URL = "sqlite:///lineagewire-registry.db"
+
+
+def _bad_url(db_url: str, exc: Exception) -> ConfigError:
+    return ConfigError(f"--db-url {db_url!r}: {exc}; expected an SQLAlchemy URL such as sqlite:///registry.db or "
+                       "postgresql+psycopg://user@host/db")
 
 
 def engine_for(db_url: str) -> Engine:
@@ -46,8 +54,7 @@ def engine_for(db_url: str) -> Engine:
             kwargs["connect_args"] = {"timeout": 30}
         engine = sa.create_engine(url, **kwargs)
     except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ImportError) as exc:
-        raise ConfigError(f"--db-url {db_url!r}: {exc}; expected an SQLAlchemy URL such as "
-                          "sqlite:///registry.db or postgresql+psycopg://user@host/db") from exc
+        raise _bad_url(db_url, exc) from exc
     if engine.dialect.name == "sqlite":
         @sa.event.listens_for(engine, "connect")
         def _pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -58,6 +65,58 @@ def engine_for(db_url: str) -> Engine:
             cur.execute("PRAGMA foreign_keys=ON")
             cur.close()
     upgrade(engine, m.STORE)
+    return engine
+
+
+def open_read_only(db_url: str, *, what: str = "registry", table: str = "jobs",
+                   writer: str = "lineagewire consume registry") -> Engine:
+    """An engine that only reads the existing database at ``db_url``: for read commands, which must neither create
+    a database nor its tables (an unset or mistyped --db-url would otherwise answer "unknown" from a new, empty
+    one). ConfigError says that the database (or its ``table``) does not exist, naming ``writer``, the command
+    that makes it.
+
+    SQLite: the file is opened with ``mode=ro`` and ``PRAGMA query_only``; PostgreSQL: every transaction is
+    ``READ ONLY`` (``default_transaction_read_only``). Nothing here is specific to the registry (``what``,
+    ``table`` and ``writer`` name the store), so other stores' read commands can use it too.
+    """
+    try:
+        url = sa.engine.make_url(db_url)
+        backend = url.get_backend_name()
+    except sa.exc.ArgumentError as exc:
+        raise _bad_url(db_url, exc) from exc
+    shown = url.render_as_string(hide_password=True)
+    missing = (f"the {what} database {shown} does not exist; expected one that {writer} has written "
+               "(check --db-url)")
+    try:
+        if backend == "sqlite":
+            if not url.database or url.database == ":memory:" or not pathlib.Path(url.database).is_file():
+                raise ConfigError(missing)
+            ro = f"file:{quote(str(pathlib.Path(url.database).resolve()))}?mode=ro"
+
+            def connect() -> sqlite3.Connection:
+                conn = sqlite3.connect(ro, uri=True, timeout=30, check_same_thread=False)
+                conn.execute("PRAGMA query_only = 1")
+                return conn
+
+            engine = sa.create_engine(url, creator=connect)
+        elif backend == "postgresql":
+            engine = sa.create_engine(url, pool_pre_ping=True,
+                                      connect_args={"options": "-c default_transaction_read_only=on"})
+        else:
+            engine = sa.create_engine(url)
+    except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ImportError) as exc:
+        raise _bad_url(db_url, exc) from exc
+    try:
+        present = sa.inspect(engine).has_table(table)
+    except sa.exc.DBAPIError as exc:  # cannot connect, no such database, not a database file
+        engine.dispose()
+        first = str(exc.orig).strip().splitlines()[0] if str(exc.orig).strip() else type(exc.orig).__name__
+        text = missing if "does not exist" in first else f"cannot open the {what} database {shown}: {first}"
+        raise ConfigError(text) from exc
+    if not present:
+        engine.dispose()
+        raise ConfigError(f"the {what} database {shown} has no {table} table; expected one that {writer} has "
+                          "written (check --db-url)")
     return engine
 
 

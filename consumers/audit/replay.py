@@ -56,6 +56,7 @@ from lineagewire.exceptions import ConfigError, LineagewireError
 from lineagewire.kafka.reader import Position, TopicReader, parse_position
 from lineagewire.schemas import kind_of
 
+from .exceptions import ArchiveError
 from .subscribe import read_events
 
 if TYPE_CHECKING:
@@ -297,6 +298,13 @@ def replay(ctx: click.Context, topic: str | None, from_: str, to: str, job: str 
         summary = replay_range(settings, topic, start=start, end=end, sink=sink, job=job,
                                progress=progress, archive=storage,
                                echo=lambda line: click.echo(line, err=True))
+    except ArchiveError as exc:
+        # A damaged archive file (flipped byte, truncated, deleted, garbage): one line naming it and exit 1, as
+        # ``audit verify`` exits on a finding; an existing --output stays as it was.
+        if out is not None:
+            out.discard()
+        click.echo(f"error: {exc}", err=True)
+        raise SystemExit(1) from None
     except BaseException:
         if out is not None:
             out.discard()  # an existing --output stays as it was

@@ -220,3 +220,99 @@ def test_lineage_stops_at_the_default_depth_and_says_more_lies_beyond(tmp_path) 
     assert len(out["nodes"]) == 8 and out["more"] is False
     r = CliRunner().invoke(main_group, ["lineage", "downstream", "/data/d0", "--depth", "0", "--db-url", db])
     assert r.exit_code == 2 and "expected a number of hops (1 or more) or all" in r.output
+
+
+READ_COMMANDS = [["jobs", "list"], ["jobs", "show", "daily_orders"], ["jobs", "history", "daily_orders"],
+                 ["runs", "show", "r1"], ["lineage", "downstream", "/data/orders"],
+                 ["lineage", "upstream", "/data/report", "--column", "total"]]
+
+
+@pytest.mark.parametrize("command", READ_COMMANDS, ids=" ".join)
+def test_read_commands_neither_create_the_database_nor_its_tables(tmp_path, command) -> None:  # noqa: ANN001
+    from tests.consumers.audit.test_verify_query import cli_result
+
+    missing = tmp_path / "typo.db"
+    r = cli_result(*command, "--db-url", f"sqlite:///{missing}")
+    assert r.exit_code == 2 and r.stderr.splitlines() == [
+        f"error: the registry database sqlite:///{missing} does not exist; expected one that lineagewire consume "
+        "registry has written (check --db-url)"], r.output
+    assert list(tmp_path.iterdir()) == []
+
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    r = cli_result(*command, "--db-url", f"sqlite:///{empty}")
+    assert r.exit_code == 2 and "has no jobs table" in r.stderr and len(r.stderr.splitlines()) == 1, r.output
+    assert empty.stat().st_size == 0
+
+
+@pytest.mark.slow
+def test_read_commands_on_postgresql_create_nothing() -> None:
+    from tests.consumers.audit.test_verify_query import cli_result
+
+    bin_dir = find_bin_dir()
+    if bin_dir is None:
+        pytest.skip("PostgreSQL is not installed (apt-get install postgresql); the SQLite tests still ran")
+    with LocalPostgres(bin_dir) as pg:
+        url = pg.new_database()
+        r = cli_result("jobs", "list", "--db-url", url.rsplit("/", 1)[0] + "/nosuchdb")
+        assert r.exit_code == 2 and "nosuchdb does not exist" in r.stderr and len(r.stderr.splitlines()) == 1, \
+            r.output
+        r = cli_result("lineage", "downstream", "/data/orders", "--db-url", url)
+        assert r.exit_code == 2 and "has no jobs table" in r.stderr, r.output
+        engine = sa.create_engine(url)
+        try:
+            assert sa.inspect(engine).get_table_names() == []
+        finally:
+            engine.dispose()
+        store = RegistryStore(url)
+        try:
+            assert all(store.apply(e) for e in history())
+        finally:
+            store.close()
+        r = cli_result("jobs", "list", "--db-url", url, "--format", "json")
+        assert r.exit_code == 0 and {j["job"] for j in json.loads(r.stdout)} == {"spark/daily_orders", "spark/report"}
+
+
+def test_an_unknown_column_is_named(tmp_path) -> None:  # noqa: ANN001
+    from tests.consumers.audit.test_verify_query import cli_result
+
+    db = f"sqlite:///{tmp_path / 'registry.db'}"
+    store = RegistryStore(db)
+    try:
+        for e in history():
+            store.apply(e)
+    finally:
+        store.close()
+    r = cli_result("lineage", "upstream", "/data/report", "--column", "nope", "--db-url", db)
+    assert r.exit_code == 2 and r.stderr.splitlines() == [
+        "error: column 'nope' of dataset file /data/report is not in the registry's column lineage; expected one "
+        "of: total"], r.output
+    r = cli_result("lineage", "downstream", "/data/orders", "--column", "nope", "--db-url", db, "--format", "json")
+    assert r.exit_code == 2 and "column 'nope' of dataset file /data/orders" in r.stderr and r.stdout == "", r.output
+    r = cli_result("lineage", "upstream", "/data/report", "--column", "total", "--db-url", db)
+    assert r.exit_code == 0 and "file /data/daily_orders_out amount" in r.stdout, r.output
+
+
+def test_jobs_list_is_one_query_with_each_jobs_count_and_newest_run(tmp_path) -> None:  # noqa: ANN001
+    from lineagewire.consumers.audit.registry_query import list_jobs
+
+    store = RegistryStore(f"sqlite:///{tmp_path / 'registry.db'}")
+    try:
+        for e in history():
+            store.apply(e)
+        for i in range(30):
+            for e in app_run(f"job{i:02d}", actions=0):
+                store.apply(e)
+        statements: list[str] = []
+        sa.event.listen(store.engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
+        with store.engine.connect() as conn:
+            jobs = list_jobs(conn)
+            runs = conn.execute(sa.text("SELECT run_id, status FROM runs r JOIN jobs j ON j.id = r.job_id "
+                                        "WHERE j.name = 'daily_orders' ORDER BY created_at DESC, run_id")).fetchall()
+        assert len(statements) == 2  # list_jobs's one, and the check above
+    finally:
+        store.close()
+    assert len(jobs) == 32 and [j["job"] for j in jobs] == sorted(j["job"] for j in jobs)
+    daily = next(j for j in jobs if j["job"] == "spark/daily_orders")
+    assert daily["runs"] == 3 and (daily["last_run"], daily["last_status"]) == tuple(runs[0])
+    assert all(j["runs"] == 1 and j["last_status"] for j in jobs if j["job"].startswith("spark/job"))

@@ -194,3 +194,33 @@ def test_replay_sets_up_its_process_as_the_openlineage_service_does() -> None:
         sys.setswitchinterval(interval)
         gc.unfreeze()
         gc.set_threshold(*threshold)
+
+
+@pytest.mark.parametrize(("damage", "fmt"), [("flipped byte", 2), ("truncated", 2), ("deleted", 2), ("garbage", 2),
+                                             ("flipped byte", 1), ("garbage", 1)])
+def test_a_damaged_archive_file_is_one_line_naming_it_and_exit_1(settings, tmp_path, damage, fmt) -> None:  # noqa: ANN001
+    """Archived files of this test's (empty) topic, one of them damaged: ``replay --archive`` names it."""
+    from lineagewire.consumers.audit.archive import ArchiveHandler
+    from tests.consumers.audit.test_verify_query import records, to_format1
+
+    handler = ArchiveHandler(str(tmp_path / "archive"), roll_records=4)
+    for rec in records(app_run("alpha") + app_run("beta"), topic=settings.topics.jobs):
+        handler.handle(rec)
+    handler.close()
+    if fmt == 1:
+        to_format1(tmp_path / "archive", settings.topics.jobs)
+    target = sorted((tmp_path / "archive").rglob("*.parquet"))[2]
+    data = bytearray(target.read_bytes())
+    if damage == "flipped byte":
+        data[len(data) // 2] ^= 0x10
+        target.write_bytes(bytes(data))
+    elif damage == "truncated":
+        target.write_bytes(bytes(data[: len(data) // 2]))
+    elif damage == "deleted":
+        target.unlink()
+    else:
+        target.write_bytes(b"garbage " * 100)
+    r = cli(settings, "--archive", str(tmp_path / "archive"), "--into", "file", "--output", str(tmp_path / "out"))
+    assert r.exit_code == 1, r.output
+    assert len(r.stderr.splitlines()) == 1 and r.stderr.startswith(f"error: {target}: "), r.stderr
+    assert not (tmp_path / "out").exists()

@@ -7,6 +7,7 @@ path is covered by test_archive.py); verify and query only read files.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import datetime as dt
 import io
 import json
@@ -117,6 +118,122 @@ def test_verify_catches_an_edited_manifest(archive: pathlib.Path) -> None:
     assert "chain: _manifests/lineage.jobs+0.jsonl: line 2" in r.stdout and "reordered:" in r.stdout
 
 
+MANIFEST = pathlib.Path("_manifests") / "lineage.jobs+0.jsonl"
+
+
+def manifest_lines(root: pathlib.Path, topic: str = "lineage.jobs") -> list[dict]:
+    return [json.loads(x) for x in (root / "_manifests" / f"{topic}+0.jsonl").read_text().splitlines()]
+
+
+def write_manifest(root: pathlib.Path, lines: list[dict], topic: str = "lineage.jobs") -> None:
+    (root / "_manifests" / f"{topic}+0.jsonl").write_text(
+        "".join(json.dumps(e, sort_keys=True, separators=(",", ":")) + "\n" for e in lines))
+
+
+def to_format1(root: pathlib.Path, topic: str = "lineage.jobs") -> None:
+    """Rewrite the manifest as lineagewire wrote it before format 2: no ``v``, a chain over hash and path only."""
+    from lineagewire.consumers.audit.layout import GENESIS, chain_hash
+
+    lines, previous = manifest_lines(root, topic), GENESIS
+    for e in lines:
+        e.pop("v", None)
+        e["chain"] = previous = chain_hash(previous, e["sha256"], e["file"])
+    write_manifest(root, lines, topic)
+
+
+FIELDS = {"records": 1, "first_offset": -1, "last_offset": 1, "bytes": 7, "min_timestamp_ms": -1000,
+          "max_timestamp_ms": 1000}
+
+
+@pytest.mark.parametrize("name", sorted(FIELDS))
+def test_verify_checks_every_field_of_a_manifest_line_against_its_file(archive: pathlib.Path, name: str) -> None:
+    lines = manifest_lines(archive)
+    held = lines[2][name]
+    lines[2][name] += FIELDS[name]
+    write_manifest(archive, lines)
+    r = cli("audit", "verify", str(archive))
+    assert r.exit_code == 1, r.output
+    says = held + FIELDS[name]
+    assert (f"manifest: {lines[2]['file']}: {name} is {held} in the file, _manifests/lineage.jobs+0.jsonl line 3 "
+            f"says {says}") in r.stdout.splitlines()
+    # the chain covers every field too; and the count is the files' own, not the edited line's
+    assert "chain: _manifests/lineage.jobs+0.jsonl: line 3: chain hash does not follow" in r.stdout
+    assert re.search(r"verify FAILED: 7 files, 19 records", r.stderr)
+
+
+def test_a_line_edited_and_re_chained_is_caught_by_its_file(archive: pathlib.Path) -> None:
+    """An editor who recomputes the chain after the edit still loses against the file the line describes."""
+    from lineagewire.consumers.audit.layout import GENESIS, line_chain
+
+    lines, previous = manifest_lines(archive), GENESIS
+    lines[4]["records"] += 1
+    for e in lines:
+        e["chain"] = previous = line_chain(previous, e)
+    write_manifest(archive, lines)
+    r = cli("audit", "verify", str(archive))
+    assert r.exit_code == 1
+    assert r.stdout.splitlines() == [f"manifest: {lines[4]['file']}: records is {lines[4]['records'] - 1} in the "
+                                     f"file, _manifests/lineage.jobs+0.jsonl line 5 says {lines[4]['records']}"]
+
+
+def test_an_archive_of_format_1_still_verifies_its_fields_are_checked_and_new_lines_chain_on(
+        archive: pathlib.Path) -> None:
+    to_format1(archive)
+    r = cli("audit", "verify", str(archive))
+    assert r.exit_code == 0, r.output
+    assert "note: 7 manifest lines are of format 1" in r.stderr
+    head = re.search(r"head lineage.jobs\[0\]: (\w+)", r.stderr).group(1)  # type: ignore[union-attr]
+
+    original = (archive / MANIFEST).read_text()
+    lines = manifest_lines(archive)
+    lines[1]["max_timestamp_ms"] = 0  # outside the format-1 chain: caught by the file
+    write_manifest(archive, lines)
+    r = cli("audit", "verify", str(archive))
+    assert r.exit_code == 1 and r.stdout.startswith(f"manifest: {lines[1]['file']}: max_timestamp_ms is ")
+    (archive / MANIFEST).write_text(original)
+
+    # The archiver continues an old manifest in format 2, chaining on from its last line.
+    later = app_run("later_job", actions=1)
+    handler = ArchiveHandler(str(archive), roll_records=4)
+    for rec in records(later):
+        handler.handle(dataclasses.replace(rec, offset=rec.offset + 100))
+    handler.close()
+    lines = manifest_lines(archive)
+    assert ["v" in e for e in lines] == [False] * 7 + [True] * (len(lines) - 7) and len(lines) > 7
+    r = cli("audit", "verify", str(archive))
+    assert r.exit_code == 0, r.output
+    assert f"head lineage.jobs[0]: {head}" not in r.stderr and "note: 7 manifest lines are of format 1" in r.stderr
+
+
+@pytest.mark.parametrize("fmt", [1, 2])
+def test_replay_from_the_archive_does_not_skip_files_on_edited_timestamps(archive: pathlib.Path, fmt: int) -> None:
+    """Lines claiming their files end before the start are not believed: format 2 breaks its chain, format 1's
+    timestamps are not chained, so both read the files' own offsets and times."""
+    import io
+
+    from lineagewire.consumers.audit.archive_read import read_archive
+    from lineagewire.consumers.audit.storage import Storage
+
+    if fmt == 1:
+        to_format1(archive)
+    storage = Storage(str(archive))
+    start = dt.datetime(2026, 11, 2, 23, tzinfo=dt.UTC)
+    want = [(r.offset, r.event) for r in read_archive(storage, "lineage.jobs", start=start, end="end")]
+    assert 0 < len(want) < 19
+    lines = manifest_lines(archive)
+    for e in lines:
+        e["min_timestamp_ms"] = e["max_timestamp_ms"] = 0
+    write_manifest(archive, lines)
+    errors = io.StringIO()
+    got = [(r.offset, r.event) for r in read_archive(storage, "lineage.jobs", start=start, end="end",
+                                                      errors=errors)]
+    assert got == want
+    if fmt == 2:
+        assert errors.getvalue().startswith(f"{storage.path(str(MANIFEST))}: line 1: chain hash does not follow")
+    else:
+        assert errors.getvalue() == ""
+
+
 def doc_queries() -> dict[str, str]:
     """The SQL blocks of docs/audit.md under a '<!-- query: NAME -->' marker."""
     text = DOCS.read_text()
@@ -161,6 +278,86 @@ def test_raw_columns_are_queryable_and_bad_sql_is_one_line(archive: pathlib.Path
     assert exit_info.value.code == 2
 
 
+WRITES = {  # statement -> the file it would create (relative to the test's folder)
+    "COPY (SELECT * FROM events) TO 'out.csv'": "out.csv",
+    "COPY (SELECT * FROM events) TO 'out.parquet' (FORMAT parquet)": "out.parquet",
+    "ATTACH 'new.db' AS n": "new.db",
+    "ATTACH 'new2.db' AS n; CREATE TABLE n.t AS SELECT * FROM events": "new2.db",
+    "EXPORT DATABASE 'exported'": "exported",
+    "SELECT 1; COPY (SELECT * FROM events) TO 'both.csv'": "both.csv",
+    "INSTALL httpfs": None,
+    "ATTACH 'x.sqlite' (TYPE sqlite)": "x.sqlite",
+    "SET enable_external_access = true": None,
+    "PRAGMA version": None,
+}
+
+
+@pytest.mark.parametrize("sql", sorted(WRITES))
+def test_query_runs_one_read_statement_only(archive: pathlib.Path, tmp_path_factory: pytest.TempPathFactory,
+                                            monkeypatch: pytest.MonkeyPatch, sql: str) -> None:
+    here = tmp_path_factory.mktemp("cwd")
+    monkeypatch.chdir(here)
+    r = cli_result("audit", "query", "--archive", str(archive), sql)
+    assert r.exit_code == 2 and len(r.stderr.splitlines()) == 1, r.output
+    assert r.stderr.startswith("error: query refused: ") and "expected one read statement" in r.stderr
+    assert list(here.iterdir()) == []
+
+
+READS = [  # SELECTs that would read beyond the archive's listed files
+    "SELECT * FROM read_csv('{secret}')",
+    "SELECT * FROM read_text('{secret}')",
+    "SELECT * FROM read_parquet('{unlisted}')",
+    "SELECT * FROM glob('{archive}/*')",
+    "SELECT * FROM read_parquet('https://127.0.0.1:9/x.parquet')",
+    "SELECT * FROM read_csv('/etc/hostname')",
+]
+
+
+@pytest.mark.parametrize("sql", READS)
+def test_query_reads_nothing_beyond_the_archive(archive: pathlib.Path, tmp_path_factory: pytest.TempPathFactory,
+                                                sql: str) -> None:
+    secret = tmp_path_factory.mktemp("host") / "secret.csv"
+    secret.write_text("password\nhunter2\n")
+    unlisted = archive / "topic=lineage.jobs" / "date=2026-11-01" / "hour=00" / "added.parquet"
+    unlisted.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(files(archive)[0], unlisted)
+    r = cli_result("audit", "query", "--archive", str(archive),
+                   sql.format(secret=secret, unlisted=unlisted, archive=archive))
+    assert r.exit_code == 2, r.output
+    assert "hunter2" not in r.output and len(r.stderr.splitlines()) == 1
+    assert r.stderr.startswith("error: query refused: ") and "audit query reads only the archive" in r.stderr
+
+
+def cli_result(*args: str):  # noqa: ANN201
+    """``main`` as the console script runs it (exit codes of LineagewireError included), captured."""
+    import contextlib
+    import sys
+
+    from lineagewire.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main(list(args))
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+    sys.stdout.flush()
+
+    class Result:
+        exit_code, stdout, stderr, output = code, out.getvalue(), err.getvalue(), out.getvalue() + err.getvalue()
+    return Result()
+
+
+def test_reads_of_the_archive_still_work_when_confined(archive: pathlib.Path) -> None:
+    r = cli("audit", "query", "--archive", str(archive), "--format", "csv",
+            "WITH k AS (SELECT kind FROM events) SELECT count(*) AS n FROM k")
+    assert r.exit_code == 0 and r.stdout.splitlines() == ["n", "19"]
+    r = cli("audit", "query", "--archive", str(archive), "--format", "csv",
+            "SELECT count(*) AS n FROM events WHERE event_time >= TIMESTAMPTZ '2026-11-02 00:00:00+00';")
+    assert r.exit_code == 0 and 0 < int(r.stdout.splitlines()[1]) < 19
+
+
 def test_an_empty_archive_answers_with_no_rows(tmp_path: pathlib.Path) -> None:
     r = cli("audit", "query", "--archive", str(tmp_path), "SELECT count(*) AS n FROM events")
     assert r.exit_code == 0 and r.stdout.splitlines()[2].strip() == "0"
@@ -189,3 +386,17 @@ def test_replay_from_the_archive_filters_by_columns_before_decoding(archive: pat
         want = [r for r in everything if matches(r.event, job, status)]
         assert [(r.offset, r.event) for r in got] == [(r.offset, r.event) for r in want] and want
         assert Counting.decoded == len(want)
+
+
+def test_a_line_that_is_not_a_manifest_line_is_one_line_for_readers_and_a_finding_for_verify(
+        archive: pathlib.Path) -> None:
+    with (archive / MANIFEST).open("a") as f:
+        f.write('{"file": "somewhere.parquet"}\n')
+    r = cli_result("audit", "query", "--archive", str(archive), "SELECT count(*) FROM events")
+    assert r.exit_code == 2 and r.stderr.splitlines() == [
+        f"error: {archive / MANIFEST} line 8: field 'sha256' is None; expected a string; run lineagewire audit "
+        "verify"], r.output
+    r = cli("audit", "verify", str(archive))
+    assert r.exit_code == 1
+    assert r.stdout.splitlines() == ["chain: _manifests/lineage.jobs+0.jsonl: line 8: field 'sha256' is None; "
+                                     "expected a string"]
