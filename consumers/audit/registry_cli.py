@@ -126,6 +126,21 @@ def runs() -> None:
     """One run's transitions, inputs, outputs and error, from the job registry."""
 
 
+@runs.command("children")
+@click.argument("run_id", metavar="RUN")
+@db_url_option
+@format_option
+def runs_children(run_id: str, db_url: str, fmt: str) -> None:
+    """The Spark runs started under RUN: an Airflow task's or DAG run's id (its parent or root), or a run's."""
+    from .registry_query import child_runs
+
+    info = _read(db_url, child_runs, run_id)
+    if fmt == "json":
+        click.echo(json.dumps(info, indent=2))
+        return
+    _table(info["runs"], ["job", "run_id", "status", "created_at", "duration_ms", "parent_job", "root_parent_job"])
+
+
 @runs.command("show")
 @click.argument("run_id", metavar="RUN")
 @db_url_option

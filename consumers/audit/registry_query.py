@@ -25,8 +25,8 @@ from lineagewire.exceptions import ConfigError
 
 from . import registry_model as m
 
-__all__ = ["DEFAULT_DEPTH", "NotFoundError", "job_history", "job_runs", "lineage", "list_jobs", "resolve_dataset",
-           "run_detail"]
+__all__ = ["DEFAULT_DEPTH", "NotFoundError", "child_runs", "job_history", "job_runs", "lineage", "list_jobs",
+           "resolve_dataset", "run_detail"]
 
 _OBJECT_STORES = {"s3": "s3", "s3a": "s3", "s3n": "s3", "gs": "gs", "abfs": "abfs", "abfss": "abfss",
                   "wasb": "wasb", "wasbs": "wasbs"}
@@ -126,8 +126,30 @@ def _run_dict(row: Any) -> dict[str, Any]:
     return {"run_id": row.run_id, "status": row.status, "lifecycle_state": row.lifecycle_state,
             "created_at": _utc(row.created_at), "started_at": _utc(row.started_at), "ended_at": _utc(row.ended_at),
             "duration_ms": row.duration_ms, "restarts": row.restarts, "error_class": row.error_class,
-            "error_message": row.error_message, "parent_run_id": row.parent_run_id, "workflow_id": row.workflow_id,
-            "nominal_time": _utc(row.nominal_time), "spec_id": row.spec_id}
+            "error_message": row.error_message, "parent_run_id": row.parent_run_id,
+            "parent_job": _job(row.parent_job_namespace, row.parent_job_name),
+            "root_parent_run_id": row.root_parent_run_id,
+            "root_parent_job": _job(row.root_parent_job_namespace, row.root_parent_job_name),
+            "workflow_id": row.workflow_id, "nominal_time": _utc(row.nominal_time), "spec_id": row.spec_id}
+
+
+def _job(namespace: str | None, name: str | None) -> str | None:
+    return f"{namespace}/{name}" if name is not None else None
+
+
+def child_runs(conn: Connection, run_id: str) -> dict[str, Any]:
+    """The runs started under ``run_id``: those whose parent it is (an Airflow task's run) or whose root it is
+    (an Airflow DAG run, a workflow), oldest first, each with its job."""
+    r = m.runs.c
+    rows = conn.execute(sa.select(m.runs, m.jobs.c.namespace, m.jobs.c.name).join(m.jobs, m.jobs.c.id == r.job_id)
+                        .where(sa.or_(r.parent_run_id == run_id, r.root_parent_run_id == run_id))
+                        .order_by(r.created_at.nulls_last(), r.run_id)).fetchall()
+    if not rows:
+        raise NotFoundError(f"no run in the registry has {run_id!r} as its parent or root parent run; expected the "
+                            "run id of an orchestrator's task or DAG run (spark.openlineage.parentRunId, "
+                            "OPENLINEAGE_PARENT_ID) or of a lineagewire run")
+    return {"parent_run_id": run_id,
+            "runs": [{"job": f"{row.namespace}/{row.name}", **_run_dict(row)} for row in rows]}
 
 
 def job_runs(conn: Connection, job: str) -> dict[str, Any]:

@@ -316,3 +316,35 @@ def test_jobs_list_is_one_query_with_each_jobs_count_and_newest_run(tmp_path) ->
     daily = next(j for j in jobs if j["job"] == "spark/daily_orders")
     assert daily["runs"] == 3 and (daily["last_run"], daily["last_status"]) == tuple(runs[0])
     assert all(j["runs"] == 1 and j["last_status"] for j in jobs if j["job"].startswith("spark/job"))
+
+
+@pytest.mark.integration
+def test_the_spark_runs_of_an_airflow_run_are_listed_by_its_task_or_dag_run(settings, group_id, tmp_path,  # noqa: ANN001
+                                                                           capsys) -> None:
+    """Airflow's task run is the parent of the Spark runs it submitted, its DAG run their root (contract v2)."""
+    task = {"job_namespace": "airflow", "job_name": "orders_dag.load", "run_id": "0193a1c2-task-run"}
+    dag = {"job_namespace": "airflow", "job_name": "orders_dag", "run_id": "0193a1c2-dag-run"}
+    events = app_run("load_orders", parent=task) + app_run("load_customers", parent=task) + app_run("unrelated")
+    for e in events[: len(events) * 2 // 3]:
+        e["header"]["root_parent_run"] = dag
+    with Publisher(settings) as pub:
+        for e in events:
+            pub.publish(e)
+    db = f"sqlite:///{tmp_path / 'registry.db'}"
+    ConsumerRuntime(settings, RegistryHandler(db), group_id=group_id).run(max_events=len(events))
+
+    for parent in (task["run_id"], dag["run_id"]):
+        r = cli(db, "runs", "children", parent, "--format", "json")
+        assert r.exit_code == 0, r.output
+        runs = json.loads(r.stdout)["runs"]
+        assert sorted(x["job"] for x in runs) == ["spark/load_customers", "spark/load_orders"]
+        assert {(x["parent_job"], x["root_parent_job"]) for x in runs} == {("airflow/orders_dag.load",
+                                                                            "airflow/orders_dag")}
+    r = cli(db, "runs", "children", task["run_id"])
+    assert r.stdout.splitlines()[0].split()[:3] == ["job", "run_id", "status"] and len(r.stdout.splitlines()) == 3
+    from lineagewire.cli import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["runs", "children", "no-such-run", "--db-url", db])
+    assert info.value.code == 2
+    assert "no run in the registry has 'no-such-run' as its parent" in capsys.readouterr().err
