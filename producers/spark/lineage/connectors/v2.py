@@ -16,7 +16,8 @@ from ..context import Extraction
 from ..jvm import option
 from ..naming import file_dataset_id
 from ..plan import PlanNode
-from .delta import add_write_version, delta_table_v2
+from .delta import delta_table_v2
+from .delta_log import add_write_version
 from .files import root_paths
 from .iceberg import iceberg_datasets, is_iceberg_table
 
