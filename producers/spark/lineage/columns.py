@@ -50,8 +50,9 @@ _PYTHON_FUNCTIONS = frozenset({
     "FlatMapCoGroupsInPandas", "FlatMapCoGroupsInArrow", "FlatMapGroupsInPandasWithState",
     "TransformWithStateInPandas",
 })
-#: Their grouping keys (a cogroup has one list per side).
-_GROUPINGS = ("groupingAttributes", "leftAttributes", "rightAttributes", "groupingAttrs")
+#: Their grouping keys (a cogroup's are the first ``leftGroupingLen`` / ``rightGroupingLen`` columns of each side).
+_GROUPINGS = ("groupingAttributes", "groupingAttrs")
+_COGROUPINGS = ("leftGroupingLen", "rightGroupingLen")
 #: Filters the optimizer adds from a join's keys to skip partitions or files at run time (dynamic
 #: partition pruning; a V2 MERGE's filter on the target's ``_file``): not the user's filters, and the
 #: join keys they come from are INDIRECT/JOIN already.
@@ -346,6 +347,10 @@ class ColumnGraph:
         keys: list[int] = []
         for field in _GROUPINGS:
             keys += self._ids(node.expressions(field))
+        for child, field in zip(node.children, _COGROUPINGS, strict=False):
+            length = node.fields.get(field)
+            if isinstance(length, int):
+                keys += [a.expr_id for a in self.output(child)[:length]]
         self.indirect += [(i, "GROUP_BY") for i in keys]
         sources = list(dict.fromkeys(given + keys))
         for out in self._named(node, "output"):
