@@ -27,7 +27,7 @@ from lineagewire.schemas.events import ColumnLineage, InputField, Transformation
 
 from .plan import Attribute, Expr, PlanNode, attribute_of, attribute_of_fields, expr_id, parse_expression
 
-__all__ = ["ColumnGraph", "FieldKey", "Sources", "Trans", "combine"]
+__all__ = ["IDENTITY", "ColumnGraph", "FieldKey", "Sources", "Trans", "combine"]
 
 #: (type, subtype, masking)
 Trans = tuple[str, str, bool]
