@@ -115,6 +115,9 @@ def extract_from_plan(plan_json: str, *, budget_s: float = 0.1) -> ActionLineage
 class _Extraction(Extraction):
     """The order of the work: outputs, then inputs, then (budget allowing) SQL text and column lineage."""
 
+    #: the plan is read as another plan's origin: its SQL text is not needed
+    for_origin = False
+
     def run(self) -> None:
         root = self.root
         self.result.plan_node = root.simple
@@ -153,10 +156,12 @@ class _Extraction(Extraction):
         columns of its output attributes."""
         attrs = self.graph.output(self.root)
         try:
+            self.deadline.check("tracing the column lineage of a plan cut by " + how)
             self.graph.add_plan(self.root)
             columns, indirect = [self.graph.resolve(a.expr_id) for a in attrs], self.graph.resolved_indirect()
         except BudgetExceededError:  # the datasets matter most: keep them without column lineage
-            columns, indirect = [{} for _ in attrs], {}
+            return Origin(tuple(a.expr_id for a in attrs), how, list(self.result.inputs), [{} for _ in attrs], {},
+                          complete=False)
         return Origin(tuple(a.expr_id for a in attrs), how, list(self.result.inputs), columns, indirect)
 
     def stream_origin(self, key: tuple[int, ...]) -> Origin | None:
@@ -174,6 +179,7 @@ class _Extraction(Extraction):
             jroot = batch.optimizedPlan()
             found = _Extraction(batch, parse_plan_json(plan_json(jroot)),
                                 JvmPlan(jroot, self.deadline, plan_writer()), ActionLineage())
+            found.for_origin = True
             found.run()
             origin = found.origin("foreachBatch")
             if found.result.incomplete_reason:
@@ -239,7 +245,7 @@ class _Extraction(Extraction):
             self.add_input(ds, node)
 
     def _sql(self) -> None:
-        if self.qe is None:
+        if self.qe is None or self.for_origin:
             return
         try:
             self.deadline.check("reading the SQL text")

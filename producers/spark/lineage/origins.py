@@ -41,7 +41,8 @@ class Origin:
     """The inputs of a plan, and the source columns of its output attributes (in order).
 
     ``how`` says what cut the plan ("checkpoint", "localCheckpoint", "foreachBatch"): it goes into the
-    inputs' ``properties["via"]``.
+    inputs' ``properties["via"]``. ``complete`` is False when the time budget ran out before the plan's
+    column lineage was traced (a streaming query's origin is then read again by the next batch).
     """
 
     key: tuple[int, ...]
@@ -49,6 +50,7 @@ class Origin:
     inputs: list[Dataset]
     columns: list[Sources]
     indirect: Sources
+    complete: bool = True
 
     def datasets(self) -> list[Dataset]:
         """Copies of the inputs (a result's datasets are its own to change)."""

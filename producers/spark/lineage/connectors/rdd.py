@@ -61,8 +61,13 @@ def rdd_relation(ctx: Extraction, node: PlanNode) -> list[Dataset]:
     the RDD chain read, if any."""
     if node.simple == "LogicalRDD":
         key = tuple(a.expr_id for a in ctx.graph.output(node))
-        origin = origins.find(key) or ctx.stream_origin(key)
+        origin = origins.find(key)
+        if origin is None or (not origin.complete and origin.how == "foreachBatch"):
+            origin = ctx.stream_origin(key) or origin
         if origin is not None:
+            if not origin.complete:
+                ctx.mark_incomplete(f"the plan before {origin.how} ran out of time budget: no column lineage "
+                                    "through it")
             ctx.add_leaf_sources(node, origin.columns, origin.indirect)
             return origin.datasets()
     ctx.deadline.check_essential("walking the RDD dependencies")
