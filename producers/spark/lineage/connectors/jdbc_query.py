@@ -111,6 +111,12 @@ class _Walker:
 
         if isinstance(node, exp.Subquery):
             return self.query(node.this, ctes)
+        # WITH belongs to the whole query (a UNION's too): its names are seen by every part.
+        with_ = node.args.get("with_") or node.args.get("with") if isinstance(node, exp.Expression) else None
+        if with_ is not None:
+            ctes = dict(ctes)
+            for cte in with_.expressions:
+                ctes[cte.alias_or_name.lower()] = self.query(cte.this, ctes)
         if isinstance(node, exp.SetOperation):
             names, left = self.query(node.left, ctes)
             _, right = self.query(node.right, ctes)
@@ -121,10 +127,7 @@ class _Walker:
             return names, left
         if not isinstance(node, exp.Select):
             raise _Unresolved(f"a {type(node).__name__} in the query is not supported")
-        scope_ctes = dict(ctes)
-        with_ = node.args.get("with_") or node.args.get("with")
-        for cte in (with_.expressions if with_ is not None else []):
-            scope_ctes[cte.alias_or_name.lower()] = self.query(cte.this, scope_ctes)
+        scope_ctes = ctes
         scope: dict[str, object] = {}
         from_ = node.args.get("from_") or node.args.get("from")
         items = ([from_.this] if from_ is not None else []) + [j.this for j in node.args.get("joins") or []]
