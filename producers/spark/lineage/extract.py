@@ -32,6 +32,8 @@ _NOT_EXECUTED = {"CreateViewCommand", "AlterViewAsCommand", "CommandResult", "Cr
 _CACHED = '"class":"org.apache.spark.sql.execution.columnar.InMemoryRelation"'
 #: Nested plans that only copy another (a V2 write keeps its query as analyzed, next to the optimized one).
 _COPIES = {"analyzedQuery"}
+#: The JVM class SparkSession, per py4j JVM view.
+_SESSION_CLASS: dict[int, Any] = {}
 
 def extract_action_lineage(qe: Any, func_name: str, *, budget_s: float = 0.1) -> ActionLineage:
     """Inputs, outputs and column lineage of the action whose QueryExecution is ``qe``.
@@ -200,7 +202,11 @@ class _Extraction(Extraction):
         sessions = [self.session()]
         jvm = SparkContext._jvm
         if jvm is not None:
-            default = jvm.org.apache.spark.sql.SparkSession.getDefaultSession()
+            # Resolving the class through the JVM view is a round trip per package level: once per JVM.
+            cls = _SESSION_CLASS.get(id(jvm))
+            if cls is None:
+                cls = _SESSION_CLASS[id(jvm)] = jvm.org.apache.spark.sql.SparkSession
+            default = cls.getDefaultSession()
             if default.isDefined():
                 sessions.append(default.get())
         seen: dict[str, Any] = {}
