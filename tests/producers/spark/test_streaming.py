@@ -61,6 +61,8 @@ def test_heartbeat_throttles_progress_events(spark, make_emitter, tmp_path) -> N
 @pytest.mark.integration
 def test_foreach_batch_reports_its_writes_with_the_topic_and_no_sink_table(spark, make_emitter, tmp_path,  # noqa: ANN001
                                                                           kafka_settings, topic_factory) -> None:  # noqa: ANN001
+    from pyspark.sql import SparkSession
+
     from tests.producers.packages import require_package
 
     require_package("spark-sql-kafka-0-10_2.13")
@@ -83,6 +85,10 @@ def test_foreach_batch_reports_its_writes_with_the_topic_and_no_sink_table(spark
         wait_for(lambda: emitter.stats()["stream_progress"]["seen"] >= 1, timeout=120)
     finally:
         query.stop()
+        # PySpark's foreachBatch wrapper wraps the query's session (a clone) in a Python SparkSession, which
+        # re-binds RDD.toDF to it: later tests' rdd.toDF() would run without their listener. A SparkSession
+        # made on the context wraps the default (shared) one and binds toDF back to it.
+        SparkSession(spark.sparkContext)
     emitter.close(20)
     events = [json.loads(line) for line in path.read_text().splitlines()]
     actions = [e for e in events if e["header"]["schema_name"].endswith("ActionLineageEvent")]

@@ -62,6 +62,8 @@ def test_kafka_sink_with_topic_per_row_is_incomplete(spark: Any, capture: Captur
 def test_foreach_batch_writes_read_the_streaming_querys_topic(spark: Any, capture: Capture, kafka_settings: Settings,
                                                               topic_factory: Callable[..., str],
                                                               tmp_path: pathlib.Path) -> None:
+    from pyspark.sql import SparkSession
+
     servers = kafka_settings.bootstrap_servers
     topic = topic_factory("lw.lineage")
 
@@ -95,6 +97,10 @@ def test_foreach_batch_writes_read_the_streaming_querys_topic(spark: Any, captur
     finally:
         for query in started:
             query.stop()
+        # PySpark's foreachBatch wrapper wraps the query's session (a clone) in a Python SparkSession, which
+        # re-binds RDD.toDF to it: later tests' rdd.toDF() would run without their listener. A SparkSession
+        # made on the context wraps the default (shared) one and binds toDF back to it.
+        SparkSession(spark.sparkContext)
     assert result.complete, result.incomplete_reason
     (src,) = result.inputs
     first = servers.split(",")[0]
