@@ -24,6 +24,9 @@ from .runs import Run
 
 __all__ = ["StreamingRuns"]
 
+#: Sink descriptions of ``foreachBatch``: no dataset of their own.
+_USER_FUNCTION_SINKS = ("ForeachBatchSink",)
+
 
 class StreamingRuns:
     """The open streaming runs of one emitter.
@@ -71,7 +74,10 @@ class StreamingRuns:
 
     def _publish_progress(self, run: Run, progress: Any) -> None:
         inputs = [_described(s.description, "CONTINUOUS_UNBOUNDED") for s in progress.sources]
-        outputs = [_described(progress.sink.description, "CONTINUOUS_UNBOUNDED")]
+        # A foreachBatch sink hands each micro-batch to the user's function: what it writes is reported by
+        # the function's own actions (with the query's sources as inputs), not as a table named after the sink.
+        sink = str(progress.sink.description)
+        outputs = [] if sink.startswith(_USER_FUNCTION_SINKS) else [_described(sink, "CONTINUOUS_UNBOUNDED")]
         self._actions.publish(run, "microBatch", _Described(inputs, outputs), int(progress.batchDuration) * 1_000_000,
                               None, "streaming progress: datasets named from source and sink descriptions",
                               status="RUNNING", action_id=f"{progress.runId}:{progress.batchId}")

@@ -27,11 +27,13 @@ from lineagewire.schemas.events import ColumnLineage, InputField, Transformation
 
 from .plan import Attribute, Expr, PlanNode, attribute_of, attribute_of_fields, expr_id, parse_expression
 
-__all__ = ["ColumnGraph", "Trans"]
+__all__ = ["IDENTITY", "ColumnGraph", "FieldKey", "Sources", "Trans", "combine"]
 
 #: (type, subtype, masking)
 Trans = tuple[str, str, bool]
 FieldKey = tuple[str, str, str]  # (dataset namespace, dataset name, field)
+#: Source columns of one attribute and how they reach it.
+Sources = dict[FieldKey, set[Trans]]
 
 IDENTITY: Trans = ("DIRECT", "IDENTITY", False)
 _RANK = {"IDENTITY": 0, "TRANSFORMATION": 1, "AGGREGATION": 2}
@@ -40,6 +42,17 @@ _MASKING = {"Sha1", "Sha2", "Md5", "Crc32", "Murmur3Hash", "XxHash64", "HiveHash
 _ATTRIBUTES = {"AttributeReference", "OuterReference"}
 #: Plan nodes that evaluate extracted Python UDFs (``udf``: BatchEvalPython, ``pandas_udf``: ArrowEvalPython).
 _PYTHON_EVAL = {"BatchEvalPython", "ArrowEvalPython"}
+#: Plan nodes that hand whole rows (or groups of rows) to a Python function (``mapInPandas``,
+#: ``mapInArrow``, ``applyInPandas``, ``applyInArrow``, their cogrouped and stateful forms): field
+#: ``functionExpr`` is the function over the columns it is given, field ``output`` what it returns.
+_PYTHON_FUNCTIONS = frozenset({
+    "MapInPandas", "MapInArrow", "PythonMapInArrow", "FlatMapGroupsInPandas", "FlatMapGroupsInArrow",
+    "FlatMapCoGroupsInPandas", "FlatMapCoGroupsInArrow", "FlatMapGroupsInPandasWithState",
+    "TransformWithStateInPandas",
+})
+#: Their grouping keys (a cogroup's are the first ``leftGroupingLen`` / ``rightGroupingLen`` columns of each side).
+_GROUPINGS = ("groupingAttributes", "groupingAttrs")
+_COGROUPINGS = ("leftGroupingLen", "rightGroupingLen")
 #: Filters the optimizer adds from a join's keys to skip partitions or files at run time (dynamic
 #: partition pruning; a V2 MERGE's filter on the target's ``_file``): not the user's filters, and the
 #: join keys they come from are INDIRECT/JOIN already.
@@ -48,7 +61,7 @@ _RUNTIME_FILTERS = frozenset({"DynamicPruningExpression", "DynamicPruningSubquer
 _MERGE_INSTRUCTIONS = ("matchedInstructions", "notMatchedInstructions", "notMatchedBySourceInstructions")
 
 
-def _combine(outer: Trans, inner: Trans) -> Trans:
+def combine(outer: Trans, inner: Trans) -> Trans:
     """How a source feeds a column through two steps (the column from ``outer``, that from ``inner``)."""
     masking = outer[2] or inner[2]
     if outer[0] == "INDIRECT":
@@ -130,6 +143,10 @@ class ColumnGraph:
         self.deps: dict[int, list[tuple[int, Trans]]] = {}
         self.sources: dict[int, list[FieldKey]] = {}
         self.indirect: list[tuple[int, str]] = []
+        #: Attributes whose source columns were resolved elsewhere (a checkpointed plan, a JDBC query's SQL)
+        self.presolved: dict[int, Sources] = {}
+        #: Source columns that decide which rows reach the output, resolved elsewhere (as ``presolved``)
+        self.indirect_fields: Sources = {}
         self._outputs: dict[int, list[Attribute]] = {}
         self._resolved: dict[int, dict[FieldKey, set[Trans]]] = {}
         self._subplans: dict[int, PlanNode] = {}
@@ -137,6 +154,8 @@ class ColumnGraph:
         self._by_raw: dict[int, Attribute | None] = {}
         self._check = check or (lambda what: None)
         self._next_synthetic = 0
+        #: roots whose edges are recorded (a plan is both written and kept as an origin)
+        self._planned: set[int] = set()
 
     # -- outputs of plan nodes -------------------------------------------------------------
 
@@ -225,7 +244,10 @@ class ColumnGraph:
                     self._edge(target, source, trans)
 
     def add_plan(self, root: PlanNode) -> None:
-        """Record the edges of every node under ``root``."""
+        """Record the edges of every node under ``root`` (once)."""
+        if id(root) in self._planned:
+            return
+        self._planned.add(id(root))
         nodes = list(root.walk())
         # The sort a partitioned file write adds under WriteFiles orders rows for the writer, not the user.
         write_sorts = {id(n.children[0]) for n in nodes if n.simple == "WriteFiles" and n.children}
@@ -266,6 +288,8 @@ class ColumnGraph:
                 self._expand_edges(node)
             elif s in _PYTHON_EVAL:
                 self._python_udf_edges(node)
+            elif s in _PYTHON_FUNCTIONS:
+                self._python_function_edges(node)
             elif s == "MergeRows":
                 self._merge_rows_edges(node)
 
@@ -313,6 +337,25 @@ class ColumnGraph:
         for udf, result in zip(node.expressions("udfs"), self._named(node, "resultAttrs"), strict=False):
             for source, _ in _direct_inputs(udf, self._subplan_output):
                 self._edge(result.expr_id, source, ("DIRECT", "TRANSFORMATION", False))
+
+    def _python_function_edges(self, node: PlanNode) -> None:
+        # The function gets rows (or groups of rows) and returns rows of its own: which input column
+        # went into which output column is unknown, so every output column derives from every column
+        # the function was given (its arguments: all the child's columns for the grouped forms) as an
+        # opaque TRANSFORMATION. Grouping keys decide which rows meet, as for an aggregate: GROUP_BY.
+        given = self._ids(node.expressions("functionExpr"))
+        keys: list[int] = []
+        for field in _GROUPINGS:
+            keys += self._ids(node.expressions(field))
+        for child, field in zip(node.children, _COGROUPINGS, strict=False):
+            length = node.fields.get(field)
+            if isinstance(length, int):
+                keys += [a.expr_id for a in self.output(child)[:length]]
+        self.indirect += [(i, "GROUP_BY") for i in keys]
+        sources = list(dict.fromkeys(given + keys))
+        for out in self._named(node, "output"):
+            for source in sources:
+                self._edge(out.expr_id, source, ("DIRECT", "TRANSFORMATION", False))
 
     def _expand_edges(self, node: PlanNode) -> None:
         outputs = self._named(node, "output")
@@ -362,6 +405,26 @@ class ColumnGraph:
         self.indirect += [(i, "JOIN") for i in self._ids(node.expressions("condition"))]
         return list(by_name.items())
 
+    def add_presolved(self, ident: int, sources: Sources) -> None:
+        """Attribute ``ident``'s source columns, resolved elsewhere (``resolve`` adds them to its own)."""
+        bucket = self.presolved.setdefault(ident, {})
+        for key, transes in sources.items():
+            bucket.setdefault(key, set()).update(transes)
+
+    def add_indirect_fields(self, sources: Sources) -> None:
+        """Source columns that decide which rows reach the output, resolved elsewhere."""
+        for key, transes in sources.items():
+            self.indirect_fields.setdefault(key, set()).update(transes)
+
+    def resolved_indirect(self) -> Sources:
+        """Every source column that decides which rows reach the output, and how."""
+        indirect: Sources = {k: set(v) for k, v in self.indirect_fields.items()}
+        for ident, subtype in self.indirect:
+            for key, transes in self.resolve(ident).items():
+                masking = any(t[2] for t in transes)
+                indirect.setdefault(key, set()).add(("INDIRECT", subtype, masking))
+        return indirect
+
     def add_source(self, attrs: list[Attribute], namespace: str, name: str) -> None:
         """Attributes of a leaf relation are the columns of dataset (namespace, name)."""
         for a in attrs:
@@ -382,22 +445,20 @@ class ColumnGraph:
         result: dict[FieldKey, set[Trans]] = {}
         for key in self.sources.get(ident, []):
             result.setdefault(key, set()).add(IDENTITY)
+        for key, transes in self.presolved.get(ident, {}).items():
+            result.setdefault(key, set()).update(transes)
         for source, step in self.deps.get(ident, []):
             for key, transes in self.resolve(source, active).items():
                 bucket = result.setdefault(key, set())
                 for inner in transes:
-                    bucket.add(_combine(step, inner))
+                    bucket.add(combine(step, inner))
         active.discard(ident)
         self._resolved[ident] = result
         return result
 
     def lineage(self, namespace: str, name: str, columns: list[tuple[str, int]]) -> list[ColumnLineage]:
         """Column lineage of output dataset (namespace, name) whose column ``col`` is attribute ``id``."""
-        indirect: dict[FieldKey, set[Trans]] = {}
-        for ident, subtype in self.indirect:
-            for key, transes in self.resolve(ident).items():
-                masking = any(t[2] for t in transes)
-                indirect.setdefault(key, set()).add(("INDIRECT", subtype, masking))
+        indirect = self.resolved_indirect()
         # Every column shares the indirect inputs: build them once, in order.
         shared = {k: _input_field(k, v) for k, v in indirect.items()}
         shared_keys = sorted(shared)

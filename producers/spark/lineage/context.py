@@ -15,10 +15,11 @@ from typing import Any
 
 from lineagewire.schemas.events import Boundedness, Dataset, SchemaField, Symlink
 
-from .columns import ColumnGraph
+from .columns import ColumnGraph, Sources
 from .jvm import Deadline, JvmPlan
 from .model import ActionLineage
 from .naming import normalize_uri
+from .origins import Origin
 from .plan import PlanNode
 from .schema import fields_of_attributes, fields_of_catalog_string, fields_of_struct_json
 
@@ -70,6 +71,8 @@ class Extraction:
         self.writes: list[tuple[Dataset, PlanNode | None, list[str] | None]] = []
         #: (output dataset, [(column, attribute id)]) for commands without a query (Delta's MERGE, UPDATE)
         self.column_ids: list[tuple[Dataset, list[tuple[str, int]]]] = []
+        #: ids of leaf nodes whose columns are not their datasets' columns (``add_leaf_sources`` gave theirs)
+        self.leaves_with_sources: set[int] = set()
         #: what a connector looked up once and needs again in this extraction (a catalog's namespace, ...)
         self.memo: dict[tuple[str, ...], Any] = {}
 
@@ -80,6 +83,10 @@ class Extraction:
         if self.jvm is None:
             raise LookupError("needs a JVM look-up (plan JSON only)")
         return self.jvm.node(node.path)
+
+    def stream_origin(self, key: tuple[int, ...]) -> Origin | None:
+        """The origin of a ``foreachBatch`` micro-batch whose output exprIds are ``key`` (the driver's)."""
+        return None
 
     def session(self) -> Any:
         """The JVM SparkSession of the action, or None without one."""
@@ -99,12 +106,21 @@ class Extraction:
         """Output ``ds``'s column lineage: column name -> the graph attribute (``graph.add_update``, ...)."""
         self.column_ids.append((ds, columns))
 
+    def add_leaf_sources(self, node: PlanNode, columns: list[Sources], indirect: Sources) -> None:
+        """Leaf ``node``'s output columns come from ``columns`` (in order), not from its datasets' columns;
+        ``indirect``: the source columns that decided which of its rows exist."""
+        self.leaves_with_sources.add(id(node))
+        for attr, sources in zip(self.graph.output(node), columns, strict=False):
+            self.graph.add_presolved(attr.expr_id, sources)
+        self.graph.add_indirect_fields(indirect)
+
     def add_input(self, ds: Dataset, node: PlanNode) -> None:
         """Report an input read by leaf ``node``, whose output columns are the dataset's columns unless the
-        dataset says otherwise (property ``query``: a JDBC query's; ``rdd``: records parsed from files)."""
+        dataset says otherwise (property ``rdd``: records parsed from files) or ``add_leaf_sources`` gave them."""
         if _DELTA_LOG in ds["name"] or ds["name"].endswith(_DELTA_LOG[:-1]):
             return  # Delta reading its own transaction log (its internal actions), not the user's data
-        if "query" not in ds["properties"] and "rdd" not in ds["properties"]:
+        if id(node) not in self.leaves_with_sources and "query" not in ds["properties"] \
+                and "rdd" not in ds["properties"]:
             self.graph.add_source(self.graph.output(node), ds["namespace"], ds["name"])
         for known in self.result.inputs:
             if (known["namespace"], known["name"]) == (ds["namespace"], ds["name"]):

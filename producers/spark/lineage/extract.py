@@ -14,11 +14,13 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from . import origins
 from .connectors import INPUTS, NO_DATASET, OUTPUTS
 from .context import Extraction
 from .exceptions import BudgetExceededError
 from .jvm import Deadline, JvmPlan, plan_json, plan_writer, quick_acks, sql_text
 from .model import ActionLineage
+from .origins import Origin
 from .plan import PlanNode, parse_plan_json
 
 __all__ = ["extract_action_lineage", "extract_from_plan"]
@@ -30,6 +32,8 @@ _NOT_EXECUTED = {"CreateViewCommand", "AlterViewAsCommand", "CommandResult", "Cr
 _CACHED = '"class":"org.apache.spark.sql.execution.columnar.InMemoryRelation"'
 #: Nested plans that only copy another (a V2 write keeps its query as analyzed, next to the optimized one).
 _COPIES = {"analyzedQuery"}
+#: The JVM class SparkSession, per py4j JVM view.
+_SESSION_CLASS: dict[int, Any] = {}
 
 def extract_action_lineage(qe: Any, func_name: str, *, budget_s: float = 0.1) -> ActionLineage:
     """Inputs, outputs and column lineage of the action whose QueryExecution is ``qe``.
@@ -67,7 +71,10 @@ def _extract(qe: Any, func_name: str, budget_s: float, result: ActionLineage) ->
                 jroot = qe.analyzed()
                 text = plan_json(jroot)
             root = parse_plan_json(text)
-            _Extraction(qe, root, JvmPlan(jroot, deadline, plan_writer()), result).run()
+            extraction = _Extraction(qe, root, JvmPlan(jroot, deadline, plan_writer()), result)
+            extraction.run()
+            if func_name in origins.CHECKPOINT_ACTIONS:
+                origins.remember(extraction.origin(func_name))
     except BudgetExceededError as exc:
         result.mark_incomplete(str(exc))
     except Exception as exc:  # noqa: BLE001 - never let lineage hurt the job: report it instead
@@ -110,6 +117,9 @@ def extract_from_plan(plan_json: str, *, budget_s: float = 0.1) -> ActionLineage
 class _Extraction(Extraction):
     """The order of the work: outputs, then inputs, then (budget allowing) SQL text and column lineage."""
 
+    #: the plan is read as another plan's origin: its SQL text is not needed
+    for_origin = False
+
     def run(self) -> None:
         root = self.root
         self.result.plan_node = root.simple
@@ -142,6 +152,71 @@ class _Extraction(Extraction):
                 names = [a.name for a in attrs]
             self.result.column_lineage += self.graph.lineage(
                 ds["namespace"], ds["name"], [(n, a.expr_id) for n, a in zip(names, attrs, strict=True)])
+
+    def origin(self, how: str) -> Origin:
+        """This plan as the origin of a ``LogicalRDD`` cut from it (``origins``): its inputs, and the source
+        columns of its output attributes."""
+        attrs = self.graph.output(self.root)
+        try:
+            self.deadline.check("tracing the column lineage of a plan cut by " + how)
+            self.graph.add_plan(self.root)
+            columns, indirect = [self.graph.resolve(a.expr_id) for a in attrs], self.graph.resolved_indirect()
+        except BudgetExceededError:  # the datasets matter most: keep them without column lineage
+            return Origin(tuple(a.expr_id for a in attrs), how, list(self.result.inputs), [{} for _ in attrs], {},
+                          complete=False)
+        return Origin(tuple(a.expr_id for a in attrs), how, list(self.result.inputs), columns, indirect)
+
+    def stream_origin(self, key: tuple[int, ...]) -> Origin | None:
+        """The streaming query whose micro-batch plan outputs ``key``, as an origin (``foreachBatch``).
+
+        The micro-batch runs the user's function while the listener extracts the function's actions,
+        so the query is active; its current micro-batch (``lastExecution``) has the same output
+        exprIds as every other batch of that query. Each query's origin is kept once found.
+        """
+        for query in self._active_queries():
+            self.deadline.check_essential("reading the plan of a streaming query")
+            batch = query.streamingQuery().lastExecution()
+            if batch is None:
+                continue
+            jroot = batch.optimizedPlan()
+            found = _Extraction(batch, parse_plan_json(plan_json(jroot)),
+                                JvmPlan(jroot, self.deadline, plan_writer()), ActionLineage())
+            found.for_origin = True
+            found.run()
+            origin = found.origin("foreachBatch")
+            if found.result.incomplete_reason:
+                self.mark_incomplete(f"the streaming query behind foreachBatch: {found.result.incomplete_reason}")
+            origins.remember(origin)
+            if origin.key == key:
+                return origin
+        return None
+
+    def _active_queries(self) -> list[Any]:
+        """Active streaming queries of the action's session and of the default session.
+
+        ``foreachBatch`` runs the user's function in a clone of the session that started the query, and a
+        clone has a streaming query manager of its own, without the query.
+        """
+        from pyspark import SparkContext
+
+        sessions = [self.session()]
+        jvm = SparkContext._jvm
+        if jvm is not None:
+            # Resolving the class through the JVM view is a round trip per package level: once per JVM.
+            cls = _SESSION_CLASS.get(id(jvm))
+            if cls is None:
+                cls = _SESSION_CLASS[id(jvm)] = jvm.org.apache.spark.sql.SparkSession
+            default = cls.getDefaultSession()
+            if default.isDefined():
+                sessions.append(default.get())
+        seen: dict[str, Any] = {}
+        for session in sessions:
+            if session is None:
+                continue
+            self.deadline.check_essential("listing the active streaming queries")
+            for query in session.streams().active():
+                seen.setdefault(str(query.runId().toString()), query)
+        return list(seen.values())
 
     def _executed(self, node: PlanNode) -> Any:
         yield node
@@ -176,7 +251,7 @@ class _Extraction(Extraction):
             self.add_input(ds, node)
 
     def _sql(self) -> None:
-        if self.qe is None:
+        if self.qe is None or self.for_origin:
             return
         try:
             self.deadline.check("reading the SQL text")

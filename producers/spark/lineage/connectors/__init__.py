@@ -54,6 +54,9 @@ INPUTS: dict[str, InputHandler] = {
     "HiveTableRelation": catalog.hive_table_relation,
     "DataSourceV2Relation": v2.v2_relation,
     "DataSourceV2ScanRelation": v2.v2_scan_relation,
+    # A streaming query's micro-batch (read behind foreachBatch: see origins)
+    "StreamingDataSourceV2Relation": v2.v2_relation,
+    "StreamingDataSourceV2ScanRelation": v2.v2_scan_relation,
     "LogicalRDD": rdd.rdd_relation,
     "ExternalRDD": rdd.rdd_relation,
 }

@@ -1,16 +1,15 @@
-"""Delta Lake (delta-spark): table versions, ``DeltaTableV2`` writes, ``MERGE INTO``, ``UPDATE``, ``DELETE``.
+"""Delta Lake (delta-spark): ``DeltaTableV2`` datasets, ``MERGE INTO``, ``UPDATE``, ``DELETE``.
 
 Delta reads are V1 file relations over a Delta file index (named in ``files``, format ``delta``);
 writes by path are ``SaveIntoDataSourceCommand``; table writes (``saveAsTable``, ``INSERT``) are V2
 ``AppendData``/``OverwriteByExpression`` on a ``DeltaTableV2``; ``MERGE``/``UPDATE``/``DELETE`` are
 Delta's own commands, whose target is the output (and an input, since its rows are read).
 The table version goes into the dataset's ``properties["version"]``: for a read, the version read
-(time travel included); for a write, the table's version after it.
+(time travel included); for a write, the table's version after it (looked up in ``delta_log``).
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from lineagewire.schemas.events import Dataset, dataset
@@ -18,51 +17,10 @@ from lineagewire.schemas.events import Dataset, dataset
 from ..context import Extraction, dict_or_none
 from ..naming import file_dataset_id
 from ..plan import PlanNode
+from .delta_log import add_write_version
 from .v1 import relation_datasets
 
-__all__ = ["add_write_version", "delete", "delta_table_v2", "merge", "update", "version_after_write", "version_read"]
-
-log = logging.getLogger(__name__)
-
-
-def version_read(file_index: Any) -> str | None:
-    """The Delta version a Delta file index reads (time travel included), else None."""
-    # The Delta file indexes differ by how the table was read: the current snapshot (TahoeLogFileIndex),
-    # a time-travel read (a version pinned at analysis), a prepared scan.
-    for way in (lambda: file_index.getSnapshot().version(), lambda: file_index.version(),
-                lambda: file_index.snapshotAtAnalysis().version()):
-        try:
-            return str(way())
-        except Exception:  # noqa: BLE001 - not this kind of index: try the next
-            continue
-    return None
-
-
-def version_after_write(ctx: Extraction, path: str) -> str | None:
-    """The version of the Delta table at ``path`` once the write committed (the listener runs after it)."""
-    session = ctx.session()
-    if session is None:
-        return None
-    try:
-        from pyspark import SparkContext
-
-        jvm = SparkContext._jvm
-        # forTable returns the DeltaLog this JVM just committed through: its snapshot is the new version.
-        delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(session, path)
-        return str(delta_log.unsafeVolatileSnapshot().version())
-    except Exception:  # noqa: BLE001 - a Delta version is extra information: leave it out
-        log.debug("no Delta version for %s", path, exc_info=True)
-        return None
-
-
-def add_write_version(ctx: Extraction, ds: Dataset) -> None:
-    """Put the version a write to a Delta dataset committed into its properties."""
-    if ds["format"] != "delta":
-        return
-    ds["properties"].pop("version", None)
-    version = version_after_write(ctx, ds["name"] if ds["namespace"] == "file" else f"{ds['namespace']}/{ds['name']}")
-    if version is not None:
-        ds["properties"]["version"] = version
+__all__ = ["delete", "delta_table_v2", "merge", "update"]
 
 
 def delta_table_v2(ctx: Extraction, node: PlanNode, table: Any) -> list[Dataset]:

@@ -10,6 +10,7 @@ from ..context import Extraction, column_names, dict_or_none
 from ..jvm import option, scala_map, short_format
 from ..naming import file_dataset_id
 from ..plan import PlanNode
+from .delta_log import version_read
 
 __all__ = ["hadoop_fs_relation", "insert_into_dir", "insert_into_hadoop_fs", "root_paths"]
 
@@ -43,7 +44,7 @@ def hadoop_fs_relation(ctx: Extraction, node: PlanNode, relation: Any, catalog_t
         # Delta's file format is a Parquet format (short name 'parquet'); its index knows the version read.
         if "Delta" in simple:
             fmt = "delta"
-            version = _delta_version(relation.location())
+            version = version_read(relation.location())
             if version is not None:
                 properties["version"] = version
         elif facts is not None:
@@ -53,12 +54,6 @@ def hadoop_fs_relation(ctx: Extraction, node: PlanNode, relation: Any, catalog_t
     paths = facts[2] if facts is not None else root_paths(relation.location())
     return [dataset(*file_dataset_id(p), format=fmt, fields=fields, symlinks=symlinks,
                     boundedness=ctx.boundedness(node), properties=dict(properties)) for p in paths]
-
-
-def _delta_version(file_index: Any) -> str | None:
-    from .delta import version_read  # delta imports this module's users
-
-    return version_read(file_index)
 
 
 def insert_into_hadoop_fs(ctx: Extraction, node: PlanNode) -> None:

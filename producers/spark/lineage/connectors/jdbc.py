@@ -7,12 +7,16 @@ from typing import Any
 
 from lineagewire.schemas.events import Dataset, SchemaField, Symlink, dataset
 
+from ..columns import Sources
 from ..context import Extraction
 from ..naming import jdbc_dataset_id
 from ..plan import PlanNode
+from .jdbc_query import Columns, dialect_of, query_lineage
 
 __all__ = ["jdbc_relation", "jdbc_save", "query_tables"]
 
+#: How Spark wraps a 'query' option in JDBCOptions.tableOrQuery.
+_WRAPPED = re.compile(r"^\s*\((?P<query>.*)\)\s+SPARK_GEN_SUBQ_\d+\s*$", re.S)
 _QUERY_TABLES = re.compile(r"\b(?:FROM|JOIN)\s+((?:\"[^\"]+\"|[\w$]+)(?:\.(?:\"[^\"]+\"|[\w$]+))*)", re.I)
 
 
@@ -37,9 +41,27 @@ def jdbc_relation(ctx: Extraction, node: PlanNode, relation: Any, catalog_table:
     if tables is None:
         ns, name = jdbc_dataset_id(url, table)
         return [dataset(ns, name, format="jdbc", fields=fields, symlinks=symlinks, boundedness=bounded)]
-    # A 'query' option: the tables it names; its columns cannot be told apart without a SQL parser.
-    return [dataset(*jdbc_dataset_id(url, t), format="jdbc", boundedness=bounded, properties={"query": table})
-            for t in tables]
+    # A 'query' option: the tables its SQL reads, and its columns traced through the SQL (jdbc_query).
+    wrapped = _WRAPPED.match(table)
+    names = [a.name for a in ctx.graph.output(node)]
+    found = query_lineage(wrapped.group("query") if wrapped else table, dialect_of(url), names)
+    if found.tables:
+        tables = found.tables
+    ids = {t: jdbc_dataset_id(url, t) for t in tables}
+    problem = found.problem
+    if problem is None:
+        by_name = {n.lower(): sources for n, sources in found.columns.items()}
+        missing = [n for n in names if n.lower() not in by_name]
+        if missing:
+            problem = f"columns {missing} are not outputs of the query's SQL"
+        else:
+            def keyed(sources: Columns) -> Sources:
+                return {(*ids[t], c): set(v) for (t, c), v in sources.items() if t in ids}
+
+            ctx.add_leaf_sources(node, [keyed(by_name[n.lower()]) for n in names], keyed(found.indirect))
+    if problem is not None:
+        ctx.mark_incomplete(f"JDBC query option: no column lineage: {problem}")
+    return [dataset(*ids[t], format="jdbc", boundedness=bounded, properties={"query": table}) for t in tables]
 
 
 def jdbc_save(ctx: Extraction, node: PlanNode, query: PlanNode | None, opts: dict[str, str],

@@ -1,7 +1,9 @@
-"""Kafka (spark-sql-kafka): ``KafkaRelation`` batch reads and ``KafkaSourceProvider`` writes."""
+"""Kafka (spark-sql-kafka): ``KafkaRelation`` batch reads, ``KafkaTable`` streaming reads (DataSource V2:
+a streaming query's micro-batch, seen behind ``foreachBatch``) and ``KafkaSourceProvider`` writes."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -12,7 +14,7 @@ from ..jvm import scala_map
 from ..naming import kafka_namespace
 from ..plan import PlanNode
 
-__all__ = ["kafka_relation", "kafka_save", "kafka_topics"]
+__all__ = ["kafka_relation", "kafka_save", "kafka_table", "kafka_topics", "option_topics"]
 
 
 def _private_field(obj: Any, name: str) -> Any:
@@ -38,6 +40,31 @@ def kafka_topics(strategy: str) -> list[tuple[str, dict[str, str]]]:
         if i not in seen:
             seen.append(i)
     return [(t, {}) for t in seen]
+
+
+def option_topics(subscribe: str | None, pattern: str | None, assign: str | None) -> list[tuple[str, dict[str, str]]]:
+    """Topics of a Kafka source's options: ``subscribe`` (a, b), ``subscribePattern``, ``assign`` (JSON)."""
+    if subscribe:
+        return [(t, {}) for t in dict.fromkeys(t.strip() for t in subscribe.split(",") if t.strip())]
+    if pattern:
+        return [(pattern, {"pattern": "true"})]
+    if assign:
+        try:
+            return [(t, {}) for t in json.loads(assign)]
+        except (TypeError, ValueError) as exc:
+            raise LookupError(f"Kafka 'assign' option {assign[:100]!r} is not the JSON Spark expects") from exc
+    raise LookupError("Kafka source without 'subscribe', 'subscribePattern' or 'assign'")
+
+
+def kafka_table(ctx: Extraction, node: PlanNode, options: Any, fields: list[SchemaField]) -> list[Dataset]:
+    """A V2 ``KafkaTable`` read, by the relation's options (a CaseInsensitiveStringMap: only the keys that
+    name the topics are read; options also hold credentials)."""
+    ctx.deadline.check_essential("reading the Kafka source's options")
+    got = {k: options.get(k) for k in ("kafka.bootstrap.servers", "subscribe", "subscribepattern", "assign")}
+    opts = {k: str(v) for k, v in got.items() if v is not None}
+    topics = option_topics(opts.get("subscribe"), opts.get("subscribepattern"), opts.get("assign"))
+    return [dataset(kafka_namespace(opts.get("kafka.bootstrap.servers", "")), topic, format="kafka", fields=fields,
+                    boundedness=ctx.boundedness(node), properties=props) for topic, props in topics]
 
 
 def kafka_relation(ctx: Extraction, node: PlanNode, relation: Any, catalog_table: dict[str, Any] | None,

@@ -8,6 +8,9 @@ method at site``. The RDDs that read files (``HadoopRDD`` for ``textFile``/``had
 SparkContext after the path they read (a comma-separated list when several). An RDD of in-memory
 data (``parallelize``) names no dataset.
 
+A ``LogicalRDD`` cut from a plan that named its sources (``checkpoint()``, ``localCheckpoint()``,
+a ``foreachBatch`` micro-batch) reports that plan's inputs and column lineage instead: see ``origins``.
+
 Why not a hand-written walk over ``dependencies()``: that is one py4j round trip per RDD and per
 dependency; the debug string is one, and Spark writes it from the same dependency graph.
 """
@@ -18,6 +21,7 @@ import re
 
 from lineagewire.schemas.events import Dataset, dataset
 
+from .. import origins
 from ..context import Extraction
 from ..naming import file_dataset_id
 from ..plan import PlanNode
@@ -53,7 +57,19 @@ def files_in_debug_string(text: str) -> list[tuple[str, str, str | None]]:
 
 
 def rdd_relation(ctx: Extraction, node: PlanNode) -> list[Dataset]:
-    """Input: ``LogicalRDD`` / ``ExternalRDD``: the files the RDD chain read, if any."""
+    """Input: ``LogicalRDD`` / ``ExternalRDD``: the origin's inputs (checkpoint, foreachBatch), else the files
+    the RDD chain read, if any."""
+    if node.simple == "LogicalRDD":
+        key = tuple(a.expr_id for a in ctx.graph.output(node))
+        origin = origins.find(key)
+        if origin is None or (not origin.complete and origin.how == "foreachBatch"):
+            origin = ctx.stream_origin(key) or origin
+        if origin is not None:
+            if not origin.complete:
+                ctx.mark_incomplete(f"the plan before {origin.how} ran out of time budget: no column lineage "
+                                    "through it")
+            ctx.add_leaf_sources(node, origin.columns, origin.indirect)
+            return origin.datasets()
     ctx.deadline.check_essential("walking the RDD dependencies")
     text = str(ctx.j(node).rdd().toDebugString())
     # The DataFrame's columns are parsed from the files' records, not columns of the files: the

@@ -15,6 +15,7 @@ from ..context import Extraction, dict_or_none
 from ..jvm import scala_map
 from ..naming import file_dataset_id
 from ..plan import PlanNode
+from .delta_log import add_write_version
 from .files import hadoop_fs_relation
 from .jdbc import jdbc_relation, jdbc_save
 from .kafka import kafka_relation, kafka_save
@@ -114,8 +115,6 @@ def save_into_data_source(ctx: Extraction, node: PlanNode) -> None:
         except Exception:  # noqa: BLE001 - a provider without a short name
             fmt = cls.rsplit(".", 1)[-1]
         ds = dataset(*file_dataset_id(opts["path"]), format=fmt, fields=fields, operation=mode)
-        from .delta import add_write_version  # delta imports this module
-
         add_write_version(ctx, ds)
         ctx.add_output(ds, query, None)
     else:

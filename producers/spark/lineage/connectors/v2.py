@@ -16,9 +16,11 @@ from ..context import Extraction
 from ..jvm import option
 from ..naming import file_dataset_id
 from ..plan import PlanNode
-from .delta import add_write_version, delta_table_v2
+from .delta import delta_table_v2
+from .delta_log import add_write_version
 from .files import root_paths
 from .iceberg import iceberg_datasets, is_iceberg_table
+from .kafka import kafka_table
 
 __all__ = ["append_data", "delete_from_table", "overwrite_by_expression", "overwrite_partitions_dynamic",
            "row_level_write", "table_as_select", "v2_datasets", "v2_relation", "v2_scan_relation"]
@@ -43,6 +45,8 @@ def v2_datasets(ctx: Extraction, node: PlanNode, fields: list[SchemaField], *, w
                                 ident=option(jnode.identifier()), write=write)
     if cls.endswith("DeltaTableV2"):
         return delta_table_v2(ctx, node, table)
+    if cls.endswith("KafkaTable"):
+        return kafka_table(ctx, node, jnode.options(), fields)
     if cls.endswith("V1Table"):
         catalog_table = table.v1Table()
         ident = catalog_table.identifier()
@@ -70,7 +74,7 @@ def v2_relation(ctx: Extraction, node: PlanNode) -> list[Dataset]:
 
 
 def v2_scan_relation(ctx: Extraction, node: PlanNode) -> list[Dataset]:
-    """Input: ``DataSourceV2ScanRelation``.
+    """Input: ``DataSourceV2ScanRelation`` (and ``StreamingDataSourceV2ScanRelation``, a micro-batch's scan).
 
     The optimizer's scan keeps the relation it reads (a nested plan, named there) and its exprIds.
     """

@@ -12,6 +12,7 @@ import subprocess
 from collections.abc import Iterator
 from typing import Any
 
+import pandas as pd
 import pytest
 
 from .conftest import Capture, inputs_of
@@ -118,3 +119,72 @@ def test_java_scala_udf_column_derives_from_its_arguments(spark: Any, capture: C
     result = capture.run(lambda: df.write.parquet(str(tmp_path / "out")))
     assert result.complete, result.incomplete_reason
     assert inputs_of(result, "label") == {"name": {TRANSFORMATION}, "score": {TRANSFORMATION}}
+
+
+def _shout(batches: Iterator[Any]) -> Iterator[Any]:
+    for pdf in batches:
+        yield pdf.assign(name=pdf["name"].str.upper())[["id", "name"]]
+
+
+def _arrow_ids(batches: Iterator[Any]) -> Iterator[Any]:
+    for batch in batches:
+        yield batch.select(["id"])
+
+
+def _team_total(pdf: Any) -> Any:
+    return pdf.assign(total=pdf["score"].sum())[["team", "total"]]
+
+
+def test_map_in_pandas_and_arrow_derive_from_every_column_given(capture: Capture, people: Any,
+                                                                tmp_path: pathlib.Path) -> None:
+    # The function gets whole rows: which column went where is unknown, so every output column derives
+    # from all the columns the function was given (here the projection's two, not score or team).
+    given = people.select("id", "name")
+    result = capture.run(lambda: given.mapInPandas(_shout, "id int, name string").write.parquet(str(tmp_path / "p")))
+    assert result.complete, result.incomplete_reason
+    for out in ("id", "name"):
+        assert inputs_of(result, out) == {"id": {TRANSFORMATION}, "name": {TRANSFORMATION}}
+
+    arrow = capture.run(lambda: given.mapInArrow(_arrow_ids, "id int").write.parquet(str(tmp_path / "a")))
+    assert arrow.complete, arrow.incomplete_reason
+    assert inputs_of(arrow, "id") == {"id": {TRANSFORMATION}, "name": {TRANSFORMATION}}
+
+
+def test_apply_in_pandas_derives_from_every_column_of_the_group(capture: Capture, people: Any,
+                                                                 tmp_path: pathlib.Path) -> None:
+    grouped = people.groupBy("team").applyInPandas(_team_total, "team int, total double")
+    result = capture.run(lambda: grouped.write.parquet(str(tmp_path / "g")))
+    assert result.complete, result.incomplete_reason
+    every = {"id": {TRANSFORMATION}, "name": {TRANSFORMATION}, "score": {TRANSFORMATION}}
+    # A grouped-map function gets every column of its group; the key also decides which rows meet.
+    assert inputs_of(result, "total") == {**every, "team": {TRANSFORMATION, ("INDIRECT", "GROUP_BY")}}
+    assert inputs_of(result, "team") == {**every, "team": {TRANSFORMATION, ("INDIRECT", "GROUP_BY")}}
+
+    cogrouped = people.groupBy("team").cogroup(people.groupBy("team")) \
+        .applyInPandas(lambda left, right: _team_total(left), "team int, total double")
+    both = capture.run(lambda: cogrouped.write.parquet(str(tmp_path / "c")))
+    assert both.complete, both.incomplete_reason
+    assert inputs_of(both, "total") == {**every, "team": {TRANSFORMATION, ("INDIRECT", "GROUP_BY")}}
+
+
+def test_grouped_aggregate_pandas_udf_and_arrow_udf(spark: Any, capture: Capture, people: Any,
+                                                     tmp_path: pathlib.Path) -> None:
+    from pyspark.sql.functions import pandas_udf, udf
+
+    @pandas_udf("double")  # type: ignore[call-overload,misc]
+    def mean(v: pd.Series) -> float:
+        return float(v.mean())
+
+    @udf("string", useArrow=True)  # type: ignore[misc]
+    def tag(name: str) -> str:
+        return f"<{name}>"
+
+    agg = people.groupBy("team").agg(mean("score").alias("avg_score"))
+    result = capture.run(lambda: agg.write.parquet(str(tmp_path / "m")))
+    assert result.complete, result.incomplete_reason
+    # A grouped-aggregate pandas_udf is Spark's aggregate function (its body is opaque, its kind is not).
+    assert inputs_of(result, "avg_score") == {"score": {("DIRECT", "AGGREGATION")}, "team": {("INDIRECT", "GROUP_BY")}}
+
+    tagged = capture.run(lambda: people.select(tag("name").alias("t")).write.parquet(str(tmp_path / "t")))
+    assert tagged.complete, tagged.incomplete_reason
+    assert inputs_of(tagged, "t") == {"name": {TRANSFORMATION}}
