@@ -152,8 +152,11 @@ def test_consume_datahub_file_links_the_spark_run_to_the_airflow_task(settings, 
     assert by(records, "dataProcessInstanceRelationships", dpi)[0]["parentInstance"] == \
         f"urn:li:dataProcessInstance:{task['run_id']}"
     task_job = plugin_task_job("orders_daily", "spark_aggregate", "airflow-eu")
-    edges = {p["value"]["destinationUrn"] for r in records if r["changeType"] == "PATCH"
+    # Each DataJob's upstream jobs: the run's own (upserted) and the action's (patched), both the Airflow task.
+    edges = {(r["entityUrn"], p["value"]["destinationUrn"]) for r in records if r["changeType"] == "PATCH"
              and r["aspectName"] == "dataJobInputOutput" for p in r["aspect"]["json"]}
-    edges |= {e["destinationUrn"] for r in records if r["changeType"] == "UPSERT"
+    edges |= {(r["entityUrn"], e["destinationUrn"]) for r in records if r["changeType"] == "UPSERT"
               and r["aspectName"] == "dataJobInputOutput" for e in r["aspect"]["json"].get("inputDatajobEdges") or ()}
-    assert edges == {task_job}
+    flow = "urn:li:dataFlow:(spark,daily_orders,prod)"
+    assert edges == {(f"urn:li:dataJob:({flow},daily_orders)", task_job), (
+        f"urn:li:dataJob:({flow},daily_orders.insert_into_hadoop_fs_relation_command.daily_orders_out)", task_job)}
