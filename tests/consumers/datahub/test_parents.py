@@ -18,7 +18,6 @@ from lineagewire.consumers.datahub.parents import airflow_task
 from lineagewire.consumers.datahub.translate import instance_urn
 from lineagewire.exceptions import ConfigError
 from tests.consumers.openlineage.samples import app_run
-from tests.helpers import wait_for
 
 from .check import check_aspects_belong, check_metadata_file
 from .test_translate import by, rendered
@@ -131,19 +130,13 @@ def test_orchestrator_cluster_is_checked_like_cluster() -> None:
 
 @pytest.mark.integration
 def test_consume_datahub_file_links_the_spark_run_to_the_airflow_task(settings, tmp_path, monkeypatch) -> None:  # noqa: ANN001
-    from .test_service import _read, _service, _stop, publish
+    from .test_service import consume_into_file, publish
 
     events, task = orchestrated(actions=1)
     publish(settings, events)
     out = tmp_path / "out.json"
     monkeypatch.setenv("LINEAGEWIRE_DATAHUB__ORCHESTRATOR_CLUSTER", "airflow-eu")
-    proc = _service(settings, ["--file", str(out), "--group", f"dh-{uuid.uuid4().hex[:8]}"], tmp_path)
-    try:
-        wait_for(lambda: len({r["systemMetadata"]["properties"]["lineagewire.eventId"]
-                              for r in _read(out)}) == len(events), timeout=90)
-    finally:
-        err = _stop(proc)
-    assert proc.returncode == 0, err[-2000:]
+    consume_into_file(settings, out, len(events), tmp_path)
     check_metadata_file(out)
     records = json.loads(out.read_text())
     check_aspects_belong(records)
