@@ -10,6 +10,8 @@ Kafka connection of the MCP sink defaults to lineagewire's own ``Settings``.
 
     env: PROD                     # DataHub fabric of every dataset and the DataJobs
     cluster: prod                 # third part of the DataFlow URN (spark,<app>,<cluster>)
+    orchestrator_cluster: prod    # DataHub's Airflow plugin's [datahub] cluster: (airflow,<dag_id>,<cluster>)
+    orchestrator_platform_instance: null   # the plugin's [datahub] platform_instance, if it sets one
     platform_instance: null       # for every dataset, unless platform_instances names its platform
     platform_instances: {postgres: main-db}
     platform_aliases: {lakefs: s3}   # namespace scheme -> DataHub platform
@@ -34,7 +36,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import yaml
-from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, Field, SecretStr, ValidationError, ValidationInfo, field_validator
 
 from lineagewire.config import layered
 from lineagewire.exceptions import ConfigError
@@ -139,6 +141,11 @@ class DataHubConfig(BaseModel):
 
     env: str = "PROD"
     cluster: str = "prod"
+    orchestrator_cluster: str = Field("prod", description="The cluster DataHub's Airflow plugin names Airflow's "
+                                      "DataFlows with ([datahub] cluster, default prod): Spark runs started by an "
+                                      "Airflow task link to urn:li:dataFlow:(airflow,<dag_id>,<this>)")
+    orchestrator_platform_instance: str | None = Field(None, description="The plugin's [datahub] "
+                                                        "platform_instance, if set")
     platform_instance: str | None = None
     platform_instances: dict[str, str] = Field(default_factory=dict)
     platform_aliases: dict[str, str] = Field(default_factory=dict)
@@ -158,11 +165,13 @@ class DataHubConfig(BaseModel):
             raise ValueError(f"env={v!r}; expected a DataHub fabric type: {', '.join(sorted(_FABRICS))}")
         return v.upper()
 
-    @field_validator("cluster")
+    @field_validator("cluster", "orchestrator_cluster", "orchestrator_platform_instance")
     @classmethod
-    def _cluster(cls, v: str) -> str:
+    def _cluster(cls, v: str | None, info: ValidationInfo) -> str | None:
+        if v is None and info.field_name == "orchestrator_platform_instance":
+            return v
         if not v or any(c in v for c in ",()"):
-            raise ValueError(f"cluster={v!r}; expected a non-empty name without commas or parentheses "
+            raise ValueError(f"{info.field_name}={v!r}; expected a non-empty name without commas or parentheses "
                              "(it is part of a URN)")
         return v
 

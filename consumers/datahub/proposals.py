@@ -213,3 +213,10 @@ class Memo:
         else:
             entries.move_to_end(key)
         return hit
+
+    def find(self, key: Any) -> Any:
+        """What ``key`` holds, else None (nothing is built or added)."""
+        hit = self._entries.get(key)
+        if hit is not None:
+            self._entries.move_to_end(key)
+        return hit

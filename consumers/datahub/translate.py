@@ -24,6 +24,12 @@ The model follows DataHub's own Spark agent (acryl-spark-lineage):
   ``dataProcessInstanceProperties``, ``...Relationships``, ``...Input``/``...Output`` and
   ``dataProcessInstanceRunEvent``: RUNNING -> STARTED; FINISHED -> COMPLETE/SUCCESS,
   FAILED -> COMPLETE/FAILURE, CANCELED -> COMPLETE/SKIPPED.
+* **Airflow** (``parents.py``): an application run whose parent is an Airflow task run (the
+  ``parent_run``/``root_parent_run`` Airflow's OpenLineage provider gives) has ``parentInstance``
+  ``urn:li:dataProcessInstance:<task's OpenLineage run id>`` (DataHub's OpenLineage converter's name for
+  that run) and ``airflow.*`` properties; its DataJobs get an ``inputDatajobEdges`` edge to the task's
+  DataJob ``urn:li:dataJob:(urn:li:dataFlow:(airflow,<dag_id>,<orchestrator_cluster>),<task_id>)``, as
+  DataHub's Airflow plugin names it (its action DataJobs by a PATCH, while this process remembers the run).
 * **Datasets** (``datasets.DatasetNamer``): ``status``, ``schemaMetadata`` from the
   schema fields, and on outputs ``upstreamLineage`` with the fine-grained lineage.
 * **Refreshes** (``header.schedule`` set): the scheduler's workflow is the DataFlow
@@ -74,6 +80,7 @@ from .datasets import DatasetNamer, schema_metadata
 from .exceptions import TranslationError
 from .ids import ACTOR, DPI_NAMESPACE, _iso, _ms, _unique, action_job_id, flow_urn, instance_urn, job_urn
 from .lineage import at_time, fine_grained, known_urns, of_output, upstream_lineage
+from .parents import airflow_task
 from .proposals import Aspect, Memo, Proposal, content_key, from_json, proposal, serialise, to_json
 
 __all__ = ["ACTOR", "DPI_NAMESPACE", "RESULT_OF_STATUS", "Proposal", "Translator", "action_job_id", "instance_urn"]
@@ -105,6 +112,8 @@ class Translator:
         self._memo = Memo()
         self._systems = Memo(16)
         self._last_system: tuple[int | None, Any] = (None, None)
+        #: application run (namespace, job, run id) -> its Airflow task's DataJob URN, for the run's actions
+        self._orchestrated = Memo(4096)
         self._by_kind: dict[str, Callable[[dict[str, Any]], list[Proposal]]] = {
             "JobCreatedEvent": self._job_created,
             "JobStatusChangedEvent": self._status_changed,
@@ -149,6 +158,11 @@ class Translator:
         props.update({f"conf.{k}": v for k, v in sorted(spec["conf"].items())})
         props.update({f"tag.{k}": v for k, v in sorted(spec["tags"].items())})
         props.update(self._schedule_props(hdr))
+        task = airflow_task(hdr, self.config.orchestrator_cluster, self.config.orchestrator_platform_instance)
+        if task is not None:
+            props.update({"airflow.dagId": task.dag_id, "airflow.taskId": task.task_id, "airflow.taskRunId":
+                          task.run_id, "airflow.dataJob": task.job})
+            self._orchestrated.get((hdr["job_namespace"], hdr["job_name"], hdr["run_id"]), lambda: task.job)
         kind = DataProcessTypeClass.STREAMING if spec["job_type"] == "STREAMING" else DataProcessTypeClass.BATCH_AD_HOC
         if hdr.get("schedule"):
             kind = DataProcessTypeClass.BATCH_SCHEDULED
@@ -156,7 +170,7 @@ class Translator:
             name=hdr["run_id"], created=AuditStampClass(time=when, actor=ACTOR), customProperties=props,
             type=kind)), when))
         parent = hdr.get("parent_run")
-        parent_dpi = None if parent is None or hdr.get("schedule") else instance_urn(
+        parent_dpi = None if parent is None or hdr.get("schedule") else task.instance if task else instance_urn(
             parent["job_namespace"], parent["job_name"], parent["run_id"])
         out.append(self._mcp(dpi, self._memo.get(("relationships", flow, parent_dpi), lambda: serialise(
             DataProcessInstanceRelationshipsClass(upstreamInstances=[], parentTemplate=flow,
@@ -166,7 +180,7 @@ class Translator:
             proposals, io = self._data_job(job, flow, hdr["job_name"], lineage["sources"], lineage["sinks"],
                                            lineage["column_lineage"], when,
                                            {"sql": spec["sql"]} if spec.get("sql") else {},
-                                           relations=lineage["relations"])
+                                           relations=lineage["relations"], upstream_jobs=(task.job,) if task else ())
             out += proposals
             out += [self._mcp(dpi, a, when) for a in io]
         if e["status"] in _STARTED_STATUSES:
@@ -202,6 +216,10 @@ class Translator:
         out, io = self._data_job(job, flow, job_id, e["inputs"], e["outputs"], e["column_lineage"], when, props)
         app = hdr.get("parent_run") or {"job_namespace": hdr["job_namespace"], "job_name": hdr["job_name"],
                                         "run_id": hdr["run_id"]}
+        task_job = self._orchestrated.find((app["job_namespace"], app["job_name"], app["run_id"]))
+        if task_job is not None:
+            # Added to the edges the upsert above wrote: a run of the job that no Airflow task started keeps them.
+            out += DataJobPatchBuilder(job, system_metadata=self._system(when)).add_input_datajob(task_job).build()
         dpi = instance_urn(hdr["job_namespace"], hdr["job_name"], hdr["run_id"], e["action_id"])
         more = self._schedule_props(hdr)  # the run's properties after its ids, action name and status
         if e.get("incomplete_reason"):
@@ -330,11 +348,12 @@ class Translator:
 
     def _data_job(self, job: str, flow: str, name: str, inputs: list[dict[str, Any]], outputs: list[dict[str, Any]],
                   column_lineage: list[dict[str, Any]], when: int, props: dict[str, str],
-                  relations: list[dict[str, Any]] | None = None) -> tuple[list[Proposal], list[Any]]:
+                  relations: list[dict[str, Any]] | None = None,
+                  upstream_jobs: tuple[str, ...] = ()) -> tuple[list[Proposal], list[Any]]:
         """The DataJob's and its datasets' proposals, and the aspects of a run's instance inputs/outputs."""
-        key = ("job", content_key((job, flow, name, inputs, outputs, column_lineage, props, relations)))
+        key = ("job", content_key((job, flow, name, inputs, outputs, column_lineage, props, relations)), upstream_jobs)
         job_aspects, feeds, datasets, io = self._memo.get(key, lambda: self._job_aspects(
-            job, flow, name, inputs, outputs, column_lineage, props, relations))
+            job, flow, name, inputs, outputs, column_lineage, props, relations, upstream_jobs))
         mcp = self._mcp
         out: list[Proposal] = [mcp(job, a, when) for a in job_aspects]
         for urn, schema in datasets[:len(inputs)]:
@@ -351,7 +370,7 @@ class Translator:
 
     def _job_aspects(self, job: str, flow: str, name: str, inputs: list[dict[str, Any]],
                      outputs: list[dict[str, Any]], column_lineage: list[dict[str, Any]], props: dict[str, str],
-                     relations: list[dict[str, Any]] | None
+                     relations: list[dict[str, Any]] | None, upstream_jobs: tuple[str, ...] = ()
                      ) -> tuple[list[Aspect], list[dict[str, Any] | None], list[tuple[str, Aspect | None]],
                                 list[Aspect]]:
         """The DataJob's aspects, per output the JSON of its upstreamLineage at time 0 (None when nothing
@@ -370,6 +389,7 @@ class Translator:
                 inputDatasets=[], outputDatasets=[],
                 inputDatasetEdges=[EdgeClass(destinationUrn=u) for u in in_urns],
                 outputDatasetEdges=[EdgeClass(destinationUrn=u) for u in out_urns],
+                inputDatajobEdges=[EdgeClass(destinationUrn=u) for u in upstream_jobs] or None,
                 inputDatasetFields=sorted({u for fgl in lineages for u in fgl.upstreams or ()}),
                 outputDatasetFields=sorted({u for fgl in lineages for u in fgl.downstreams or ()}),
                 fineGrainedLineages=lineages))]

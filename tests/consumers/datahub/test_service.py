@@ -251,6 +251,20 @@ def _service(settings, args: list[str], cwd) -> subprocess.Popen:  # noqa: ANN00
                             cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
+def consume_into_file(settings, out, count: int, cwd) -> str:  # noqa: ANN001
+    """Runs ``consume datahub --file out`` in a new group until the file holds proposals of ``count`` events
+    (every event of these tests has some: stopping earlier could stop before the last is consumed), stops it,
+    checks it exited 0, and returns its stderr."""
+    proc = _service(settings, ["--file", str(out), "--group", f"dh-{uuid.uuid4().hex[:8]}"], cwd)
+    try:
+        wait_for(lambda: len({r["systemMetadata"]["properties"]["lineagewire.eventId"]
+                              for r in _read(out)}) == count, timeout=90)
+    finally:
+        err = _stop(proc)
+    assert proc.returncode == 0, err[-2000:]
+    return err
+
+
 def _stop(proc: subprocess.Popen) -> str:
     proc.send_signal(signal.SIGTERM)
     try:
@@ -268,15 +282,7 @@ def test_cli_file_sink_restart_and_replay_give_the_same_file(settings, tmp_path)
     events = app_run() + app_run("hourly", fail=True)
     publish(settings, events)
     out = tmp_path / "out.json"
-    group = f"dh-{uuid.uuid4().hex[:8]}"
-    proc = _service(settings, ["--file", str(out), "--group", group], tmp_path)
-    try:
-        # Every event has proposals: wait for all of them (stopping at 9 could stop before the 10th is consumed).
-        wait_for(lambda: len({r["systemMetadata"]["properties"]["lineagewire.eventId"]
-                              for r in _read(out)}) == len(events), timeout=90)
-    finally:
-        err = _stop(proc)
-    assert proc.returncode == 0, err[-2000:]
+    err = consume_into_file(settings, out, len(events), tmp_path)
     assert "datahub: stopped; consumed 10" in err
     check_metadata_file(out)
     # The same range again in a new group, into a new file: the same proposals, byte for byte.

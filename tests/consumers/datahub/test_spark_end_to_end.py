@@ -31,8 +31,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "daily_orders.py"
 
 
-def _instrument(settings, tmp_path, *job_args: str) -> subprocess.CompletedProcess[str]:  # noqa: ANN001
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LINEAGEWIRE_")}
+def _instrument(settings, tmp_path, *job_args: str, **extra_env: str) -> subprocess.CompletedProcess[str]:  # noqa: ANN001
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LINEAGEWIRE_")} | extra_env
     env["PYSPARK_PYTHON"] = sys.executable
     # time_budget_ms=10000, not the shipped 1 s: the test checks the column lineage DataHub gets, and the first
     # plans of a cold JVM on a loaded CI machine can overrun 1 s (the emitter would then cut the lineage).
@@ -123,3 +123,31 @@ def _records(path) -> list[str]:  # noqa: ANN001
     """The proposals of a file as JSON text, sorted: partitions interleave differently from one consumption
     to the next, so only the order across jobs may differ."""
     return sorted(json.dumps(r) for r in json.loads(path.read_text()))
+
+
+def test_a_job_started_by_an_airflow_task_links_to_the_task_in_datahub(settings, tmp_path) -> None:  # noqa: ANN001
+    """The parent Airflow's OpenLineage provider passes (here in its environment form), through the real emitter,
+    broker and DataHub service: the run's instance under the task run, the job's DataJobs under the task."""
+    pytest.importorskip("pyspark")
+    task_run, dag_run = str(uuid.uuid4()), str(uuid.uuid4())
+    ok = _instrument(settings, tmp_path, str(tmp_path / "out"),
+                     OPENLINEAGE_PARENT_ID=f"airflow-prod/orders_daily.group.spark_aggregate/{task_run}",
+                     OPENLINEAGE_ROOT_PARENT_ID=f"airflow-prod/orders_daily/{dag_run}")
+    assert ok.returncode == 0, ok.stderr[-3000:]
+    total = _count(settings)
+    out = tmp_path / "datahub.json"
+    rt = ConsumerRuntime(settings, DataHubHandler(load_config(file={"path": str(out)}, orchestrator_cluster="eu")),
+                         group_id=f"dh-{uuid.uuid4().hex[:8]}")
+    rt.run(max_events=total)
+    check_metadata_file(out)
+    records = json.loads(out.read_text())
+    check_aspects_belong(records)
+    task_job = "urn:li:dataJob:(urn:li:dataFlow:(airflow,orders_daily,eu),group.spark_aggregate)"
+    parents = {r["aspect"]["json"].get("parentInstance") for r in records
+               if r["aspectName"] == "dataProcessInstanceRelationships"
+               and r["aspect"]["json"]["parentTemplate"].startswith("urn:li:dataFlow:")}
+    assert parents == {f"urn:li:dataProcessInstance:{task_run}"}
+    linked = {r["entityUrn"] for r in records if r["changeType"] == "PATCH" and r["aspectName"] == "dataJobInputOutput"
+              and any(p["value"]["destinationUrn"] == task_job for p in r["aspect"]["json"])}
+    jobs = {r["entityUrn"] for r in records if r["changeType"] == "UPSERT" and r["aspectName"] == "dataJobInputOutput"}
+    assert linked and linked == jobs  # every DataJob of the run (one per action) has the task upstream
