@@ -198,6 +198,17 @@ def compose_file(env: dict[str, str]) -> dict[str, Any]:
     return interpolate(yaml.safe_load(COMPOSE.read_text()), env)
 
 
+def required_variables() -> dict[str, str]:
+    """Every ``${VAR:?...}`` of the compose file, with a made-up value (no check here reaches a real backend)."""
+    names = sorted(set(re.findall(r"\$\{(\w+):\?", COMPOSE.read_text())))
+    return {name: f"test-{name.lower()}" for name in names}
+
+
+def composed() -> dict[str, Any]:
+    """The compose file as docker compose reads it with the required variables set and no other."""
+    return compose_file(required_variables())
+
+
 def built_here(service: dict[str, Any]) -> str | None:
     """The Dockerfile stage a service is built from, or None for an image of someone else."""
     build = service.get("build")

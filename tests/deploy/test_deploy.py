@@ -31,14 +31,14 @@ from tests.deploy.images import (
     built_here,
     compose_file,
     dockerfile_stages,
+    required_variables,
     stage_venv,
 )
 from tests.postgres import LocalPostgres, find_bin_dir
 
 RAW = yaml.safe_load(COMPOSE.read_text())
-#: every ${VAR:?...} of the file, set to a made-up value (the check never reaches a real backend)
-REQUIRED = sorted(set(re.findall(r"\$\{(\w+):\?", COMPOSE.read_text())))
-ENV = {name: f"test-{name.lower()}" for name in REQUIRED}
+ENV = required_variables()
+REQUIRED = sorted(ENV)
 COMPOSED = compose_file(ENV)
 SERVICES: dict[str, dict[str, Any]] = COMPOSED["services"]
 OURS = {name: built_here(svc) for name, svc in SERVICES.items() if built_here(svc)}
