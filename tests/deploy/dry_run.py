@@ -12,7 +12,8 @@ extras is imported. Only the long-running part is replaced, at the one place eac
 * ``consume <service>``: ``ConsumerRuntime.run`` (after the runtime was built around the handler) calls
   ``on_open`` and returns, instead of subscribing to Kafka;
 * ``scheduler serve``: ``scheduler.service.serve`` returns instead of starting uvicorn (the service, its
-  database and its Kafka producer are made first).
+  database and its Kafka producer are made first);
+* ``ui``: ``uvicorn.run`` returns (the app is built on the registry's database first).
 
 It prints ``dry-run reached <where>`` when it got there, so the test knows the command did not stop early;
 a command that reaches neither is an error here (exit 3), not a silent pass.
@@ -49,13 +50,24 @@ def _stub_scheduler() -> None:
     service.serve = serve
 
 
+def _stub_uvicorn() -> None:
+    import uvicorn
+
+    def run(app: object, *, host: str, port: int, **_: object) -> None:
+        REACHED.append(f"uvicorn.run of {type(app).__name__} on {host}:{port}")
+
+    uvicorn.run = run
+
+
 def main(argv: list[str]) -> int:
     if not argv or argv[0] != "lineagewire":
         print(f"dry-run: expected a lineagewire command, got {argv!r}", file=sys.stderr)
         return 2
     _stub_runtime()
-    if argv[1:] and "scheduler" in argv:
+    if "scheduler" in argv:
         _stub_scheduler()
+    if "ui" in argv:
+        _stub_uvicorn()
     from lineagewire.cli import main as lineagewire_main
 
     try:
