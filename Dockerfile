@@ -20,7 +20,9 @@ ENTRYPOINT []
 
 FROM base AS spark
 # Spark 4 runs on Java 17 or 21; pyspark's wheel brings Spark itself and spark-submit.
-RUN apt-get update \
+# (the man folder: the JRE's postinst links its man pages there, and slim images have none)
+RUN mkdir -p /usr/share/man/man1 \
+ && apt-get update \
  && apt-get install -y --no-install-recommends openjdk-17-jre-headless procps \
  && rm -rf /var/lib/apt/lists/* \
  && ln -s "$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")" /opt/java

@@ -235,6 +235,18 @@ def test_each_command_runs_in_a_virtualenv_installed_as_its_image(name: str, ven
         assert imported.returncode == 0, f"{name}: {imported.stderr[-3000:]}"
 
 
+def test_the_mounted_alertmanager_config_is_valid_for_alertmanager() -> None:
+    """deploy/alertmanager.yml, mounted into the alertmanager service, checked by Alertmanager's own amtool
+    (Debian's prometheus-alertmanager, make system-deps)."""
+    amtool = shutil.which("amtool")
+    if amtool is None:
+        pytest.skip("no amtool here (make system-deps installs prometheus-alertmanager)")
+    config = next(v.split(":")[0] for v in SERVICES["alertmanager"]["volumes"] if v.endswith("alertmanager.yml:ro"))
+    run = subprocess.run([amtool, "check-config", str(ROOT / config)], capture_output=True, text=True, timeout=60,
+                         check=False)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
 def _docker_compose() -> list[str] | None:
     docker = shutil.which("docker")
     if docker is None:
