@@ -16,13 +16,14 @@ $(VENV)/.installed: pyproject.toml native/Cargo.toml native/Cargo.lock $(wildcar
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $@
 
-# Debian's PostgreSQL and Prometheus Alertmanager, which the tests start in temporary folders on
+# Debian's PostgreSQL, Prometheus Alertmanager and Chromium (the UI's browser tests), which the tests start in temporary folders on
 # 127.0.0.1. Installed only where missing and where apt-get can run (root); elsewhere those tests
 # skip and say why.
 system-deps:
 	@missing=""; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	command -v prometheus-alertmanager >/dev/null 2>&1 || missing="$$missing prometheus-alertmanager"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	if [ -z "$$missing" ]; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	  echo "installing$$missing from Debian's packages"; \
@@ -62,7 +63,7 @@ demo: kafka-jars
 	$(BIN)/lineagewire demo
 
 bench: kafka-jars
-	for b in codec roundtrip emitter lineage consumers scheduler scheduler_ha datahub alerting archive registry; do \
+	for b in codec roundtrip emitter lineage consumers scheduler scheduler_ha datahub alerting archive registry ui; do \
 	  test -f bench/$$b.py && $(BIN)/python -m bench.$$b || exit 1; done
 
 clean:

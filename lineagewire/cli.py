@@ -36,6 +36,7 @@ COMMANDS: dict[str, str] = {
     "runs": "lineagewire.consumers.audit.cli:runs",
     "lineage": "lineagewire.consumers.audit.cli:lineage",
     "registry": "lineagewire.consumers.audit.cli:registry_group",
+    "ui": "lineagewire.consumers.audit.ui.cli:ui",
 }
 
 _HELP: dict[str, str] = {
@@ -55,6 +56,7 @@ _HELP: dict[str, str] = {
     "runs": "One run's transitions, inputs, outputs and error, from the job registry.",
     "lineage": "Upstream and downstream of a dataset, from the job registry.",
     "registry": "Serve the job registry over REST.",
+    "ui": "Web UI: jobs, runs, datasets, the lineage graph and alerts (read-only).",
 }
 
 

@@ -17,6 +17,8 @@ run_datasets       dataset a run read (``in``) or wrote (``out``)
 dataset_edges      source -> sink dataset, per job; first and last seen
 column_edges       source column -> sink column, per job; first and last seen
 applied_events     event id already applied
+run_events         event of a run, as JSON (the UI's run page, raw event link)
+dataset_states     dataset a run read or wrote: its schema and version then
 =================  ==========================================================
 """
 
@@ -36,8 +38,21 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-__all__ = ["METADATA", "applied_events", "column_edges", "dataset_aliases", "dataset_edges", "datasets", "jobs",
-           "run_datasets", "runs", "specs", "transitions"]
+__all__ = [
+    "METADATA",
+    "applied_events",
+    "column_edges",
+    "dataset_aliases",
+    "dataset_edges",
+    "dataset_states",
+    "datasets",
+    "jobs",
+    "run_datasets",
+    "run_events",
+    "runs",
+    "specs",
+    "transitions",
+]
 
 METADATA = MetaData()
 
@@ -85,6 +100,8 @@ runs = Table(
     Column("spec_id", Integer, ForeignKey("specs.id")),
     Column("workflow_id", String(128)),
     _ts("nominal_time"),
+    # a job's newest runs (the UI's last status and sparkline) without sorting all of its runs
+    Index("ix_runs_job_created", "job_id", "created_at", "run_id"),
 )
 
 transitions = Table(
@@ -164,4 +181,29 @@ applied_events = Table(
     "applied_events", METADATA,
     Column("event_id", String(64), primary_key=True),
     _ts("applied_at", nullable=False),
+)
+
+# The event itself, so that a run can be shown action by action (name, SQL, duration, column lineage,
+# lineage_complete) and its raw JSON linked, without the archive.
+run_events = Table(
+    "run_events", METADATA,
+    Column("event_id", String(64), primary_key=True),
+    Column("run_id", String(128), nullable=False, index=True),
+    Column("kind", String(64), nullable=False),
+    Column("sequence", BigInteger, nullable=False),
+    _ts("event_time", nullable=False),
+    Column("body", Text, nullable=False),
+)
+
+# A dataset's schema and version as one run saw it: the schema history (columns added, removed, retyped)
+# and the Delta/Iceberg versions read or written.
+dataset_states = Table(
+    "dataset_states", METADATA,
+    Column("dataset_id", Integer, ForeignKey("datasets.id"), nullable=False, index=True),
+    Column("run_id", String(128), nullable=False),
+    Column("direction", String(3), nullable=False),
+    Column("fields_json", Text),
+    Column("version", String(128)),
+    _ts("seen_at", nullable=False),
+    UniqueConstraint("run_id", "dataset_id", "direction", name="uq_dataset_states"),
 )

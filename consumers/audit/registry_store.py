@@ -109,6 +109,9 @@ class RegistryStore:
             applier = self._appliers.get(kind)
             if applier is not None:
                 applier(conn, event, job_id)
+            _insert(conn, m.run_events, {"event_id": h["event_id"], "run_id": h["run_id"], "kind": kind,
+                                         "sequence": h["sequence"], "event_time": h["event_time"],
+                                         "body": json.dumps(to_jsonable(event), sort_keys=True)}, ["event_id"])
             conn.execute(m.applied_events.insert().values(event_id=h["event_id"], applied_at=dt.datetime.now(dt.UTC)))
         return True
 
@@ -160,6 +163,12 @@ class RegistryStore:
                 _insert(conn, m.run_datasets, {"run_id": run_id, "dataset_id": ds_id, "direction": direction,
                                                "operation": d.get("operation"), "seen_at": when},
                         ["run_id", "dataset_id", "direction"])
+                fields, version = d.get("fields"), (d.get("properties") or {}).get("version")
+                if fields or version:
+                    _insert(conn, m.dataset_states, {
+                        "run_id": run_id, "dataset_id": ds_id, "direction": direction, "seen_at": when,
+                        "fields_json": json.dumps(to_jsonable(fields), sort_keys=True) if fields else None,
+                        "version": version}, ["run_id", "dataset_id", "direction"])
         for src in ins:
             for dst in outs:
                 _insert(conn, m.dataset_edges, {"source_id": src, "sink_id": dst, "job_id": job_id,

@@ -7,7 +7,10 @@
 3. run an unchanged PySpark script (examples/daily_orders.py) under ``lineagewire instrument``:
    first its failing variant (a bad day: the alert fires), then the good run (the alert resolves);
 4. wait until every service has committed past the job's last event (the runtime commits only
-   after the output is durable, so then everything has arrived), and show what each made of it.
+   after the output is durable, so then everything has arrived), and show what each made of it;
+5. end on the web UI (``lineagewire ui``) over the demo's registry and alerts: print its URL, save a
+   screenshot of the raw orders' lineage graph into the run's folder (with chromium, where installed),
+   and keep it up until Enter (``--no-wait``: stop at once).
 
 Every run gets a fresh folder ``<out>/<UTC time>``, so the job's tables and the services' outputs
 never meet those of an earlier run; ``<out>/latest`` points at the newest.
@@ -180,8 +183,12 @@ def names_a_broker(settings: object) -> bool:
 @click.option("--timeout", type=float, default=120, show_default=True,
               help="Seconds to wait for the services to handle the job's events.")
 @click.option("--skip-bad-day", is_flag=True, help="Skip the failing run (and so the alert) and run only the good job.")
+@click.option("--ui-port", type=click.IntRange(0, 65535), default=8767, show_default=True,
+              help="Port of the web UI the demo ends on (a free one if it is taken).")
+@click.option("--no-wait", is_flag=True, help="Stop the web UI at once instead of waiting for Enter.")
 @click.pass_context
-def demo(ctx: click.Context, out: str, port: int, keep_kafka: bool, timeout: float, skip_bad_day: bool) -> None:
+def demo(ctx: click.Context, out: str, port: int, keep_kafka: bool, timeout: float, skip_bad_day: bool,
+         ui_port: int, no_wait: bool) -> None:
     """Run a real PySpark job and show its events flowing through Kafka into the consumer services."""
     from lineagewire.cli import settings_from
     from lineagewire.kafka.local import LocalKafka
@@ -239,6 +246,7 @@ def demo(ctx: click.Context, out: str, port: int, keep_kafka: bool, timeout: flo
             raise click.ClickException(f"{', '.join(behind)} did not handle the job's events within {timeout:.0f}s; "
                                        f"see the consume-*.log files in {run_dir}")
         _show_outputs(receiver, run_dir, good_started, alerts_db, registry_db, timeout, alert=not skip_bad_day)
+        _web_ui(run_dir, env, registry_db, alerts_db, ui_port, timeout, wait=not no_wait)
         click.echo(f"\nEverything this run wrote is in {run_dir}")
     finally:
         for svc in services:
@@ -293,3 +301,81 @@ def _show_outputs(receiver: Receiver, run_dir: pathlib.Path, started: dt.datetim
     step("Audit archive: every event kept as Parquet with a hash chain, queried with SQL")
     if not show.show_archive(lw, run_dir / "archive"):
         raise click.ClickException("the archive query or verify failed; see consume-archive.log")
+
+
+def _port_free(port: int) -> bool:
+    import socket
+
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _web_ui(run_dir: pathlib.Path, env: dict[str, str], registry_db: str, alerts_db: str, port: int, timeout: float,
+            *, wait: bool) -> None:
+    """Serve ``lineagewire ui`` on the demo's databases, screenshot the raw orders' graph, wait for Enter."""
+    import httpx
+
+    from lineagewire.kafka.local import free_port
+
+    if port == 0 or not _port_free(port):
+        port = free_port()
+    step(f"The web UI: `lineagewire ui --db-url {registry_db} --alerts-db {alerts_db} --port {port}`")
+    base = f"http://127.0.0.1:{port}"
+    with (run_dir / "ui.log").open("wb") as log:
+        proc = subprocess.Popen(lw("ui", "--db-url", registry_db, "--alerts-db", alerts_db, "--port", str(port)),
+                                env=env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+    try:
+        def up() -> bool:
+            try:
+                return httpx.get(base + "/ui/jobs", timeout=2).status_code == 200
+            except httpx.HTTPError:
+                return False
+        if not wait_until(lambda: up() or proc.poll() is not None, timeout) or proc.poll() is not None:
+            raise click.ClickException(f"the web UI did not start; see {run_dir / 'ui.log'}")
+        found = httpx.get(f"{base}/ui/find", params={"dataset": str(run_dir / "data" / "raw" / "orders"),
+                                                     "graph": "true"}, timeout=10)
+        graph_url = base + found.headers.get("location", "/ui/jobs")
+        click.echo(f"  open {base}/ui/jobs  (the raw orders' lineage: {graph_url})")
+        shot = run_dir / "lineage-graph.png"
+        why_not = _screenshot(graph_url, shot)
+        click.echo(f"  screenshot of the graph: {shot}" if why_not is None else f"  no screenshot: {why_not}")
+        if wait:
+            with contextlib.suppress(EOFError):
+                input("  press Enter to stop the web UI ")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _screenshot(url: str, path: pathlib.Path) -> str | None:
+    """Save the graph at ``url`` as a PNG with Debian's chromium (Playwright); None, or why it was not made."""
+    import shutil
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        return "chromium is not installed (make system-deps)"
+    try:
+        from playwright.sync_api import Error, sync_playwright
+    except ImportError:
+        return "Playwright is not installed (pip install -e '.[dev]')"
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+            try:
+                page = browser.new_page(viewport={"width": 1200, "height": 700})
+                page.goto(url)
+                page.wait_for_selector(".graph[data-ready='1']", timeout=30_000)
+                page.screenshot(path=str(path))
+            finally:
+                browser.close()
+    except Error as exc:
+        return f"chromium could not draw the graph: {exc}"
+    return None

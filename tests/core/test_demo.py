@@ -13,7 +13,8 @@ import pytest
 
 def _run_demo(bootstrap: str, out: pathlib.Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "LINEAGEWIRE_BOOTSTRAP_SERVERS": bootstrap}
-    return subprocess.run([sys.executable, "-m", "lineagewire", "demo", "--out", str(out), "--timeout", "180", *args],
+    return subprocess.run([sys.executable, "-m", "lineagewire", "demo", "--out", str(out), "--timeout", "180",
+                           "--no-wait", "--ui-port", "0", *args],
                           env=env, capture_output=True, text=True, timeout=600, check=False)
 
 
@@ -66,3 +67,8 @@ def _check_every_service(stdout: str) -> None:
     archive = _section(stdout, "Audit archive")
     assert re.search(r"daily_orders\s+FAILED\s+1", archive) and re.search(r"daily_orders\s+FINISHED\s+1", archive)
     assert re.search(r"verify ok: \d+ files, \d+ records", archive) and ", 0 problems" in archive
+    ui = _section(stdout, "The web UI")
+    assert re.search(r"open http://127\.0\.0\.1:\d+/ui/jobs", ui)
+    shot = re.search(r"screenshot of the graph: (\S+\.png)", ui)
+    assert shot, ui  # chromium is installed by make system-deps
+    assert pathlib.Path(shot.group(1)).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,0 +1,57 @@
+"""``lineagewire ui``: serve the web UI on 127.0.0.1 (another ``--host`` needs ``--token``)."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+
+import click
+
+from lineagewire.exceptions import ConfigError
+
+from ..registry_cli import db_url_option
+
+log = logging.getLogger(__name__)
+
+__all__ = ["TOKEN_ENV", "ui"]
+
+TOKEN_ENV = "LINEAGEWIRE_UI_TOKEN"
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@click.command("ui")
+@db_url_option
+@click.option("--alerts-db", default=None, envvar="LINEAGEWIRE_ALERTS_DB",
+              help="SQLAlchemy URL of the alerting service's database (its rules file's `database`); read only.")
+@click.option("--scheduler-url", default=None, help="The scheduler's REST API, for refresh workflows and health.")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to bind (loopback by default; any other needs --token).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8767, show_default=True)
+@click.option("--token", envvar=TOKEN_ENV, default=None,
+              help=f"Require this token on every request: 'Authorization: Bearer TOKEN', or basic auth with it as "
+                   f"password (env {TOKEN_ENV}; at least 16 characters).")
+def ui(db_url: str, alerts_db: str | None, scheduler_url: str | None, host: str, port: int,
+       token: str | None) -> None:
+    """Read-only web UI: jobs, runs, datasets, the lineage graph, alerts (http://127.0.0.1:8767/)."""
+    import uvicorn
+
+    from ..registry_store import RegistryStore
+    from .server import build_app
+
+    if token is not None and len(token) < 16:
+        raise ConfigError(f"--token is {len(token)} characters; expected at least 16")
+    if token is None and not _loopback(host):
+        raise ConfigError(f"--host {host!r} is not a loopback address; expected --token (or {TOKEN_ENV}) with it, "
+                          "so that the registry is not readable by anyone on the network")
+    app = build_app(RegistryStore(db_url), alerts_db=alerts_db, scheduler_url=scheduler_url, token=token)
+    shown = f"[{host}]" if ":" in host else host
+    click.echo(f"lineagewire ui on http://{shown}:{port}/ui/jobs", err=True)
+    uvicorn.run(app, host=host, port=port, log_level="warning")

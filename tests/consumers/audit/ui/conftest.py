@@ -1,0 +1,122 @@
+"""Fixtures of the UI tests: a registry filled by the real ``consume registry`` from a real PySpark job's
+events, the UI served on 127.0.0.1, and Debian's chromium driven by Playwright."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from lineagewire.config import Settings
+from lineagewire.kafka.local import free_port
+from lineagewire.kafka.topics import TopicSpec, create_topics, delete_topics
+from tests.consumers.audit.conftest import raw_records
+from tests.consumers.openlineage.test_spark_end_to_end import JOB  # aggregates by key: DIRECT and INDIRECT
+from tests.helpers import wait_for
+
+
+@pytest.fixture(scope="session")
+def chromium_path() -> str:
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        pytest.skip("Debian's chromium is not installed (make system-deps installs it)")
+    return path
+
+
+@pytest.fixture(scope="module")
+def browser(chromium_path: str) -> Iterator[Any]:
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        # Playwright's own browser download cannot work here: Debian's chromium, headless
+        b = p.chromium.launch(executable_path=chromium_path, args=["--no-sandbox"])
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    pg = context.new_page()
+    pg.set_default_timeout(15_000)
+    errors: list[str] = []
+    pg.on("pageerror", lambda exc: errors.append(str(exc)))
+    pg.errors = errors
+    try:
+        yield pg
+    finally:
+        context.close()
+    assert errors == [], errors
+
+
+class UiServer:
+    """``build_app`` served by uvicorn on a free port of 127.0.0.1, in a thread."""
+
+    def __init__(self, db_url: str, **options: Any) -> None:
+        import uvicorn
+
+        from lineagewire.consumers.audit.registry_store import RegistryStore
+        from lineagewire.consumers.audit.ui import build_app
+
+        self.store = RegistryStore(db_url)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.server = uvicorn.Server(uvicorn.Config(build_app(self.store, **options), host="127.0.0.1",
+                                                    port=self.port, log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> UiServer:
+        self.thread.start()
+        wait_for(lambda: self.server.started, timeout=30)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+        self.store.close()
+
+
+@pytest.fixture(scope="module")
+def spark_registry(kafka_settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The URL of a registry that ``consume registry`` filled from the events of a real PySpark job."""
+    pytest.importorskip("pyspark")
+    from lineagewire.consumers.audit.registry import RegistryHandler
+    from lineagewire.consumers.runtime import ConsumerRuntime
+
+    tmp = tmp_path_factory.mktemp("ui-spark")
+    topic = f"ui.{uuid.uuid4().hex[:10]}"
+    create_topics(kafka_settings, [TopicSpec(topic, 1, 3600_000)])
+    settings = kafka_settings.model_copy(update={"topics": kafka_settings.topics.model_copy(update={"jobs": topic})})
+    try:
+        env = {**os.environ, "LINEAGEWIRE_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
+               "LINEAGEWIRE_TOPICS__JOBS": topic, "PYSPARK_PYTHON": sys.executable}
+        (tmp / "job.py").write_text(JOB)
+        job = subprocess.run([sys.executable, str(tmp / "job.py"), str(tmp / "out")], cwd=tmp, env=env,
+                             capture_output=True, text=True, timeout=300)
+        assert job.returncode == 0, job.stderr[-3000:]
+        count = len(raw_records(settings, topic))
+        assert count > 0
+        db = f"sqlite:///{tmp / 'registry.db'}"
+        handler = RegistryHandler(db)
+        ConsumerRuntime(settings, handler, group_id=f"ui-{uuid.uuid4().hex[:8]}").run(max_events=count)
+        assert handler.applied == count
+    finally:
+        try:
+            delete_topics(kafka_settings, [topic], timeout=20)
+        except Exception:  # noqa: BLE001 - cleanup only
+            pass
+    return db
+
+
+@pytest.fixture(scope="module")
+def spark_ui(spark_registry: str) -> Iterator[UiServer]:
+    with UiServer(spark_registry) as srv:
+        yield srv

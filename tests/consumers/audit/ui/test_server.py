@@ -1,0 +1,175 @@
+"""The UI's server over real HTTP on 127.0.0.1: auth, read-only, the command's checks, jobs table filters,
+dataset lookup by name, and the refresh health read from a scheduler's REST API."""
+
+from __future__ import annotations
+
+import datetime as dt
+import pathlib
+import re
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from lineagewire.consumers.audit.registry_store import RegistryStore
+from lineagewire.kafka.local import free_port
+from lineagewire.schemas import Codec
+from tests.consumers.openlineage.samples import app_run, refresh_run
+from tests.helpers import wait_for
+
+from .conftest import UiServer
+
+TOKEN = "ui-token-0123456789abcdef"
+
+
+def filled(tmp_path: pathlib.Path, events: list[dict[str, Any]], name: str = "reg.db") -> str:
+    db = f"sqlite:///{tmp_path / name}"
+    store = RegistryStore(db)
+    for e in events:
+        store.apply(e)
+    store.close()
+    return db
+
+
+def names(html: str) -> list[str]:
+    return re.findall(r'<a class="name" href="/ui/jobs/\d+">([^<]*)</a>', html)
+
+
+def test_the_token_guards_every_route_and_nothing_can_be_written(tmp_path: pathlib.Path) -> None:
+    events = app_run("guarded")
+    with UiServer(filled(tmp_path, events), token=TOKEN) as srv:
+        bare = httpx.get(srv.url + "/ui/jobs")
+        assert bare.status_code == 401 and bare.headers["www-authenticate"].startswith("Basic")
+        assert httpx.get(srv.url + "/jobs").status_code == 401  # the registry's REST reads too
+        wrong = httpx.get(srv.url + "/ui/jobs", headers={"Authorization": "Bearer wrong-token-0123456"})
+        assert wrong.status_code == 401
+        ok = httpx.get(srv.url + "/ui/jobs", headers={"Authorization": f"Bearer {TOKEN}"})
+        assert ok.status_code == 200 and names(ok.text) == ["guarded"]
+        assert httpx.get(srv.url + "/ui/jobs", auth=("anyone", TOKEN)).status_code == 200
+        # read-only: the registry's one changing route refuses even the UI's token
+        post = httpx.post(srv.url + "/events", content=Codec().encode(app_run("other")[0]),
+                          headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/octet-stream"})
+        assert post.status_code == 401
+        assert httpx.get(srv.url + "/jobs", auth=("anyone", TOKEN)).json()[0]["job"] == "spark/guarded"
+
+
+def test_the_command_binds_elsewhere_only_with_a_token(capsys: pytest.CaptureFixture[str]) -> None:
+    from lineagewire.cli import main
+
+    for args, expected in ((["--host", "0.0.0.0"], "is not a loopback address; expected --token"),
+                           (["--token", "short"], "--token is 5 characters; expected at least 16")):
+        with pytest.raises(SystemExit) as info:
+            main(["ui", "--db-url", "sqlite://", *args])
+        assert info.value.code == 2
+        assert expected in capsys.readouterr().err
+
+
+def test_jobs_are_filtered_sorted_and_paged(tmp_path: pathlib.Path) -> None:
+    events = []
+    for i in range(55):
+        run = app_run(f"job{i:02d}", namespace="ns_a" if i % 2 else "ns_b", fail=i % 11 == 0)
+        run[0]["spec"]["tags"] = {"team": "red" if i % 3 else "blue"}
+        for e in run:
+            e["header"]["event_time"] += dt.timedelta(minutes=i)
+        if i % 11 != 0:
+            run[-1]["duration_ms"] = 1000 * i
+        events += run
+    with UiServer(filled(tmp_path, events)) as srv, httpx.Client(base_url=srv.url) as client:
+        first = client.get("/ui/jobs").text
+        assert names(first) == [f"job{i:02d}" for i in range(50)]  # by job name unless told otherwise
+        assert "page 1 of 2 (55)" in first
+        second = client.get("/ui/jobs", params={"page": 2}).text
+        assert names(second) == [f"job{i:02d}" for i in range(50, 55)]
+        by_namespace = client.get("/ui/jobs", params={"sort": "namespace"}).text
+        odd, even = [f"job{i:02d}" for i in range(1, 55, 2)], [f"job{i:02d}" for i in range(0, 46, 2)]
+        assert names(by_namespace) == odd + even  # ns_a first
+        failed = client.get("/ui/jobs", params={"status": "FAILED"}).text
+        assert sorted(names(failed)) == ["job00", "job11", "job22", "job33", "job44"]
+        assert ">FAILED</span>" in failed and ">FINISHED</span>" not in failed
+        blue_a = client.get("/ui/jobs", params={"tag": "team=blue", "namespace": "ns_a"}).text
+        assert names(blue_a) == ["job03", "job09", "job15", "job21", "job27", "job33", "job39", "job45", "job51"]
+        longest = client.get("/ui/jobs", params={"sort": "duration", "desc": "1", "text": "job1"}).text
+        assert names(longest) == ["job19", "job18", "job17", "job16", "job15", "job14", "job13", "job12", "job10",
+                                  "job11"]  # job11 failed: no duration, last
+
+
+def test_a_dataset_is_found_by_path_uri_or_table_name(tmp_path: pathlib.Path) -> None:
+    with UiServer(filled(tmp_path, app_run("daily_orders"))) as srv, httpx.Client(base_url=srv.url) as client:
+        places = {client.get("/ui/find", params={"dataset": name}).headers["location"]
+                  for name in ("/data/orders", "file:/data/orders", "sales.orders")}
+        assert len(places) == 1 and re.fullmatch(r"/ui/datasets/\d+", places.pop())
+        missing = client.get("/ui/find", params={"dataset": "/no/such"})
+        assert missing.status_code == 404 and "is not in the registry" in missing.text
+
+
+@pytest.fixture
+def scheduler() -> Iterator[str]:
+    """A stand-in for the scheduler's REST API (``GET /workflows/{id}``) on 127.0.0.1."""
+    import uvicorn
+    from fastapi import FastAPI, HTTPException
+
+    app = FastAPI()
+
+    @app.get("/workflows/{workflow_id}")
+    def show(workflow_id: str) -> dict[str, Any]:
+        if workflow_id != "wf-1":
+            raise HTTPException(404, "unknown")
+        return {"id": "wf-1", "table": "daily_orders", "kind": "PERIODIC", "status": "ACTIVE", "cron": "0 * * * *",
+                "next_fire": "2026-11-01T01:00:00Z",
+                "refreshes": [{"nominal_time": "2026-11-01T00:00:00Z", "status": "FAILED", "attempt": 3,
+                               "duration_ms": 4000, "error": "no retry left"}],
+                "table_status": {"table": "daily_orders", "healthy": False, "reason": "newest refresh failed"}}
+
+    port = free_port()
+    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    wait_for(lambda: srv.started, timeout=30)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        srv.should_exit = True
+        thread.join(10)
+
+
+def test_a_refresh_job_shows_its_workflow_and_health(tmp_path: pathlib.Path, scheduler: str) -> None:
+    db = filled(tmp_path, refresh_run("daily_orders"))
+    with UiServer(db, scheduler_url=scheduler) as srv, httpx.Client(base_url=srv.url) as client:
+        job = next(j for j in re.findall(r'href="/ui/jobs/(\d+)">daily_orders<', client.get("/ui/jobs").text))
+        html = client.get(f"/ui/jobs/{job}").text
+        assert "Refresh workflow" in html and ">wf-1<" in html
+        assert ">unhealthy</span> (newest refresh failed)" in html and "no retry left" in html
+    with UiServer(db, scheduler_url="http://127.0.0.1:9") as srv:  # nobody listens: the page says so
+        html = httpx.get(f"{srv.url}/ui/jobs/{job}").text
+        assert "scheduler at http://127.0.0.1:9:" in html
+
+
+def test_a_dataset_shows_its_schema_history_and_versions(tmp_path: pathlib.Path) -> None:
+    from lineagewire.schemas import schema_field
+
+    runs = [app_run("writer") for _ in range(3)]
+    schemas = [[schema_field("id", "int"), schema_field("amount", "double")],
+               [schema_field("id", "int"), schema_field("amount", "decimal(10,2)"), schema_field("note", "string")],
+               [schema_field("id", "int"), schema_field("note", "string")]]
+    for day, (run, fields) in enumerate(zip(runs, schemas, strict=True)):
+        for e in run:
+            e["header"]["event_time"] += dt.timedelta(days=day)
+        for e in run[2:-1]:  # the actions wrote version `day` of the table with these columns
+            e["outputs"][0]["fields"] = fields
+            e["outputs"][0]["properties"] = {"version": str(day)}
+    with UiServer(filled(tmp_path, [e for run in runs for e in run])) as srv, httpx.Client(base_url=srv.url) as client:
+        where = client.get("/ui/find", params={"dataset": "/data/writer_out"}).headers["location"]
+        page = client.get(where).text
+        history = page.split("Schema history")[1].split("</table>")[0]
+        rows = re.findall(r"<tr><td>.*?</tr>", history, re.S)
+        assert len(rows) == 3  # newest first: removed amount; retyped amount and added note; first seen
+        assert "<td></td><td>amount decimal(10,2)</td><td></td>" in rows[0] and "note string" not in rows[0]
+        assert "<td>note string</td><td></td><td>amount double → decimal(10,2)</td>" in rows[1]
+        assert "(first seen)" in rows[2] and "id int, amount double" in rows[2]
+        versions = page.split(">Versions<")[1].split("</table>")[0]
+        assert re.findall(r'<td class="mono">(\d)</td><td>written</td>', versions) == ["2", "1", "0"]
+        graph = client.get("/ui/api/graph", params={"dataset": where.rsplit("/", 1)[1], "column": "amount"}).json()
+        assert {(e["source"].split(":")[1], e["target"].split(":")[1], e["type"]) for e in graph["edges"]} == {
+            ("amount", "amount", "DIRECT"), ("id", "amount", "INDIRECT")}
