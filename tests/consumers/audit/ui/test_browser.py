@@ -56,13 +56,14 @@ def test_click_through_jobs_run_dataset_graph_and_column_view(spark_ui: UiServer
     expect(page.locator("table.transitions tbody tr").nth(1)).to_contain_text("FINISHED")
     action = page.locator("article.action", has_text="/marts/revenue").first
     expect(action.locator("p.flow")).to_contain_text("/raw/orders")
-    expect(action).to_contain_text("lineage complete: yes")
     columns = action.locator("table.columns")
     expect(columns).to_contain_text("revenue")
     expect(columns).to_contain_text("DIRECT/AGGREGATION")
     raw_link = action.locator("a", has_text="raw event")
     event = page.request.get(spark_ui.url + raw_link.get_attribute("href")).json()
     assert event["header"]["job_name"] == "e2e_orders" and event["outputs"][0]["name"].endswith("/marts/revenue")
+    complete = "yes" if event["lineage_complete"] else f"no — {event['incomplete_reason']}"
+    expect(action).to_contain_text(f"lineage complete: {complete}")
     ol = page.request.get(spark_ui.url + action.locator("a", has_text="OpenLineage").get_attribute("href"))
     assert ol.ok and ol.json()[0]["job"]["name"].startswith("e2e_orders")
 
@@ -226,6 +227,12 @@ def test_the_keyboard_reaches_every_link(tmp_path: pathlib.Path, page: Any) -> N
         # status is a word as well as a colour
         labels = page.eval_on_selector_all(".graph a.node.job", "els => els.map(e => e.getAttribute('aria-label'))")
         assert sorted(labels) == ["job spark first, last status FINISHED", "job spark second, last status FAILED"]
+        fills = page.eval_on_selector_all(".graph a.node.job rect", "els => els.map(e => e.style.fill)")
+        assert sorted(fills) == ["rgb(207, 34, 46)", "rgb(26, 127, 55)"]  # red FAILED, green FINISHED
+        page.goto(srv.url + "/ui/graph?dataset=1&color=namespace")
+        graph_of(page)
+        fills = page.eval_on_selector_all(".graph a.node rect", "els => els.map(e => e.style.fill)")
+        assert len(fills) == 5 and len(set(fills)) == 2  # namespaces file and spark
 
 
 def test_alerts_page_and_open_alerts_come_from_the_alerting_database(tmp_path: pathlib.Path, page: Any) -> None:

@@ -173,3 +173,36 @@ def test_a_dataset_shows_its_schema_history_and_versions(tmp_path: pathlib.Path)
         graph = client.get("/ui/api/graph", params={"dataset": where.rsplit("/", 1)[1], "column": "amount"}).json()
         assert {(e["source"].split(":")[1], e["target"].split(":")[1], e["type"]) for e in graph["edges"]} == {
             ("amount", "amount", "DIRECT"), ("id", "amount", "INDIRECT")}
+
+
+@pytest.mark.slow
+def test_every_page_answers_on_postgresql() -> None:
+    from tests.consumers.audit.test_registry import history
+    from tests.postgres import LocalPostgres, find_bin_dir
+
+    bin_dir = find_bin_dir()
+    if bin_dir is None:
+        pytest.skip("PostgreSQL is not installed (make system-deps); the SQLite tests still ran")
+    with LocalPostgres(bin_dir) as pg:
+        url = pg.new_database()
+        store = RegistryStore(url)
+        for e in history():
+            store.apply(e)
+        store.close()
+        with UiServer(url) as srv, httpx.Client(base_url=srv.url) as client:
+            jobs = client.get("/ui/jobs", params={"sort": "start", "desc": "1"})
+            assert jobs.status_code == 200 and sorted(names(jobs.text)) == ["daily_orders", "report"]
+            assert names(client.get("/ui/jobs", params={"status": "FAILED"}).text) == []
+            job_id = re.search(r'href="/ui/jobs/(\d+)">daily_orders<', jobs.text).group(1)  # type: ignore[union-attr]
+            job = client.get(f"/ui/jobs/{job_id}").text
+            assert job.count('<span class="status s-FINISHED"') == 2 and "spark.sql.shuffle.partitions" in job
+            run_id = re.search(r'href="/ui/runs/([^"]+)"', job).group(1)  # type: ignore[union-attr]
+            assert client.get(f"/ui/runs/{run_id}").status_code == 200
+            where = client.get("/ui/find", params={"dataset": "sales.orders"}).headers["location"]
+            assert "/data/orders" in client.get(where).text
+            ds = where.rsplit("/", 1)[1]
+            graph = client.get("/ui/api/graph", params={"dataset": ds, "depth": 3}).json()
+            assert sorted(n["label"] for n in graph["nodes"]) == ["/data/daily_orders_out", "/data/orders",
+                                                                 "/data/report", "daily_orders", "report"]
+            found = client.get("/ui/search", params={"q": "amount"}).text
+            assert "/data/daily_orders_out</a>" in found
