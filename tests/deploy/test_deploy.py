@@ -105,6 +105,12 @@ def test_secrets_come_from_the_environment_and_are_required() -> None:
         compose_file({k: v for k, v in ENV.items() if k != "LINEAGEWIRE_DB_PASSWORD"})
 
 
+def test_the_example_env_file_names_every_required_variable() -> None:
+    example = (ROOT / "deploy" / "example.env").read_text()
+    named = set(re.findall(r"^#?\s*(\w+)=", example, re.MULTILINE))
+    assert set(REQUIRED) <= named, set(REQUIRED) - named
+
+
 @pytest.mark.parametrize("name", sorted(n for n in OURS if _serves(SERVICES[n])))
 def test_each_service_has_a_health_check_on_the_port_it_serves_and_a_restart_policy(name: str) -> None:
     svc = SERVICES[name]
