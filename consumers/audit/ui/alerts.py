@@ -68,7 +68,7 @@ class AlertsReader:
             return []
         with self.engine.connect() as conn:
             table = self._table(conn, key)
-            return [] if table is None else conn.execute(build(table)).fetchall()
+            return [] if table is None else list(conn.execute(build(table)).fetchall())
 
     def alerts(self, *, open_only: bool = False, limit: int = RECENT) -> list[dict[str, Any]]:
         """Firing alerts first, then the most recently updated."""

@@ -224,8 +224,7 @@ def add_ui(app: FastAPI, store: RegistryStore, *, alerts_db: str | None = None, 
     @app.get("/ui/api/graph", tags=["ui"])
     def graph_api(dataset: int | None = None, job: int | None = None, column: str | None = None,
                   depth: int = Query(2, ge=1, le=MAX_DEPTH)) -> dict[str, Any]:
-        return read(q.graph, dataset_id=dataset, job_id=job, column=column or None,  # type: ignore[no-any-return]
-                    depth=depth)
+        return read(q.graph, dataset_id=dataset, job_id=job, column=column or None, depth=depth)
 
     @app.get("/ui/alerts", response_class=HTMLResponse, tags=["ui"])
     def alerts_page(request: Request) -> HTMLResponse:

@@ -156,7 +156,7 @@ def jobs_page(conn: Connection, *, text: str = "", namespace: str = "", status: 
     ids = [row.id for row in rows]
     failures: dict[int, int] = {}
     if ids:
-        failures = dict(conn.execute(  # type: ignore[arg-type]
+        failures = dict(conn.execute(
             sa.select(r.job_id, sa.func.count()).where(r.job_id.in_(ids), r.status == "FAILED",
                                                        r.ended_at >= _since(conn, now - dt.timedelta(hours=24)))
             .group_by(r.job_id)).fetchall())
@@ -409,7 +409,7 @@ def graph(conn: Connection, *, dataset_id: int | None = None, job_id: int | None
     edges: set[tuple[int, int, int]] = set()  # (source dataset, sink dataset, job)
     root: str
     if dataset_id is not None:
-        _datasets_by_id(conn, [dataset_id]) or _missing_dataset(dataset_id)
+        _check_dataset(conn, dataset_id)
         ds_depth[dataset_id] = 0
         fronts = {"down": {dataset_id}, "up": {dataset_id}}
         root = f"d{dataset_id}"
@@ -456,13 +456,14 @@ def graph(conn: Connection, *, dataset_id: int | None = None, job_id: int | None
             "edges": [{"source": a, "target": b} for a, b in out_edges], "more": bool(more)}
 
 
-def _missing_dataset(dataset_id: int) -> None:
-    raise NotFoundError(f"dataset id {dataset_id} is not in the registry; expected the id of a dataset")
+def _check_dataset(conn: Connection, dataset_id: int) -> None:
+    if not _datasets_by_id(conn, [dataset_id]):
+        raise NotFoundError(f"dataset id {dataset_id} is not in the registry; expected the id of a dataset")
 
 
 def _column_graph(conn: Connection, dataset_id: int, column: str, depth: int, max_nodes: int) -> dict[str, Any]:
     c = m.column_edges.c
-    _datasets_by_id(conn, [dataset_id]) or _missing_dataset(dataset_id)
+    _check_dataset(conn, dataset_id)
     root = (dataset_id, column)
     seen = {root: 0}
     edges: dict[tuple[tuple[int, str], tuple[int, str]], set[str]] = {}

@@ -7,6 +7,7 @@ the other tests apply events to a real SQLite registry with the store the consum
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import pathlib
 import uuid
 from typing import Any
@@ -264,3 +265,37 @@ def test_alerts_page_and_open_alerts_come_from_the_alerting_database(tmp_path: p
         expect(page.locator("main")).to_contain_text("nightly failed: <b>Job aborted</b>")
         expect(page.locator("main")).to_contain_text("job=other_*")
         expect(page.locator("main")).to_contain_text("pending: 1")
+
+
+def chain(names: list[str]) -> list[dict[str, Any]]:
+    """A job per hop: names[0] -> names[1] -> ... (job i reads names[i] and writes names[i + 1])."""
+    events = []
+    for i, (src, dst) in enumerate(itertools.pairwise(names)):
+        run = app_run(f"hop{i}", actions=1)
+        a, b = dataset("file", src, format="parquet"), dataset("file", dst, format="parquet")
+        run[0]["lineage"]["sources"], run[0]["lineage"]["sinks"], run[0]["lineage"]["column_lineage"] = [a], [b], []
+        run[2]["inputs"], run[2]["outputs"], run[2]["column_lineage"] = [a], [b], []
+        events += run
+    return events
+
+
+def test_the_depth_control_and_the_more_marker(tmp_path: pathlib.Path, page: Any) -> None:
+    db = f"sqlite:///{tmp_path / 'chain.db'}"
+    store = RegistryStore(db)
+    for e in chain(["/a", "/b", "/c", "/d", "/e"]):
+        store.apply(e)
+    store.close()
+    with UiServer(db) as srv:
+        with srv.store.engine.connect() as conn:
+            b = conn.execute(sa.text("SELECT id FROM datasets WHERE name = '/b'")).scalar_one()
+        page.goto(f"{srv.url}/ui/graph?dataset={b}")  # depth 2 by default: /a ... /d, and /d leads on
+        nodes, edges = graph_of(page)
+        assert sorted(t for t in nodes.values() if t.startswith("file")) == ["file /a", "file /b", "file /c", "file /d"]
+        assert ("file /c", "spark hop2 (FINISHED)", "edge DIRECT") in edges
+        more = page.eval_on_selector_all(".graph a.node", "els => els.filter(e => e.querySelector('.more'))"
+                                                          ".map(e => e.querySelector('title').textContent)")
+        assert more == ["file /d"]
+        page.fill("input[name=depth]", "3")
+        page.get_by_role("button", name="Show").click()
+        nodes, _ = graph_of(page)
+        assert "file /e" in nodes.values() and page.locator(".graph .more").count() == 0
