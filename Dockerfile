@@ -1,7 +1,32 @@
-# One image for every lineagewire service (consumers, scheduler); the Spark
-# runner adds Java and the spark extra.
-FROM python:3.11-slim
+# Two images, one Dockerfile (docs: README "Deploy"):
+#   --target service  every consumer service, the scheduler, the registry and the UI: all their extras in one
+#                     image (one build, one layer cache; the extras share most of their dependencies)
+#   --target spark    the refresh runner, and spark-submit users: Java 17, PySpark and our emitter
+# No cargo in either: the compiled Avro reader (native/) is optional and the install goes on without it,
+# so events are decoded by fastavro (docs/consumers.md, "Avro decoding").
+# tests/deploy/ reads the `pip install` line of each stage and installs it the same way (make test).
+FROM python:3.11-slim-bookworm AS base
+ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+RUN useradd --create-home --uid 10001 lineagewire \
+ && mkdir -p /data /archive \
+ && chown lineagewire /data /archive
 WORKDIR /app
 COPY . /app
-RUN pip install --no-cache-dir ".[consumers,openlineage,scheduler]"
+
+FROM base AS service
+RUN pip install ".[consumers,openlineage,datahub,alerting,audit,s3,registry,postgres,scheduler]"
+USER lineagewire
+ENTRYPOINT []
+
+FROM base AS spark
+# Spark 4 runs on Java 17 or 21; pyspark's wheel brings Spark itself and spark-submit.
+# (the man folder: the JRE's postinst links its man pages there, and slim images have none)
+RUN mkdir -p /usr/share/man/man1 \
+ && apt-get update \
+ && apt-get install -y --no-install-recommends openjdk-17-jre-headless procps \
+ && rm -rf /var/lib/apt/lists/* \
+ && ln -s "$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")" /opt/java
+ENV JAVA_HOME=/opt/java
+RUN pip install ".[consumers,spark]"
+USER lineagewire
 ENTRYPOINT []

@@ -15,8 +15,7 @@ column lineage) spread over ``--days`` (3) is encoded once, then:
 4. ``query``: "runs of one job in a month with final status" (the docs/audit.md SQL), seconds.
 5. ``replay``: ``read_archive`` over everything, each value decoded to an event. Target: >= 100,000 events/s.
 
-Decoding uses the compiled Avro reader where it is built; ``LINEAGEWIRE_AVRO_READER=python`` runs the same
-with the generated Python one (``reader`` in the output says which).
+Decoding uses the compiled Avro reader where it is built, else fastavro (``reader`` in the output says which).
 """
 
 from __future__ import annotations
@@ -39,8 +38,7 @@ from lineagewire.consumers.audit.manifest import verify
 from lineagewire.consumers.audit.query import run_query
 from lineagewire.consumers.audit.storage import Storage
 from lineagewire.consumers.runtime.record import Record
-from lineagewire.schemas import Codec, job_key
-from lineagewire.schemas.reader import implementation
+from lineagewire.schemas import Codec, _native, job_key
 from tests.consumers.openlineage.samples import app_run
 
 TOPIC = "lineage.jobs"
@@ -140,7 +138,7 @@ def main() -> None:
     n = len(msgs)
     save("archive", {
         "events": n, "days": args.days, "partitions": args.partitions, "generate_s": round(generate_s, 1),
-        "reader": implementation(),  # LINEAGEWIRE_AVRO_READER=python: the generated one, for a before/after
+        "reader": "native" if _native.AVAILABLE else "fastavro",
         "load_average": [round(x, 2) for x in os.getloadavg()],
         "archive": {"seconds": round(handle_s, 2), "events_per_s": round(n / handle_s), "target": 50_000,
                     "files": len(files), "cpu_seconds": round(handle_cpu, 2),

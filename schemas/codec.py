@@ -12,11 +12,11 @@ Body: fastavro schemaless encoding of the event record. Framing:
 ``decode`` detects the framing from the first byte, reads with the writer's
 schema (any released version) into the current reader schema, and raises
 ``DecodeError`` and nothing else for bytes that are not a lineagewire event.
-A body written with the current schema is read by the reader
-``reader.compile_reader`` made for it (compiled, or a generated Python
-function; the same values, faster); one
-that needs schema resolution, and any body that reader rejects, is read by
-fastavro, whose error is the one reported.
+A body written with the current schema is read by the compiled reader
+(``_native.py``, the Rust extension built from native/ where cargo was on
+PATH at install; the same values as fastavro, faster); one that needs schema
+resolution, any body that reader rejects, and every body where the extension
+is not built, is read by fastavro, whose error is the one reported.
 
 ``fields_decoder`` makes a decode of only the fields a reader needs: the
 others are stepped over without being built, and since Avro binary is read in
@@ -40,9 +40,9 @@ from fastavro.schema import to_parsing_canonical_form
 
 from lineagewire.exceptions import DecodeError, SchemaError
 
-from . import _repository
+from . import _native, _repository
+from ._native import Reader, check_fields, keep_tree, native_reader
 from ._repository import EventSchema
-from .reader import Reader, compile_reader, implementation, keep_tree
 
 __all__ = ["CONFLUENT_MAGIC", "SINGLE_OBJECT_MAGIC", "Codec", "Decoder"]
 
@@ -50,7 +50,8 @@ __all__ = ["CONFLUENT_MAGIC", "SINGLE_OBJECT_MAGIC", "Codec", "Decoder"]
 Decoder = Callable[[bytes | None], dict[str, Any]]
 
 #: what decoding a body needs: the event's full name, fastavro's writer and reader schemas (reader None when
-#: they are the same) and the generated reader (None where fastavro reads: resolution, or a type it lacks)
+#: they are the same) and the compiled reader (None where fastavro reads: resolution, a type it lacks, or no
+#: extension built)
 _Schemas = tuple[str, Any, Any, Reader | None]
 
 SINGLE_OBJECT_MAGIC = b"\xc3\x01"
@@ -84,7 +85,7 @@ class Codec:
                 reader = None if es.canonical == self._current[name].canonical else self._current[name].parsed
                 self._by_fingerprint[es.fingerprint] = (es, reader)
                 self._schemas[es.fingerprint] = (es.full_name, es.parsed, reader,
-                                                 _generated(es.schema) if reader is None else None)
+                                                 _compiled(es.schema) if reader is None else None)
         self._writers = {name: (SINGLE_OBJECT_MAGIC + es.fingerprint, es.parsed) for name, es in self._current.items()}
         self._registry = registry_client
         if self._registry is None and schema_registry_url:
@@ -130,8 +131,8 @@ class Codec:
         ``fields`` maps an event kind (short or full name) to the fields its reader needs, as dotted paths
         through records, arrays, maps and unions (``"header"``, ``"inputs.name"``); kinds not in it: the
         header. The event dict holds those fields and the header's ``event_id`` and ``schema_name``, which
-        name the event in every service's logs and dedup. Where the generated reader does not serve (schema
-        resolution, a registry-framed event, bytes it rejects) fastavro reads the event up to its last
+        name the event in every service's logs and dedup. Where the compiled reader does not serve (not built,
+        schema resolution, a registry-framed event, bytes it rejects) fastavro reads the event up to its last
         top-level field needed, or whole: a superset. Errors are ``decode``'s, except that what is not read
         is not checked (see the module docstring).
         """
@@ -143,7 +144,8 @@ class Codec:
             paths = fields.get(name) or fields.get(es.kind) or ["header"]
             trees[name] = keep_tree(["header.event_id", "header.schema_name", *paths])
             try:
-                fast[name] = compile_reader(es.schema, trees[name])
+                check_fields(es.schema, trees[name])
+                fast[name] = native_reader(es.schema, trees[name]) if _native.AVAILABLE else None
             except ValueError as exc:  # a field the event does not have is a mistake too
                 raise SchemaError(f"{name}: {exc}; expected dotted paths of its fields") from None
             except NotImplementedError:
@@ -263,24 +265,24 @@ class Codec:
                               "schema")
         current = self._current[name]
         same = to_parsing_canonical_form(schema) == current.canonical
-        hit = (name, writer, None, _generated(current.schema)) if same else (name, writer, current.parsed, None)
+        hit = (name, writer, None, _compiled(current.schema)) if same else (name, writer, current.parsed, None)
         with self._lock:
             self._by_schema_id[schema_id] = hit
         return hit
 
 
 @functools.lru_cache(maxsize=64)
-def _generated_for(schema_json: str, implementation: str) -> Reader | None:
+def _compiled_for(schema_json: str) -> Reader | None:
     try:
-        return compile_reader(json.loads(schema_json))
-    except NotImplementedError:  # a type the generated reader does not read: fastavro reads these bodies
+        return native_reader(json.loads(schema_json))
+    except NotImplementedError:  # a type the compiled reader does not read: fastavro reads these bodies
         return None
 
 
-def _generated(schema: dict[str, Any]) -> Reader | None:
-    """The reader ``compile_reader`` gives for ``schema`` (compiled or generated, see ``reader.implementation``),
-    compiled once per process for each schema."""
-    return _generated_for(json.dumps(schema, sort_keys=True), implementation())
+def _compiled(schema: dict[str, Any]) -> Reader | None:
+    """The compiled reader of ``schema``, made once per process for each schema; None where the extension is
+    not built (``_native.AVAILABLE``, read now) or does not read the schema: fastavro reads its bodies."""
+    return _compiled_for(json.dumps(schema, sort_keys=True)) if _native.AVAILABLE else None
 
 
 def _prefix(schema: dict[str, Any], last: str) -> dict[str, Any]:

@@ -1,10 +1,10 @@
-//! Avro binary -> Python values, for lineagewire's event schemas: the compiled twin of the reader that
-//! `schemas/reader.py` generates in Python, with exactly its contract (same values, same types, an
-//! exception on any malformed input). Written by hand because no maintained library decodes Avro into
-//! Python dicts faster than fastavro, which is slower than the generated Python reader (issue 13).
+//! Avro binary -> Python values, for lineagewire's event schemas, with fastavro's values (same values, same
+//! types; an exception on any malformed input, which the Codec then reads with fastavro for the error).
+//! Written by hand because no maintained library decodes Avro into Python dicts faster than fastavro, which
+//! made decoding the largest cost of every consumer service (issue 13).
 //!
-//! `schemas/_native.py` walks the schema and the fields to keep (raising the generated reader's
-//! ValueError / NotImplementedError) and hands over a plan: nested tuples, one per value, that `compile`
+//! `schemas/_native.py` walks the schema and the fields to keep (raising ValueError for a field the schema
+//! lacks, NotImplementedError for a type this does not read) and hands over a plan: nested tuples, one per value, that `compile`
 //! turns into a tree of `Node`s. A `Reader` interprets that tree per call. Records that contain themselves
 //! are listed once (`recursive`) and referred to by index (`Node::Ref`).
 //!
@@ -136,7 +136,7 @@ struct Reader {
 
 #[pymethods]
 impl Reader {
-    /// (data, position) -> (value, position after it), as the generated Python reader.
+    /// (data, position) -> (value, position after it).
     fn __call__<'py>(&self, py: Python<'py>, data: &[u8], pos: usize) -> PyResult<(Bound<'py, PyAny>, usize)> {
         let mut input = Input { data, pos };
         let value = self.read(py, &self.root, &mut input, 0)?;

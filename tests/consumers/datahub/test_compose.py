@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import pathlib
-
-import yaml
-
 from lineagewire.cli import main_group
 from lineagewire.consumers.datahub.cli import datahub
-
-ROOT = pathlib.Path(__file__).resolve().parents[3]
+from tests.deploy.images import composed
 
 
 def _services() -> dict:
-    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    return composed()["services"]  # as docker compose reads it: ${VAR} resolved
 
 
 def test_datahub_services_are_there_and_publish_on_loopback_only() -> None:

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import pathlib
 import re
 
 import click
-import yaml
 
 from lineagewire.cli import main_group
 from lineagewire.consumers.cli import consume
-
-ROOT = pathlib.Path(__file__).resolve().parents[3]
+from tests.deploy.images import composed
 
 
 def _compose() -> dict:
-    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    return composed()  # as docker compose reads it: ${VAR} resolved
 
 
 def test_compose_structure_is_valid() -> None:
