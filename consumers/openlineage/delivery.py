@@ -35,12 +35,11 @@ from __future__ import annotations
 import gzip
 import logging
 import ssl
-import threading
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urljoin
 
-from lineagewire.exceptions import ConfigError, MissingExtraError
+from lineagewire.exceptions import LineagewireError, MissingExtraError
 
 try:
     from openlineage.client.transport import Config, Transport
@@ -141,55 +140,39 @@ def kafka_message_key(event: Any, message_key: str | None = None) -> str:
     return f"run:{job.namespace}/{job.name}"
 
 
-class _Acks:
-    """Delivery reports of one flush: the first error, and how many were acknowledged."""
-
-    def __init__(self) -> None:
-        self.error: Any = None
-        self.acked = 0
-        self._lock = threading.Lock()
-
-    def __call__(self, err: Any, msg: Any) -> None:
-        with self._lock:
-            if err is not None:
-                self.error = self.error or err
-            else:
-                self.acked += 1
-
-
 class KafkaDelivery:
-    """Produces rendered events to the OpenLineage topic and waits for the broker's acknowledgement."""
+    """Produces rendered events to the OpenLineage topic through lineagewire's one publisher and waits for the
+    broker's acknowledgement of each (``Publisher.deliver``).
+
+    The transport's ``config`` (librdkafka properties) is laid over lineagewire's producer defaults and
+    Kafka settings (idempotent, ``acks=all``; the cluster's security where the transport names none).
+    """
 
     def __init__(self, config: Any, *, timeout: float = 30.0) -> None:
-        from confluent_kafka import KafkaException, Producer
+        from lineagewire.config import Settings
+        from lineagewire.kafka.publisher import Publisher
 
         self.topic = config.topic
         self.message_key = config.messageKey
         self.timeout = timeout
-        try:
-            self.producer = Producer({**config.config})
-        except KafkaException as exc:
-            raise ConfigError(f"OpenLineage kafka transport: producer config rejected: {exc}; expected "
-                              "librdkafka producer properties") from exc
+        self.publisher = Publisher(Settings(), producer_config=dict(config.config), queue_full_timeout=timeout)
 
     def send(self, batch: list[Rendered]) -> None:
-        """Produce ``batch`` in order and flush; raise ``EmitError`` unless every message was acknowledged."""
-        acks = _Acks()
-        for item in batch:
-            while True:
-                try:
-                    self.producer.produce(self.topic, item.body.encode(), key=item.key, on_delivery=acks)
-                    break
-                except BufferError:  # the local queue is full: let it drain
-                    self.producer.poll(0.1)
-        left = self.producer.flush(self.timeout)
-        if acks.error is not None or left or acks.acked < len(batch):
-            why = acks.error or f"{left} messages not acknowledged within {self.timeout:.0f} s"
-            raise EmitError(f"{batch[0].where}: OpenLineage kafka topic {self.topic}: {len(batch) - acks.acked} of "
-                            f"{len(batch)} events not acknowledged: {why}")
+        """Produce ``batch`` in order and wait; raise ``EmitError`` unless every message was acknowledged."""
+        from lineagewire.kafka.publisher import Outgoing
+
+        failed = self.publisher.deliver([Outgoing(self.topic, item.body.encode(), key=item.key, label=item.where)
+                                         for item in batch], self.timeout)
+        if failed:
+            first = failed[min(failed)]
+            raise EmitError(f"{batch[0].where}: OpenLineage kafka topic {self.topic}: {len(failed)} of "
+                            f"{len(batch)} events not acknowledged: {first.reason}")
 
     def close(self, timeout: float = 10.0) -> None:
-        self.producer.flush(timeout)
+        try:
+            self.publisher.flush(timeout)
+        except LineagewireError as exc:
+            log.warning("OpenLineage kafka topic %s: not everything was acknowledged at close: %s", self.topic, exc)
 
 
 class ConfirmedKafkaTransport(Transport):

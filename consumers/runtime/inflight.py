@@ -331,9 +331,14 @@ class InFlight(Generic[T]):
         return self._pending
 
     def revoke(self, partitions: Iterable[tuple[str, int]]) -> None:
-        """Those partitions went to another member: wait up to ``revoke_timeout`` s for their pending outputs,
-        then stop tracking their offsets (what is still queued is still sent; the new owner handles those
-        records again from the last commit)."""
+        """Those partitions went to another member: wait up to ``revoke_timeout`` s for their pending outputs
+        (not at all once closed), then stop tracking those that were all confirmed.
+
+        A partition with outputs still unconfirmed stays held back in ``durable_offsets``, so the runtime's
+        revoke commit stops below its first unconfirmed record and the new owner handles it again; what is
+        queued here is still sent (a duplicate at worst, and outputs are idempotent). It is forgotten once
+        everything it had is confirmed.
+        """
         gone = set(partitions) & set(self._parts)
         if not gone:
             return
@@ -341,14 +346,20 @@ class InFlight(Generic[T]):
         def settled() -> bool:
             return all(self._parts[tp].lowest() is None for tp in gone)
 
-        try:
-            self._wait(settled, self.revoke_timeout, resend=True)
-        except OutputError as exc:
-            log.warning("%s: revoking %s with outputs not confirmed (still sent from here): %s", self.name,
-                        sorted(gone), exc)
+        if self._loop is not None:
+            try:
+                self._wait(settled, self.revoke_timeout, resend=True)
+            except OutputError as exc:
+                log.warning("%s: revoking %s with outputs not confirmed (still sent from here): %s", self.name,
+                            sorted(gone), exc)
         with self._lock:
             for tp in gone:
-                self._parts.pop(tp, None)
+                part = self._parts.get(tp)
+                if part is not None and part.lowest() is None:
+                    del self._parts[tp]
+                elif part is not None:
+                    log.warning("%s: %s[%d] revoked with outputs not confirmed from offset %d: not committed past "
+                                "it, so its new owner handles them again", self.name, tp[0], tp[1], part.lowest())
 
     # -- waiting and re-sending (caller's thread) ------------------------------------------------
 

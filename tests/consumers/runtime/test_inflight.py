@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from dataclasses import dataclass
 
 import pytest
@@ -171,26 +172,41 @@ def test_batches_are_bounded_by_count_and_bytes(backend: Backend) -> None:
     assert max(len(b) for b in backend.batches) > 1
 
 
-def test_revoke_waits_then_stops_tracking_the_partitions(backend: Backend) -> None:
+def test_revoke_keeps_unconfirmed_partitions_held_back_until_they_are_confirmed(backend: Backend) -> None:
     backend.down = True
     backend.gate.clear()
     f = make(backend, lanes=2, revoke_timeout=0.2)
     other = next(k for k in map(str, range(100)) if hash(k) % 2 != hash("a") % 2)
     try:
-        f.submit(Rec("t", 0, 7, "a"), ["lost"])
+        f.submit(Rec("t", 0, 7, "a"), ["unconfirmed"])
         f.submit(Rec("t", 1, 3, other), ["kept"])
         backend.gate.set()
         wait_for(lambda: f._failures == 2, timeout=10, every=0.01)  # noqa: SLF001
         f.revoke([("t", 0)])
-        assert f.durable_offsets() == {("t", 1): 3}  # t[0] is no longer held back here
-        assert f.pending == 2  # its output is still sent from here (a duplicate for the new owner at worst)
+        # Not confirmed: still held back, so the revoke commit cannot pass it and the new owner handles it again.
+        assert f.durable_offsets() == {("t", 0): 7, ("t", 1): 3}
+        assert f.pending == 2  # and it is still sent from here (a duplicate for the new owner at worst)
         backend.down = False
         assert f.check() == 2
         assert f.flush(10)
         assert f.durable_offsets() == {}
+        f.revoke([("t", 0)])  # everything confirmed: forgotten
+        assert ("t", 0) not in f._parts  # noqa: SLF001
     finally:
         f.close()
-    assert sorted(backend.got) == ["kept", "lost"]
+    assert sorted(backend.got) == ["kept", "unconfirmed"]
+
+
+def test_revoke_after_close_keeps_what_was_not_confirmed_and_does_not_wait(backend: Backend) -> None:
+    """Shutdown: the runtime closes the handler, then the consumer's close revokes every partition."""
+    backend.down = True
+    f = make(backend, lanes=1, revoke_timeout=30)
+    f.submit(Rec("t", 0, 5, "k"), ["x"])
+    f.close(timeout=0.5)
+    started = time.monotonic()
+    f.revoke([("t", 0)])
+    assert time.monotonic() - started < 5
+    assert f.durable_offsets() == {("t", 0): 5}
 
 
 def test_close_leaves_unconfirmed_offsets_uncommitted(backend: Backend) -> None:
