@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+from typing import Any
 
 import click
 
@@ -51,7 +52,26 @@ def ui(db_url: str, alerts_db: str | None, scheduler_url: str | None, host: str,
     if token is None and not _loopback(host):
         raise ConfigError(f"--host {host!r} is not a loopback address; expected --token (or {TOKEN_ENV}) with it, "
                           "so that the registry is not readable by anyone on the network")
-    app = build_app(RegistryStore(db_url), alerts_db=alerts_db, scheduler_url=scheduler_url, token=token)
+    app = build_app(RegistryStore(db_url, engine=_read_only(db_url)), alerts_db=alerts_db,
+                    scheduler_url=scheduler_url, token=token)
     shown = f"[{host}]" if ":" in host else host
     click.echo(f"lineagewire ui on http://{shown}:{port}/ui/jobs", err=True)
     uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+def _read_only(db_url: str) -> Any:
+    """The registry opened read-only: the UI never creates a database or migrates one; a registry whose schema is
+    older than this lineagewire's is named with the command that upgrades it."""
+    from lineagewire.db import current, head
+
+    from ..registry_model import STORE
+    from ..registry_store import open_read_only
+
+    engine = open_read_only(db_url)
+    at, newest = current(engine, STORE), head(STORE)
+    if at != newest:
+        engine.dispose()
+        raise ConfigError(f"the registry database {db_url!r} has schema revision {at or 'none'}; this lineagewire's "
+                          f"UI reads revision {newest}: run `lineagewire db upgrade --store registry --db-url ...` "
+                          "or start `lineagewire consume registry` on it, which upgrades it")
+    return engine

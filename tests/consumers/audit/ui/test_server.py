@@ -66,6 +66,30 @@ def test_the_command_binds_elsewhere_only_with_a_token(capsys: pytest.CaptureFix
         assert expected in capsys.readouterr().err
 
 
+def test_the_command_reads_only_an_existing_registry_of_its_schema(tmp_path: pathlib.Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """The UI never creates or migrates a database: a missing one, or one of an older schema, is one line."""
+    import sqlalchemy as sa
+
+    from lineagewire.cli import main
+    from lineagewire.consumers.audit.registry_model import STORE
+    from lineagewire.db import upgrade
+
+    missing = tmp_path / "missing.db"
+    with pytest.raises(SystemExit) as info:
+        main(["ui", "--db-url", f"sqlite:///{missing}"])
+    assert info.value.code == 2 and "does not exist" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+    old = tmp_path / "old.db"
+    engine = sa.create_engine(f"sqlite:///{old}")
+    upgrade(engine, STORE, STORE.baseline)
+    engine.dispose()
+    with pytest.raises(SystemExit) as info:
+        main(["ui", "--db-url", f"sqlite:///{old}"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "has schema revision 0001" in err and "lineagewire db upgrade" in err
+
+
 def test_jobs_are_filtered_sorted_and_paged(tmp_path: pathlib.Path) -> None:
     events = []
     for i in range(55):
