@@ -140,9 +140,27 @@ class Outbox:
         if magic != _MAGIC:
             raise OutboxError(f"outbox file {self.folder / entry.name}: magic {magic!r}; expected {_MAGIC!r}")
         off = _HEAD.size
+        if len(data) < off + tlen + klen:
+            raise OutboxError(f"outbox file {self.folder / entry.name}: {len(data)} bytes; expected at least "
+                              f"{off + tlen + klen} for its header")
         topic = data[off:off + tlen].decode()
         key = data[off + tlen:off + tlen + klen]
         return topic, key, data[off + tlen + klen:]
+
+    def quarantine(self, entry: OutboxEntry) -> pathlib.Path:
+        """Move a file that is not an outbox record aside (``bad/``), out of the queue; where it went."""
+        bad = self.folder / "bad"
+        bad.mkdir(exist_ok=True)
+        with self._mutex:
+            size = self._entries.pop(entry.name, None)
+            if size is not None:
+                self.bytes -= size
+        target = bad / entry.name
+        try:
+            os.replace(self.folder / entry.name, target)
+        except OSError:
+            (self.folder / entry.name).unlink(missing_ok=True)
+        return target
 
     def remove(self, entry: OutboxEntry) -> None:
         with self._mutex:
@@ -286,6 +304,13 @@ class OutboxPublisher:
                 topic, key, value = self.outbox.read(entry)
             except OSError:
                 self.outbox.remove(entry)  # deleted behind our back; nothing left to send
+                continue
+            except (OutboxError, struct.error, UnicodeDecodeError) as exc:
+                # Not a record this outbox wrote (damaged, or put there by hand): set it aside once, and
+                # deliver the rest, instead of failing on it forever.
+                where = self.outbox.quarantine(entry)
+                log.error("outbox %s: %s is not an outbox record (%s); moved to %s, not sent", self.outbox.folder,
+                          entry.name, exc, where)
                 continue
             with self._lock:
                 self._inflight.add(entry.name)

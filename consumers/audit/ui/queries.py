@@ -14,6 +14,7 @@ import difflib
 import json
 from collections.abc import Iterable
 from typing import Any
+from urllib.parse import quote
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -499,7 +500,7 @@ def _column_graph(conn: Connection, dataset_id: int, column: str, depth: int, ma
         return "INDIRECT" if kinds and all(k.startswith("INDIRECT") for k in kinds) else "DIRECT"
 
     nodes = [{"id": nid(n), "kind": "column", "namespace": names[n[0]].namespace, "label": n[1],
-              "dataset": names[n[0]].name, "url": f"/ui/datasets/{n[0]}?column={n[1]}", "depth": dep,
+              "dataset": names[n[0]].name, "url": f"/ui/datasets/{n[0]}?column={quote(n[1], safe='')}", "depth": dep,
               "more": n in more} for n, dep in sorted(seen.items(), key=lambda kv: (kv[1], kv[0]))]
     return {"root": nid(root), "column": column, "depth": depth, "nodes": nodes, "more": bool(more),
             "edges": [{"source": nid(a), "target": nid(b), "type": kind(set(k)),

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 
+import grpc  # noqa: E402, F401 - the connect extra (in dev): a missing one fails here, it does not skip
 import pytest
 
 from lineagewire.config import Settings
@@ -16,9 +17,6 @@ from lineagewire.kafka.local import free_port
 from lineagewire.kafka.reader import TopicReader
 from lineagewire.schemas import Codec
 from tests.helpers import wait_for
-
-pytest.importorskip("grpc", reason="Spark Connect clients need the connect extra (grpcio): pip install "
-                    "'lineagewire[connect]'")
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 JOBS = pathlib.Path(__file__).with_name("connect_jobs")

@@ -89,3 +89,25 @@ def test_events_of_a_killed_process_are_delivered_by_the_next_start(settings, tm
     assert sorted(e["header"]["sequence"] for e in events) == list(range(25))
     assert len({e["header"]["event_id"] for e in events}) == 25
     assert not list(folder.glob("*.evt"))
+
+
+@pytest.mark.integration
+def test_a_file_that_is_not_a_record_is_set_aside_and_the_rest_delivered(settings, tmp_path) -> None:  # noqa: ANN001
+    from tests.helpers import status_event, wait_for
+
+    folder = tmp_path / "outbox"
+    box = Outbox(folder)
+    good = box.put(settings.topics.jobs, b"job", Codec().encode(status_event(job="job", run_id="r", seq=0)))
+    box.close()
+    (folder / "00000000000000000000-1-00000000.evt").write_bytes(b"not an outbox record")
+    (folder / "00000000000000000001-1-00000000.evt").write_bytes(b"LWO1\x00\x09")  # cut inside its header
+    listener = KafkaListener(settings, Outbox(folder), delivery_timeout=10)
+    try:
+        wait_for(lambda: listener.pending() == 0, timeout=60)
+    finally:
+        listener.close(5)
+    assert sorted(p.name for p in (folder / "bad").iterdir()) == ["00000000000000000000-1-00000000.evt",
+                                                                   "00000000000000000001-1-00000000.evt"]
+    with TopicReader(settings, settings.topics.jobs, start="beginning", end="end") as reader:
+        assert [m.key() for m in reader] == [b"job"]
+    assert good is not None and not (folder / good.name).exists()

@@ -32,7 +32,7 @@ def chromium_path() -> str:
 
 @pytest.fixture(scope="module")
 def browser(chromium_path: str) -> Iterator[Any]:
-    sync_api = pytest.importorskip("playwright.sync_api")
+    import playwright.sync_api as sync_api  # dev installs it: missing fails, it does not skip
     with sync_api.sync_playwright() as p:
         # Playwright's own browser download cannot work here: Debian's chromium, headless
         b = p.chromium.launch(executable_path=chromium_path, args=["--no-sandbox"])
