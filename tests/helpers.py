@@ -40,6 +40,13 @@ def read_topic(settings: Settings, topic: str, expected: int, timeout: float = 3
     return out
 
 
+def latency(seconds: float) -> None:
+    """A test server's simulated processing time (a backend on a LAN answers in milliseconds, not at once): the
+    one place a test server sleeps on purpose. Tests never wait for something this way: they use ``wait_for``."""
+    if seconds > 0:
+        time.sleep(seconds)
+
+
 def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, every: float = 0.2) -> Any:
     """Poll ``predicate`` until it returns something truthy (returned); AssertionError after ``timeout``."""
     deadline = time.monotonic() + timeout

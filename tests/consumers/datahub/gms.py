@@ -20,15 +20,17 @@ from __future__ import annotations
 import json
 import socket
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from datahub.metadata.schema_classes import ASPECT_NAME_MAP, ENTITY_TYPE_TO_ASPECT_NAMES, MetadataChangeProposalClass
 
+from tests.helpers import latency
+
 _MCP_KEYS = {"entityType", "entityUrn", "entityKeyAspect", "changeType", "aspectName", "aspect", "systemMetadata",
              "headers", "auditHeader"}
+
 
 
 def problems_of(mcp: Any) -> list[str]:
@@ -143,7 +145,7 @@ class FakeGms:
                     outer.most_in_flight = max(outer.most_in_flight, outer.in_flight)
                 try:
                     if outer.delay:
-                        time.sleep(outer.delay)
+                        latency(outer.delay)
                 finally:
                     with outer._lock:
                         outer.in_flight -= 1

@@ -7,11 +7,10 @@ import json
 import random
 import socket
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from tests.helpers import wait_for
+from tests.helpers import latency, wait_for
 
 
 class Receiver:
@@ -56,7 +55,7 @@ class Receiver:
                     outer.in_flight += 1
                     outer.max_in_flight = max(outer.max_in_flight, outer.in_flight)
                 if outer.delay:
-                    time.sleep(random.random() * outer.delay)  # noqa: S311 - jitter, not crypto
+                    latency(random.random() * outer.delay)  # noqa: S311 - jitter, not crypto
                 with outer._lock:
                     outer.in_flight -= 1
                     if outer.down:
