@@ -59,7 +59,8 @@ class Renderer:
         # id -> (the object, kept so its id is not reused; its plain form and its JSON text once rendered)
         self._shared: dict[int, tuple[Any, Any, str | None]] = {}
         self._fields: dict[type, tuple[str, ...]] = {}
-        self._order: dict[type, tuple[str, ...]] = {}  # the fields by name, as sort_keys writes them
+        # per attrs class: its fields sorted by name, as sort_keys writes them, each with its '"name": ' text
+        self._order: dict[type, tuple[tuple[str, str], ...]] = {}
 
     def share(self, obj: Any) -> None:
         """``obj`` never changes from now on: its plain form is computed once and reused."""
@@ -103,7 +104,10 @@ class Renderer:
             text_of = self.text
             parts = []
             for k in sorted(obj):
-                value = text_of(obj[k])
+                value = obj[k]
+                if value is None:
+                    continue
+                value = quote_json(value) if type(value) is str else text_of(value)
                 if value is not None:
                     parts.append(f"{quote_json(k)}: {value}")
             return "{" + ", ".join(parts) + "}"
@@ -113,14 +117,18 @@ class Renderer:
             return "[" + ", ".join(items) + "]"
         order = self._order.get(cls)
         if order is None and attr.has(cls):
-            order = self._order[cls] = tuple(sorted(a.name for a in attr.fields(cls)))
+            names = sorted(a.name for a in attr.fields(cls))
+            order = self._order[cls] = tuple((n, f"{quote_json(n)}: ") for n in names)
         if order is not None:
             text_of = self.text
             parts = []
-            for name in order:
-                value = text_of(getattr(obj, name))
+            for name, key in order:
+                value = getattr(obj, name)
+                if value is None:
+                    continue
+                value = quote_json(value) if type(value) is str else text_of(value)
                 if value is not None:
-                    parts.append(f"{quote_json(name)}: {value}")
+                    parts.append(key + value)
             return "{" + ", ".join(parts) + "}"
         plain = self.plain(obj)
         return None if plain is None else json.dumps(plain, sort_keys=True, default=_default)
