@@ -61,6 +61,8 @@ __all__ = ["AT_LEAST_ONCE_TRANSPORTS", "OpenLineageHandler", "load_openlineage_c
 AT_LEAST_ONCE_TRANSPORTS = ("http", "kafka", "file", "console", "composite (of those)")
 #: transports that take an event and deliver it later, with no confirmation per event
 UNCONFIRMED_TRANSPORTS = frozenset({"async_http"})
+#: ordered lanes of the http delivery per connection of its pool (see ``OpenLineageHandler.open``)
+LANES_PER_CONNECTION = 4
 
 
 def load_openlineage_config(path: str | pathlib.Path | None = None, url: str | None = None) -> dict[str, Any] | None:
@@ -308,8 +310,11 @@ class OpenLineageHandler(Handler):
                          "retries with --retry-initial/--retry-max")
             self._http = HttpDelivery(transport.config, concurrency=max(self.concurrency, 1),
                                       trust_env=_truthy(raw.get("trust_env")))
-            self.inflight = InFlight(self._http.send, lanes=max(self.concurrency, 1), max_pending=self.max_pending,
-                                     name="OpenLineage http").start()
+            # More lanes than connections: a lane sends its jobs' events one after another, and the jobs hashed
+            # to one lane wait behind each other; with a lane per few jobs the busiest lane no longer sets the
+            # pace at a backend's latency. The connector still keeps ``concurrency`` requests in flight at most.
+            self.inflight = InFlight(self._http.send, lanes=LANES_PER_CONNECTION * max(self.concurrency, 1),
+                                     max_pending=self.max_pending, name="OpenLineage http").start()
             self.inflight.call(self._http.open())
         elif isinstance(transport, KafkaTransport):
             self.mode = "kafka"
