@@ -61,6 +61,8 @@ __all__ = ["AT_LEAST_ONCE_TRANSPORTS", "OpenLineageHandler", "load_openlineage_c
 AT_LEAST_ONCE_TRANSPORTS = ("http", "kafka", "file", "console", "composite (of those)")
 #: transports that take an event and deliver it later, with no confirmation per event
 UNCONFIRMED_TRANSPORTS = frozenset({"async_http"})
+#: ordered lanes of the http delivery per connection of its pool (see ``OpenLineageHandler.open``)
+LANES_PER_CONNECTION = 4
 
 
 def load_openlineage_config(path: str | pathlib.Path | None = None, url: str | None = None) -> dict[str, Any] | None:
@@ -173,9 +175,14 @@ class Enrichment:
     compare both on every sample event, with tags and variables configured.
     """
 
-    def __init__(self, client: Any, handback: _HandBack) -> None:
+    def __init__(self, client: Any, handback: _HandBack, share: Any = None) -> None:
         self.client = client
         self.handback = handback
+        # The tags facets ``update_event_tags_facets`` gives an event that has none (all ours): a pure function
+        # of the configuration, built (with its validators) for the first such event and shared after that,
+        # instead of two facets and their tag objects per event; ``share`` (``Renderer.share``) renders them once.
+        self.share = share
+        self._tags: tuple[Any, Any] | None = None
         try:
             config = client.config
             self.env = bool(config.facets.environment_variables)
@@ -197,13 +204,38 @@ class Enrichment:
             return self.handback.events[0] if self.handback.events else None
         if self.env:
             event = client.add_environment_facets(event)
-        event = client.update_event_tags_facets(event)
+        event = self._add_tags(event)
         if self.source_code:
             event = client.add_source_code_location_facet(event)
         if self.reduce:
             event = client.reduce_datasets(event)
         if self.filters and client.filter_event(event) is None:
             return None
+        return event
+
+
+    def _add_tags(self, event: Any) -> Any:
+        run, job = getattr(event, "run", None), getattr(event, "job", None)
+        run_facets = getattr(run, "facets", None)
+        job_facets = getattr(job, "facets", None)
+        if run is None or job is None or (run_facets and "tags" in run_facets) or (job_facets and "tags" in job_facets):
+            return self.client.update_event_tags_facets(event)  # tags of its own to merge with: the client's way
+        if self._tags is None:
+            event = self.client.update_event_tags_facets(event)
+            self._tags = ((event.run.facets or {}).get("tags"), (event.job.facets or {}).get("tags"))
+            for facet in self._tags:
+                if facet is not None and self.share is not None:
+                    self.share(facet)
+            return event
+        run_tags, job_tags = self._tags
+        if run_tags is not None:
+            if not run_facets:
+                run.facets = run_facets = {}
+            run_facets["tags"] = run_tags
+        if job_tags is not None:
+            if not job_facets:
+                job.facets = job_facets = {}
+            job_facets["tags"] = job_tags
         return event
 
 
@@ -278,8 +310,11 @@ class OpenLineageHandler(Handler):
                          "retries with --retry-initial/--retry-max")
             self._http = HttpDelivery(transport.config, concurrency=max(self.concurrency, 1),
                                       trust_env=_truthy(raw.get("trust_env")))
-            self.inflight = InFlight(self._http.send, lanes=max(self.concurrency, 1), max_pending=self.max_pending,
-                                     name="OpenLineage http").start()
+            # More lanes than connections: a lane sends its jobs' events one after another, and the jobs hashed
+            # to one lane wait behind each other; with a lane per few jobs the busiest lane no longer sets the
+            # pace at a backend's latency. The connector still keeps ``concurrency`` requests in flight at most.
+            self.inflight = InFlight(self._http.send, lanes=LANES_PER_CONNECTION * max(self.concurrency, 1),
+                                     max_pending=self.max_pending, name="OpenLineage http").start()
             self.inflight.call(self._http.open())
         elif isinstance(transport, KafkaTransport):
             self.mode = "kafka"
@@ -296,7 +331,8 @@ class OpenLineageHandler(Handler):
             # The same configuration (tags, facets, filters), with a transport that hands the events back.
             self._handback = _HandBack()
             self._enrich = Enrichment(OpenLineageClient(transport=self._handback,  # type: ignore[arg-type]
-                                                        config=self._config), self._handback)
+                                                        config=self._config), self._handback,
+                                      share=self.translator.renderer.share)
         kind = getattr(transport, "kind", type(self.client).__name__)
         log.info("OpenLineage transport: %s (%s)", kind, {
             "http": f"{self.concurrency or 1} requests in flight, committed when confirmed",

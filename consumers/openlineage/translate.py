@@ -149,6 +149,7 @@ class Translator:
         self._cache_size = cache_size
         self.renderer = Renderer(max_shared=4 * cache_size)
         self._facet_cache: dict[tuple[Any, ...], Any] = {}
+        self._run_ids: dict[tuple[str, ...], str] = {}
         self._by_kind: dict[str, Callable[[dict[str, Any]], list[RunEvent]]] = {
             "JobCreatedEvent": self._job_created,
             "JobStatusChangedEvent": self._status_changed,
@@ -226,7 +227,10 @@ class Translator:
             job_facets["sql"] = self._sql(e["sql"])
         inputs = [self._input(d) for d in e["inputs"]]
         outputs = [self._output(d, e["column_lineage"]) for d in e["outputs"]]
-        run_id = action_run_id(hdr["job_namespace"], hdr["job_name"], hdr["run_id"], e["action_id"])
+        key = (hdr["job_namespace"], hdr["job_name"], hdr["run_id"], e["action_id"])
+        run_id = self._run_ids.get(key)
+        if run_id is None:
+            run_id = self._run_id(key, action_run_id(*key))
         when = hdr["event_time"]
         job = action_job_name(hdr["job_name"], e["action_name"], e.get("plan_node"),
                               e["outputs"][0]["name"] if e["outputs"] else None)
@@ -247,9 +251,18 @@ class Translator:
             producer=self.producer,
         )
 
-    @staticmethod
-    def _app_run_id(hdr: dict[str, Any]) -> str:
-        return ol_run_id(hdr["job_namespace"], hdr["job_name"], hdr["run_id"])
+    def _app_run_id(self, hdr: dict[str, Any]) -> str:
+        key = (hdr["job_namespace"], hdr["job_name"], hdr["run_id"])
+        run_id = self._run_ids.get(key)
+        return run_id if run_id is not None else self._run_id(key, ol_run_id(*key))
+
+    def _run_id(self, key: tuple[str, ...], run_id: str) -> str:
+        # A run's events come one after another: its run ids (a UUID parse, a UUIDv5 and their texts, several
+        # µs per event) are kept for the most recent runs and actions.
+        if len(self._run_ids) >= self._cache_size:
+            self._run_ids.pop(next(iter(self._run_ids)))
+        self._run_ids[key] = run_id
+        return run_id
 
     def _run_facets(self, hdr: dict[str, Any], parent: dict[str, Any] | None = None) -> dict[str, Any]:
         facets: dict[str, Any] = {}

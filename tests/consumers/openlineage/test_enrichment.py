@@ -12,6 +12,7 @@ from openlineage.client.serde import Serde
 
 from lineagewire.consumers.openlineage import Translator
 from lineagewire.consumers.openlineage.handler import Enrichment, _HandBack
+from lineagewire.consumers.openlineage.render import Renderer
 from lineagewire.schemas import Codec
 
 from .samples import app_run, refresh_run
@@ -47,10 +48,13 @@ def test_the_same_events_as_the_clients_emit(config: dict[str, Any], own_tags: b
     for ev in _translated(own_tags):
         theirs.emit(ev)
     ours_back = _HandBack()
-    enrich = Enrichment(OpenLineageClient(transport=ours_back, config=config), ours_back)  # type: ignore[arg-type]
+    renderer = Renderer()  # the tags facets are shared between events and rendered once
+    enrich = Enrichment(OpenLineageClient(transport=ours_back, config=config), ours_back,  # type: ignore[arg-type]
+                        share=renderer.share)
     assert enrich.public  # the public methods, not the emit fallback
     ours = [e for e in (enrich(ev) for ev in _translated(own_tags)) if e is not None]
     assert [json.loads(Serde.to_json(e)) for e in ours] == [json.loads(Serde.to_json(e)) for e in theirs_back.events]
+    assert [renderer.to_json(e) for e in ours] == [Serde.to_json(e) for e in theirs_back.events]
     assert ours, "every event was filtered out"
     tags = [{(t["key"], t["value"]) for t in json.loads(Serde.to_json(e))["run"]["facets"]["tags"]["tags"]}
             for e in ours]
