@@ -58,7 +58,7 @@ def start(settings, group: str, url: str, **kw: Any) -> tuple[ConsumerRuntime, t
 
 
 def test_backend_killed_mid_stream_nothing_committed_past_it_and_nothing_lost(settings) -> None:  # noqa: ANN001
-    events = [e for i in range(40) for e in app_run(f"job{i:02d}", actions=1)]  # 160 events, 40 jobs
+    events = [e for i in range(200) for e in app_run(f"job{i:03d}", actions=1)]  # 800 events, 200 jobs
     publish(settings, events)
     topic = settings.topics.jobs
     by_offset: dict[tuple[int, int], set[Any]] = {}
@@ -70,11 +70,12 @@ def test_backend_killed_mid_stream_nothing_committed_past_it_and_nothing_lost(se
     with Receiver(delay=0.004) as rx:
         rt, t = start(settings, group, rx.url, concurrency=8, max_pending=64)
         rx.wait_for(lambda evs: len(evs) >= 40, timeout=90)
+        # Mid-stream, once something is committed (so that the check below has offsets to check).
+        wait_for(lambda: any(o > 0 for o in committed(settings, group, topic).values()), timeout=60, every=0.05)
         rx.kill()
         at_kill = {event_key(e) for e in rx.snapshot()}
         # The commits keep coming (every 0.1 s) while the backend is gone: each must stay below every event
         # of its partition the backend does not have.
-        wait_for(lambda: any(o >= 0 for o in committed(settings, group, topic).values()), timeout=30)
         checked = 0
         for _ in range(5):
             done = committed(settings, group, topic)
