@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -49,11 +50,25 @@ def committed(settings, group: str, topic: str) -> dict[int, int]:  # noqa: ANN0
         c.close()
 
 
+#: runtimes a test started: stopped after it even when it failed, so none keeps retrying behind later tests
+_STARTED: list[tuple[ConsumerRuntime, threading.Thread]] = []
+
+
+@pytest.fixture(autouse=True)
+def _stop_started_runtimes() -> Iterator[None]:
+    yield
+    while _STARTED:
+        rt, t = _STARTED.pop()
+        rt.stop()
+        t.join(30)
+
+
 def start(settings, group: str, url: str, **kw: Any) -> tuple[ConsumerRuntime, threading.Thread]:  # noqa: ANN001
     handler = OpenLineageHandler(config={"transport": {"type": "http", "url": url, "timeout": 2}}, **kw)
     rt = ConsumerRuntime(settings, handler, group_id=group, retry=FAST, commit_interval=0.1)
     t = threading.Thread(target=rt.run, daemon=True)
     t.start()
+    _STARTED.append((rt, t))
     return rt, t
 
 
