@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import gzip
 import logging
-import ssl
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urljoin
@@ -63,7 +62,7 @@ class Rendered:
 
 
 class HttpDelivery:
-    """POSTs rendered events with one aiohttp session (see the module docstring). Open and close it on the
+    """POSTs rendered events through one ``curl.CurlPool`` (see the module docstring). Open and close it on the
     ``InFlight`` loop (``InFlight.call(delivery.open())``)."""
 
     def __init__(self, config: Any, *, concurrency: int = 32, trust_env: bool = False) -> None:
@@ -74,58 +73,56 @@ class HttpDelivery:
         self.headers = {"Content-Type": "application/json", **(config.custom_headers or {})}
         if self.compression == "gzip":
             self.headers["Content-Encoding"] = "gzip"
-        self.ssl = _ssl_context(config)
+        self.tls = _tls(config)
         self.concurrency = concurrency
         self.trust_env = trust_env
-        self._session: Any = None
+        self._pool: Any = None
 
     async def open(self) -> None:
-        import aiohttp
+        from lineagewire import __version__
 
-        connector = aiohttp.TCPConnector(limit=self.concurrency, ssl=self.ssl, keepalive_timeout=30)
-        self._session = aiohttp.ClientSession(connector=connector, trust_env=self.trust_env,
-                                              timeout=aiohttp.ClientTimeout(total=self.timeout))
+        from .curl import CurlPool
+
+        self._pool = CurlPool(self.url, headers=self.headers, timeout=self.timeout, connections=self.concurrency,
+                              tls=self.tls, trust_env=self.trust_env, user_agent=f"lineagewire/{__version__}")
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
 
     async def send(self, batch: list[Rendered]) -> None:
         """POST each event of ``batch`` in order; raise ``EmitError`` unless the backend answered 2xx."""
-        import aiohttp
+        from .curl import CurlError
 
+        pool = self._pool
         for item in batch:
-            headers = self.headers
+            headers = None
             bearer = self.auth.get_bearer() if self.auth is not None else None
             if bearer:
-                headers = {**headers, "Authorization": bearer}
-            # Bytes, not text: aiohttp wraps a str in a payload that looks up its charset on every request.
+                headers = [f"{k}: {v}" for k, v in {**self.headers, "Authorization": bearer}.items()]
             data = item.body.encode()
             if self.compression == "gzip":
                 data = gzip.compress(data, compresslevel=3)
             try:
-                async with self._session.post(self.url, data=data, headers=headers) as resp:
-                    await resp.read()
-                    if resp.status >= 300:
-                        raise EmitError(f"{item.where}: OpenLineage backend {self.url} answered {resp.status} "
-                                        f"{resp.reason}; expected 2xx")
-            except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-                raise EmitError(f"{item.where}: OpenLineage backend {self.url} not reached: "
-                                f"{type(exc).__name__}: {exc}") from exc
+                answer = await pool.post(data, headers)
+            except CurlError as exc:
+                raise EmitError(f"{item.where}: OpenLineage backend {self.url} not reached: {exc}") from exc
+            if answer.status >= 300 or answer.status < 200:
+                detail = answer.body[:200].decode("utf-8", "replace").strip()
+                raise EmitError(f"{item.where}: OpenLineage backend {self.url} answered {answer.status} "
+                                f"{answer.reason}{': ' + detail if detail else ''}; expected 2xx")
 
 
-def _ssl_context(config: Any) -> ssl.SSLContext | bool:
-    if not config.url.strip().lower().startswith("https"):
-        return False
-    if not config.verify:
-        return False
-    ctx_config = getattr(config, "ssl_context", None)
-    ctx = ssl.create_default_context(cafile=getattr(ctx_config, "ca_cert_path", None) or None)
-    cert = getattr(ctx_config, "client_cert_path", None)
-    if cert:
-        ctx.load_cert_chain(cert, getattr(ctx_config, "client_key_path", None) or None)
-    return ctx
+def _tls(config: Any) -> Any:
+    from .curl import TlsSettings
+
+    ctx = getattr(config, "ssl_context", None)
+    ca_file = getattr(ctx, "ca_cert_path", None) or None
+    # As openlineage-python's http transport: a CA bundle of its own turns verification on, whatever ``verify`` says.
+    return TlsSettings(verify=bool(config.verify) or ca_file is not None, ca_file=ca_file,
+                       client_cert=getattr(ctx, "client_cert_path", None) or None,
+                       client_key=getattr(ctx, "client_key_path", None) or None)
 
 
 def kafka_message_key(event: Any, message_key: str | None = None) -> str:
