@@ -93,12 +93,13 @@ class CurlPool:
     connections wait inside libcurl for a free one, in the order they were posted.
 
     ``trust_env``: use the proxy variables (``HTTP_PROXY``, ``HTTPS_PROXY``, ``NO_PROXY``) and ``~/.netrc``, as
-    libcurl does; off, neither is read, whatever the environment says.
+    libcurl does; off, neither is read, whatever the environment says. ``idle_connections``: how many
+    connections are kept alive between requests (default ``connections``).
     """
 
     def __init__(self, url: str, *, headers: dict[str, str], timeout: float, connections: int,
-                 tls: TlsSettings | None = None, trust_env: bool = False,
-                 user_agent: str = "lineagewire") -> None:
+                 tls: TlsSettings | None = None, trust_env: bool = False, user_agent: str = "lineagewire",
+                 idle_connections: int | None = None) -> None:
         self.url = url
         self.headers = [f"{k}: {v}" for k, v in headers.items()] + ["Expect:"]  # no 100-continue round trip
         self.timeout_ms = max(int(timeout * 1000), 1)
@@ -111,12 +112,13 @@ class CurlPool:
         self._multi.setopt(pycurl.M_SOCKETFUNCTION, self._on_socket)
         self._multi.setopt(pycurl.M_TIMERFUNCTION, self._on_timer)
         self._multi.setopt(pycurl.M_MAX_HOST_CONNECTIONS, connections)
-        self._multi.setopt(pycurl.M_MAXCONNECTS, connections)
+        self._multi.setopt(pycurl.M_MAXCONNECTS, connections if idle_connections is None else idle_connections)
         self._timer: asyncio.TimerHandle | None = None
         self._free: list[_Transfer] = []
         self._busy: dict[Any, _Transfer] = {}  # easy handle -> its transfer
         self._watched: dict[int, int] = {}  # fd -> what the loop watches it for (_IN | _OUT)
         self._parked: set[int] = set()  # fds libcurl does not need now whose reader stays registered
+        self._inodes: dict[int, int] = {}  # fd -> the inode of the socket it was registered for
         self._closed = False
 
     # -- requests --------------------------------------------------------------------------------
@@ -151,7 +153,6 @@ class CurlPool:
         handle.setopt(pycurl.CONNECTTIMEOUT_MS, self.timeout_ms)
         handle.setopt(pycurl.NOSIGNAL, 1)
         handle.setopt(pycurl.WRITEFUNCTION, transfer.write)
-        handle.setopt(pycurl.CLOSESOCKETFUNCTION, self._close_socket)
         if not self.trust_env:
             handle.setopt(pycurl.PROXY, "")  # an empty proxy: no proxy, whatever HTTP(S)_PROXY say
         else:
@@ -202,18 +203,25 @@ class CurlPool:
     def _on_socket(self, what: int, fd: int, multi: Any, data: Any) -> None:
         """libcurl says what to watch ``fd`` for. A kept-alive connection goes from "read" to "nothing" and back
         for every request: its reader stays registered while it waits (``_parked``), which saves two
-        ``epoll_ctl`` calls and the loop's bookkeeping per request. It is unregistered when libcurl closes
-        the socket (``_close_socket``) or if it wakes up while parked (the backend closed it)."""
+        ``epoll_ctl`` calls and the loop's bookkeeping per request. It is unregistered if it wakes up while
+        parked (the backend closed it). libcurl may close a parked socket and the kernel give its number to a
+        new one: the socket's inode tells them apart when libcurl wants the number again."""
         loop, watched = self._loop, self._watched
-        have = watched.get(fd, 0)
         want = _WANT[what]
+        if fd in self._parked:
+            self._parked.discard(fd)
+            if want and _inode(fd) != self._inodes.get(fd):
+                self._unwatch(fd)  # a new socket under an old number: the loop's registration is stale
+        have = watched.get(fd, 0)
         if want == 0:  # POLL_REMOVE: keep the reader, drop a writer (a writable socket would wake us for nothing)
             if have & _OUT:
                 loop.remove_writer(fd)
-                watched[fd] = have & ~_OUT
-            self._parked.add(fd)
+                have = watched[fd] = have & ~_OUT
+            if have:
+                self._parked.add(fd)
             return
-        self._parked.discard(fd)
+        if not have:
+            self._inodes[fd] = _inode(fd)
         if want & _IN and not have & _IN:
             loop.add_reader(fd, self._on_readable, fd)
         elif have & _IN and not want & _IN:
@@ -231,21 +239,14 @@ class CurlPool:
         self._act(fd, pycurl.CSELECT_IN)
 
     def _unwatch(self, fd: int) -> None:
+        """Stop watching ``fd`` (the loop's selector ignores a number whose socket is gone)."""
         have = self._watched.pop(fd, 0)
         self._parked.discard(fd)
+        self._inodes.pop(fd, None)
         if have & _IN:
             self._loop.remove_reader(fd)
         if have & _OUT:
             self._loop.remove_writer(fd)
-
-    def _close_socket(self, fd: int) -> int:
-        """libcurl closes a connection's socket: stop watching its number first (the next socket may get it)."""
-        self._unwatch(fd)
-        try:
-            os.close(fd)
-        except OSError:
-            return 1
-        return 0
 
     def _on_timer(self, ms: int) -> None:
         """libcurl wants ``socket_action(TIMEOUT)`` in ``ms`` (-1: never). A timer due sooner is kept: libcurl
@@ -292,11 +293,18 @@ class CurlPool:
             self._settle(transfer, None, CurlError(pycurl.E_ABORTED_BY_CALLBACK, "the HTTP pool was closed"))
         self._busy.clear()
         self._free.clear()
-        self._multi.close()  # closes the kept-alive connections (through _close_socket), before their handles
+        self._multi.close()
         for handle in handles:
             handle.close()
         for fd in list(self._watched):
             self._unwatch(fd)
+
+
+def _inode(fd: int) -> int:
+    try:
+        return os.fstat(fd).st_ino
+    except OSError:
+        return -1
 
 
 def _reason(status: int) -> str:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import gzip
 import json
 import random
 import socket
+import ssl
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -17,15 +19,20 @@ class Receiver:
     """POST /api/v1/lineage -> 200 and the event is kept; ``down = True`` answers 503 instead.
 
     ``down_after``: once that many events are kept, ``down`` turns True by itself (a backend that fails
-    mid-stream, at a known point).
+    mid-stream, at a known point). ``tls``: serve HTTPS with that context. ``close``: end each connection after
+    its answer, saying so (``"header"``: ``Connection: close``) or not (``"silent"``, as a backend whose idle
+    connections time out). ``requests`` keeps each request's path and headers; gzip bodies are unpacked.
     """
 
-    def __init__(self, down_after: int | None = None, *, delay: float = 0.0) -> None:
+    def __init__(self, down_after: int | None = None, *, delay: float = 0.0, tls: ssl.SSLContext | None = None,
+                 close: str | None = None) -> None:
         self.events: list[dict[str, Any]] = []
+        self.requests: list[tuple[str, dict[str, str]]] = []
         self.rejected = 0
         self.down = False
         self.down_after = down_after
         self.delay = delay  # each answer waits up to this many seconds (random), so requests in flight interleave
+        self.fixed_delay = 0.0  # and at least this many
         self.in_flight = 0
         self.max_in_flight = 0
         self.killed = False
@@ -48,14 +55,18 @@ class Receiver:
 
             def do_POST(self) -> None:  # noqa: N802
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if self.headers.get("Content-Encoding") == "gzip":
+                    body = gzip.decompress(body)
+                with outer._lock:
+                    outer.requests.append((self.path, dict(self.headers)))
                 if outer.killed:  # a connection that outlived kill(): no answer, as from a dead process
                     self.close_connection = True
                     return
                 with outer._lock:
                     outer.in_flight += 1
                     outer.max_in_flight = max(outer.max_in_flight, outer.in_flight)
-                if outer.delay:
-                    latency(random.random() * outer.delay)  # noqa: S311 - jitter, not crypto
+                if outer.delay or outer.fixed_delay:
+                    latency(outer.fixed_delay + random.random() * outer.delay)  # noqa: S311 - jitter, not crypto
                 with outer._lock:
                     outer.in_flight -= 1
                     if outer.down:
@@ -65,19 +76,32 @@ class Receiver:
                         outer.events.append(json.loads(body))
                         code = 200
                         outer.down = outer.down_after is not None and len(outer.events) >= outer.down_after
+                answer = b"backend is down" if code == 503 else b""
                 self.send_response(code)
-                self.send_header("Content-Length", "0")
+                self.send_header("Content-Length", str(len(answer)))
+                if close == "header":
+                    self.send_header("Connection", "close")
                 self.end_headers()
+                self.wfile.write(answer)
+                if close is not None:
+                    self.close_connection = True
 
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
                 pass
 
         self._handler = _H
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _H)
-        self._server.daemon_threads = True
+        self._tls = tls
+        self._server = self._serve(0)
         self.port = self._server.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def _serve(self, port: int) -> ThreadingHTTPServer:
+        server = ThreadingHTTPServer(("127.0.0.1", port), self._handler)
+        server.daemon_threads = True
+        if self._tls is not None:
+            server.socket = self._tls.wrap_socket(server.socket, server_side=True)
+        return server
 
     def __enter__(self) -> Receiver:
         self._thread.start()
@@ -100,8 +124,7 @@ class Receiver:
     def restart(self) -> None:
         """Listen again on the same port, after ``kill``."""
         self.killed = False
-        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), self._handler)
-        self._server.daemon_threads = True
+        self._server = self._serve(self.port)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
 

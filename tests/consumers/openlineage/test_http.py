@@ -1,0 +1,181 @@
+"""The OpenLineage service's HTTP delivery (libcurl, ``curl.CurlPool``) against real servers on 127.0.0.1.
+
+What users set in openlineage-python's ``http`` transport arrives (auth, custom headers, gzip); TLS with a CA of
+their own, without it and with ``verify: false``; proxies only with ``trust_env``; the timeout; a backend that
+closes its connections after each answer, with and without saying so (sockets closed and their numbers reused
+under many requests in flight); and an error answer named with its status and body.
+"""
+
+from __future__ import annotations
+
+import shutil
+import ssl
+import subprocess
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from lineagewire.consumers.openlineage.exceptions import EmitError
+from lineagewire.consumers.openlineage.handler import OpenLineageHandler
+from lineagewire.consumers.runtime import Record
+from lineagewire.consumers.runtime.exceptions import OutputError
+
+from .receiver import Receiver
+from .samples import app_run
+
+pytestmark = pytest.mark.integration
+
+
+def record(i: int = 0, event: dict[str, Any] | None = None) -> Record:
+    return Record("t", 0, i, None, 0, event or app_run(actions=0)[0])
+
+
+def handler(transport: dict[str, Any], concurrency: int = 0) -> OpenLineageHandler:
+    h = OpenLineageHandler(config={"transport": {"type": "http", **transport}}, concurrency=concurrency)
+    h.open()
+    return h
+
+
+def deliver_all(h: OpenLineageHandler, events: list[dict[str, Any]], timeout: float = 60) -> None:
+    """Hand every event over, then wait until all are confirmed, sending failed ones again as the runtime does."""
+    for i, e in enumerate(events):
+        h.handle(Record("t", 0, i, f"key{i % 17}", 0, e))
+    assert h.inflight is not None
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if h.inflight.flush(max(deadline - time.monotonic(), 0.1)):
+                return
+        except OutputError:
+            pass  # the runtime would back off and call again
+        assert time.monotonic() < deadline, f"{h.inflight.pending} events still unconfirmed"
+
+
+def test_auth_custom_headers_and_gzip_arrive(receiver: Receiver) -> None:
+    h = handler({"url": receiver.url, "auth": {"type": "api_key", "apiKey": "s3cret-token"},
+                 "custom_headers": {"X-Team": "data-platform"}, "compression": "gzip"})
+    try:
+        h.handle(record())
+    finally:
+        h.close()
+    [(path, headers)] = receiver.requests
+    assert path == "/api/v1/lineage"
+    assert headers["Authorization"] == "Bearer s3cret-token"
+    assert headers["X-Team"] == "data-platform"
+    assert headers["Content-Encoding"] == "gzip"
+    assert headers["Content-Type"] == "application/json"
+    assert headers["User-Agent"].startswith("lineagewire/")
+    assert [e["eventType"] for e in receiver.snapshot()] == ["START"]  # the receiver unpacked the gzip body
+
+
+def test_an_error_answer_is_named_with_its_status_and_body(receiver: Receiver) -> None:
+    h = handler({"url": receiver.url})
+    receiver.down = True
+    try:
+        with pytest.raises(EmitError, match=r"t\[0\]@0: OpenLineage backend .* answered 503 Service Unavailable: "
+                                            r"backend is down; expected 2xx"):
+            h.handle(record())
+    finally:
+        h.close()
+
+
+@pytest.mark.parametrize("close", ["header", "silent"])
+def test_a_backend_that_closes_each_connection_still_gets_every_event(close: str) -> None:
+    # Every answer ends its connection: libcurl opens hundreds of sockets, whose numbers the kernel hands out
+    # again; the loop must stop watching each before it is closed (curl.CurlPool._close_socket), or a new socket
+    # with an old number is never watched and its request hangs.
+    events = [e for i in range(60) for e in app_run(f"job{i}", actions=1)]  # 240 events
+    with Receiver(close=close) as rx:
+        h = handler({"url": rx.url, "timeout": 5}, concurrency=8)
+        try:
+            deliver_all(h, events)
+        finally:
+            h.close()
+        assert len({(e["run"]["runId"], e["eventType"], e["eventTime"]) for e in rx.snapshot()}) == len(events)
+
+
+def test_proxies_from_the_environment_only_with_trust_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    with Receiver() as backend, Receiver() as proxy:
+        for var in ("NO_PROXY", "no_proxy"):
+            monkeypatch.delenv(var, raising=False)
+        monkeypatch.setenv("http_proxy", proxy.url)
+        monkeypatch.setenv("HTTP_PROXY", proxy.url)
+        h = handler({"url": backend.url})
+        try:
+            h.handle(record())
+        finally:
+            h.close()
+        assert len(backend.snapshot()) == 1 and not proxy.requests
+
+        h = handler({"url": backend.url, "trust_env": True})
+        try:
+            h.handle(record())
+        finally:
+            h.close()
+        # A proxy gets the absolute URL on its request line.
+        assert [p for p, _ in proxy.requests] == [f"{backend.url}/api/v1/lineage"]
+        assert len(backend.snapshot()) == 1
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.fail("the TLS tests need the openssl command (Debian's openssl package) to make a certificate")
+    folder = tmp_path_factory.mktemp("tls")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
+                    "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out",
+                    str(cert)], check=True, capture_output=True)
+    return str(cert), str(key)
+
+
+@pytest.fixture
+def tls_receiver(certificate: tuple[str, str]) -> Iterator[Receiver]:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(*certificate)
+    with Receiver(tls=ctx) as rx:
+        yield rx
+
+
+def test_tls_with_the_users_ca_without_it_and_unverified(tls_receiver: Receiver,
+                                                         certificate: tuple[str, str]) -> None:
+    url = tls_receiver.url
+    assert url.startswith("https://")
+    h = handler({"url": url, "sslContext": {"caCertPath": certificate[0]}})
+    try:
+        h.handle(record(0))
+    finally:
+        h.close()
+    assert len(tls_receiver.snapshot()) == 1
+
+    h = handler({"url": url})  # a self-signed certificate the system does not trust
+    try:
+        with pytest.raises(EmitError, match=r"not reached: curl error 60: .*certificate"):
+            h.handle(record(1))
+    finally:
+        h.close()
+    assert len(tls_receiver.snapshot()) == 1
+
+    h = handler({"url": url, "verify": False})
+    try:
+        h.handle(record(2))
+    finally:
+        h.close()
+    assert len(tls_receiver.snapshot()) == 2
+
+
+def test_a_request_that_outlasts_the_timeout_fails_at_the_timeout() -> None:
+    with Receiver() as rx:
+        h = handler({"url": rx.url, "timeout": 0.5})
+        try:
+            h.handle(record(0))  # answered at once
+            rx.fixed_delay = 2.0
+            started = time.monotonic()
+            with pytest.raises(EmitError, match=r"not reached: curl error 28: .*timed out"):
+                h.handle(record(1))
+            assert time.monotonic() - started < 1.8  # it gave up before the backend answered
+        finally:
+            h.close()
