@@ -13,7 +13,7 @@ datahub --gms-url`` against a local backend.
    (``python -m lineagewire consume openlineage --url ... --group <new>``) and reads, at the backend, the time
    from its first event to its last; events/s = events / that time, CPU µs per event = the service process's
    CPU time (``/proc``) over the same window / events. Injected latency per request: ``--latency`` (ms).
-   ``before`` rows run the code of ``--before`` (default e3adbae, extracted with ``git archive``) the same
+   ``before`` rows run the code of ``--before`` (default e05f85c, the aiohttp delivery; extracted with ``git archive``) the same
    way, interleaved with ``after`` rows (after, before, after, before...), and stop after ``--before-seconds``
    (its rate is then over what arrived).
 3. **Outage**: the same service; once a third of the events arrived the backend goes down (connection
@@ -290,7 +290,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2, help="runs per row (interleaved with the before code)")
     ap.add_argument("--latency", type=float, nargs="+", default=[0.0, 5.0], help="injected ms per request")
     ap.add_argument("--outage", type=float, default=30.0, help="seconds the backend is down (0: no outage run)")
-    ap.add_argument("--before", default="e3adbae", help="commit of the code before")
+    ap.add_argument("--before", default="e05f85c", help="commit of the code before")
     ap.add_argument("--no-before", action="store_true", help="only the code of this worktree")
     ap.add_argument("--before-seconds", type=float, default=20.0, help="stop a before run after this long")
     ap.add_argument("--concurrency", type=int, default=32, help="--concurrency of the service")
