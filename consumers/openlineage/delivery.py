@@ -2,12 +2,12 @@
 
 * ``HttpDelivery``: the ``http`` transport's settings (openlineage-python's
   ``HttpConfig``: url, endpoint, timeout, verify, sslContext, auth, compression,
-  custom headers), sent with **aiohttp**: one ``ClientSession`` with a pooled
-  keep-alive connector, as many requests in flight as ``InFlight`` has lanes.
+  custom headers), sent through libcurl (``curl.CurlPool``, pycurl): one pool of
+  kept-alive connections, as many requests in flight as ``InFlight`` has lanes.
   A request counts as confirmed on a 2xx answer; anything else raises and the
   runtime retries it (no retries inside: the runtime's backoff is the one).
-  ``trust_env`` is off (no proxy variables, no ``.netrc``) unless the transport
-  config says ``trust_env: true``.
+  Proxy variables and ``.netrc`` are not read unless the transport config says
+  ``trust_env: true``.
 * ``KafkaDelivery``: the ``kafka`` transport's settings (``KafkaConfig``:
   producer config, topic, messageKey), produced with confluent-kafka; a batch
   counts as confirmed when the broker acknowledged every message of it (the
@@ -16,13 +16,8 @@
   transport (an openlineage-python ``Transport`` whose ``emit`` waits for the
   acknowledgement and raises when there is none).
 
-Why aiohttp (measured on this 2-core machine, 1.6 KB POSTs to the Go receiver of
-``bench/receiver``, docs/consumers.md has the table): aiohttp with 16 in flight
-took 90-130 µs of CPU per request; httpx's sync client 460 µs and its async one
-more; urllib3's pool on 16 threads 210 µs; requests (openlineage-python's
-``http`` transport) about 1,000 µs with ``trust_env`` on. The standard library's
-``http.client`` on 16 threads took 80-100 µs, but leaves pooling, proxies and
-TLS set-up to us; aiohttp gives them for a few µs more.
+Why libcurl: see ``curl``'s module docstring and docs/consumers.md (a request costs
+about half of aiohttp's CPU, and its socket work runs without the GIL).
 
 The message key of ``KafkaDelivery`` follows openlineage-python's kafka transport
 (documented there): ``messageKey`` when set, else ``run:<namespace>/<name>`` of

@@ -12,8 +12,8 @@ Transport configuration is OpenLineage's own, with its own precedence
 
 How events are delivered, by the transport the configuration gives:
 
-* ``http``: concurrently and in order per job (``delivery.HttpDelivery``: aiohttp, ``concurrency``
-  requests in flight over one keep-alive pool, through the runtime's ``InFlight``); an event's offset
+* ``http``: concurrently and in order per job (``delivery.HttpDelivery``: libcurl through pycurl,
+  ``concurrency`` requests in flight over one keep-alive pool, through the runtime's ``InFlight``); an event's offset
   is committed only once the backend answered 2xx for it and for every event before it in its partition.
 * ``kafka``: produced in batches, committed once the broker acknowledged them (``delivery.KafkaDelivery``).
 * ``async_http`` (alone or in a composite): refused at start. It queues events and sends them later,
