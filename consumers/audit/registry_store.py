@@ -120,11 +120,6 @@ def open_read_only(db_url: str, *, what: str = "registry", table: str = "jobs",
     return engine
 
 
-def _insert(conn: Connection, table: sa.Table, values: dict[str, Any], keys: list[str]) -> None:
-    """INSERT that ignores a conflict (``keys`` names the row's identity, for the reader)."""
-    insert_ignore(conn, table, [values])
-
-
 def _spec_json(spec: dict[str, Any]) -> str:
     return json.dumps(to_jsonable(spec), sort_keys=True, indent=1)
 
@@ -162,9 +157,9 @@ class RegistryStore:
             applier = self._appliers.get(kind)
             if applier is not None:
                 applier(conn, event, job_id)
-            _insert(conn, m.run_events, {"event_id": h["event_id"], "run_id": h["run_id"], "kind": kind,
-                                         "sequence": h["sequence"], "event_time": h["event_time"],
-                                         "body": json.dumps(to_jsonable(event), sort_keys=True)}, ["event_id"])
+            insert_ignore(conn, m.run_events, [{"event_id": h["event_id"], "run_id": h["run_id"], "kind": kind,
+                                                "sequence": h["sequence"], "event_time": h["event_time"],
+                                                "body": json.dumps(to_jsonable(event), sort_keys=True)}])
             conn.execute(m.applied_events.insert().values(event_id=h["event_id"], applied_at=dt.datetime.now(dt.UTC)))
         return True
 
@@ -172,8 +167,7 @@ class RegistryStore:
 
     def _job(self, conn: Connection, namespace: str, name: str, when: dt.datetime) -> int:
         key = (namespace, name)
-        _insert(conn, m.jobs, {"namespace": namespace, "name": name, "first_seen": when, "last_seen": when},
-                ["namespace", "name"])
+        insert_ignore(conn, m.jobs, [{"namespace": namespace, "name": name, "first_seen": when, "last_seen": when}])
         conn.execute(m.jobs.update().where(m.jobs.c.namespace == namespace, m.jobs.c.name == name,
                                            m.jobs.c.last_seen < when).values(last_seen=when))
         if key not in self._job_ids:
@@ -183,8 +177,8 @@ class RegistryStore:
 
     def _dataset(self, conn: Connection, ds: dict[str, Any], when: dt.datetime) -> int:
         key = (ds["namespace"], ds["name"])
-        _insert(conn, m.datasets, {"namespace": key[0], "name": key[1], "format": ds.get("format"),
-                                   "first_seen": when, "last_seen": when}, ["namespace", "name"])
+        insert_ignore(conn, m.datasets, [{"namespace": key[0], "name": key[1], "format": ds.get("format"),
+                                          "first_seen": when, "last_seen": when}])
         conn.execute(m.datasets.update().where(m.datasets.c.namespace == key[0], m.datasets.c.name == key[1],
                                                m.datasets.c.last_seen < when).values(last_seen=when))
         if key not in self._dataset_ids:
@@ -192,24 +186,23 @@ class RegistryStore:
                 m.datasets.c.namespace == key[0], m.datasets.c.name == key[1])).scalar_one()
         ds_id = self._dataset_ids[key]
         for link in ds.get("symlinks") or []:
-            _insert(conn, m.dataset_aliases, {"dataset_id": ds_id, "namespace": link["namespace"],
-                                              "name": link["name"], "type": link.get("type")},
-                    ["dataset_id", "namespace", "name"])
+            insert_ignore(conn, m.dataset_aliases, [{"dataset_id": ds_id, "namespace": link["namespace"],
+                                                     "name": link["name"], "type": link.get("type")}])
         return ds_id
 
     def _run(self, conn: Connection, h: dict[str, Any], job_id: int) -> None:
         parent = h.get("parent_run")
         root = h.get("root_parent_run")  # contract v2; None in v1 events
         schedule = h.get("schedule")
-        _insert(conn, m.runs, {"run_id": h["run_id"], "job_id": job_id, "last_sequence": -1,
-                               "parent_run_id": parent["run_id"] if parent else None,
-                               "parent_job_namespace": parent["job_namespace"] if parent else None,
-                               "parent_job_name": parent["job_name"] if parent else None,
-                               "root_parent_run_id": root["run_id"] if root else None,
-                               "root_parent_job_namespace": root["job_namespace"] if root else None,
-                               "root_parent_job_name": root["job_name"] if root else None, "restarts": 0,
-                               "workflow_id": schedule["workflow_id"] if schedule else None,
-                               "nominal_time": schedule["nominal_time"] if schedule else None}, ["run_id"])
+        insert_ignore(conn, m.runs, [{"run_id": h["run_id"], "job_id": job_id, "last_sequence": -1,
+                                      "parent_run_id": parent["run_id"] if parent else None,
+                                      "parent_job_namespace": parent["job_namespace"] if parent else None,
+                                      "parent_job_name": parent["job_name"] if parent else None,
+                                      "root_parent_run_id": root["run_id"] if root else None,
+                                      "root_parent_job_namespace": root["job_namespace"] if root else None,
+                                      "root_parent_job_name": root["job_name"] if root else None, "restarts": 0,
+                                      "workflow_id": schedule["workflow_id"] if schedule else None,
+                                      "nominal_time": schedule["nominal_time"] if schedule else None}])
 
     # -- events -----------------------------------------------------------------------------------
 
@@ -219,20 +212,18 @@ class RegistryStore:
         outs = [self._dataset(conn, d, when) for d in outputs]
         for direction, ids, items in (("in", ins, inputs), ("out", outs, outputs)):
             for ds_id, d in zip(ids, items, strict=True):
-                _insert(conn, m.run_datasets, {"run_id": run_id, "dataset_id": ds_id, "direction": direction,
-                                               "operation": d.get("operation"), "seen_at": when},
-                        ["run_id", "dataset_id", "direction"])
+                insert_ignore(conn, m.run_datasets, [{"run_id": run_id, "dataset_id": ds_id, "direction": direction,
+                                                      "operation": d.get("operation"), "seen_at": when}])
                 fields, version = d.get("fields"), (d.get("properties") or {}).get("version")
                 if fields or version:
-                    _insert(conn, m.dataset_states, {
+                    insert_ignore(conn, m.dataset_states, [{
                         "run_id": run_id, "dataset_id": ds_id, "direction": direction, "seen_at": when,
                         "fields_json": json.dumps(to_jsonable(fields), sort_keys=True) if fields else None,
-                        "version": version}, ["run_id", "dataset_id", "direction"])
+                        "version": version}])
         for src in ins:
             for dst in outs:
-                _insert(conn, m.dataset_edges, {"source_id": src, "sink_id": dst, "job_id": job_id,
-                                                "last_run_id": run_id, "first_seen": when, "last_seen": when},
-                        ["source_id", "sink_id", "job_id"])
+                insert_ignore(conn, m.dataset_edges, [{"source_id": src, "sink_id": dst, "job_id": job_id,
+                                                       "last_run_id": run_id, "first_seen": when, "last_seen": when}])
                 e = m.dataset_edges.c
                 conn.execute(m.dataset_edges.update().where(e.source_id == src, e.sink_id == dst, e.job_id == job_id,
                                                             e.last_seen < when)
@@ -242,18 +233,17 @@ class RegistryStore:
             for inp in col["inputs"]:
                 source = self._dataset(conn, {"namespace": inp["namespace"], "name": inp["name"]}, when)
                 kinds = sorted({f"{t['type']}/{t['subtype']}" for t in inp.get("transformations") or []})
-                _insert(conn, m.column_edges, {"source_id": source, "source_field": inp["field"], "sink_id": sink,
-                                               "sink_field": col["field"], "job_id": job_id,
-                                               "transformation": ",".join(kinds) or None, "last_run_id": run_id,
-                                               "first_seen": when, "last_seen": when},
-                        ["source_id", "source_field", "sink_id", "sink_field", "job_id"])
+                insert_ignore(conn, m.column_edges, [{"source_id": source, "source_field": inp["field"],
+                                                      "sink_id": sink, "sink_field": col["field"], "job_id": job_id,
+                                                      "transformation": ",".join(kinds) or None, "last_run_id": run_id,
+                                                      "first_seen": when, "last_seen": when}])
 
     def _created(self, conn: Connection, ev: dict[str, Any], job_id: int) -> None:
         h = ev["header"]
         text = _spec_json(ev["spec"])
         digest = hashlib.sha256(text.encode()).hexdigest()
-        _insert(conn, m.specs, {"job_id": job_id, "sha256": digest, "spec_json": text, "first_run_id": h["run_id"],
-                                "first_seen": h["event_time"]}, ["job_id", "sha256"])
+        insert_ignore(conn, m.specs, [{"job_id": job_id, "sha256": digest, "spec_json": text,
+                                       "first_run_id": h["run_id"], "first_seen": h["event_time"]}])
         spec_id = conn.execute(sa.select(m.specs.c.id).where(m.specs.c.job_id == job_id,
                                                              m.specs.c.sha256 == digest)).scalar_one()
         r = m.runs.c
@@ -267,12 +257,12 @@ class RegistryStore:
         h = ev["header"]
         err = ev.get("error")
         when = ev["transition_time"]
-        _insert(conn, m.transitions, {
+        insert_ignore(conn, m.transitions, [{
             "event_id": h["event_id"], "run_id": h["run_id"], "sequence": h["sequence"],
             "old_status": ev["old_status"], "new_status": ev["new_status"], "lifecycle_state": ev["lifecycle_state"],
             "transition_time": when, "restarts": ev["restarts"], "duration_ms": ev.get("duration_ms"),
             "error_class": err["error_class"] if err else None, "error_message": err["message"] if err else None,
-            "error_stack": err["stack_trace"] if err else None}, ["event_id"])
+            "error_stack": err["stack_trace"] if err else None}])
         r = m.runs.c
         run = m.runs.update().where(r.run_id == h["run_id"])
         conn.execute(run.where(r.last_sequence < h["sequence"]).values(
