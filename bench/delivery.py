@@ -13,9 +13,9 @@ datahub --gms-url`` against a local backend.
    (``python -m lineagewire consume openlineage --url ... --group <new>``) and reads, at the backend, the time
    from its first event to its last; events/s = events / that time, CPU µs per event = the service process's
    CPU time (``/proc``) over the same window / events. Injected latency per request: ``--latency`` (ms).
-   ``before`` rows run the code of ``--before`` (default e05f85c, the aiohttp delivery; extracted with ``git archive``) the same
-   way, interleaved with ``after`` rows (after, before, after, before...), and stop after ``--before-seconds``
-   (its rate is then over what arrived).
+   ``before`` rows run the code of ``--before`` (default e05f85c, the aiohttp delivery; extracted with
+   ``git archive``) the same way, interleaved with ``after`` rows (after, before, after, before...), and stop
+   after ``--before-seconds`` (its rate is then over what arrived).
 3. **Outage**: the same service; once a third of the events arrived the backend goes down (connection
    refused) for ``--outage`` seconds, then comes back. Printed: events lost (published events that never
    arrived: must be 0), whether the group committed anything while it was down (from 2 s after it went down to
@@ -57,6 +57,7 @@ from bench.consumers import _mix as mixed_events
 from lineagewire.config import Settings
 from lineagewire.kafka.publisher import Publisher
 from lineagewire.kafka.topics import TopicSpec, create_topics
+from lineagewire.processes import stop_process
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 RECEIVER_SRC = pathlib.Path(__file__).resolve().parent / "receiver"
@@ -170,12 +171,7 @@ def service(argv: list[str], settings: Settings, *, pythonpath: str | None = Non
     try:
         yield proc
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, 60)
         if proc.returncode not in (0, -signal.SIGTERM):
             log.seek(0)
             print(f"service exited {proc.returncode}: {log.read()[-3000:]}", file=sys.stderr)

@@ -20,6 +20,7 @@ import tempfile
 from typing import Any
 
 from lineagewire.kafka.local import free_port, home
+from lineagewire.processes import stop_process
 from tests.helpers import wait_for
 
 __all__ = ["LocalS3", "S3ProxyUnavailable", "fetch_jar"]
@@ -130,13 +131,8 @@ class LocalS3:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
 
     def stop(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait(10)
+        if self._proc is not None:
+            stop_process(self._proc, 20)
         self._proc = None
         if self._log is not None:
             self._log.close()

@@ -34,6 +34,8 @@ from typing import IO, Any
 
 import click
 
+from lineagewire.processes import stop_process
+
 from . import show
 from .receiver import Receiver
 
@@ -69,12 +71,7 @@ class Service:
 
     def stop(self) -> None:
         if self.process is not None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+            stop_process(self.process, 30)
         if self.log is not None:
             self.log.close()
 
@@ -347,12 +344,7 @@ def _web_ui(run_dir: pathlib.Path, env: dict[str, str], registry_db: str, alerts
             with contextlib.suppress(EOFError):
                 input("  press Enter to stop the web UI ")
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, 10)
 
 
 def _screenshot(url: str, path: pathlib.Path) -> str | None:

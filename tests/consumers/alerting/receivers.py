@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 
+from lineagewire.processes import stop_process
 from tests.helpers import wait_for
 
 
@@ -158,10 +159,5 @@ class Alertmanager:
 
     def stop(self) -> None:
         if self.proc is not None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+            stop_process(self.proc, 20)
             self.log.close()

@@ -24,6 +24,7 @@ import httpx
 
 from lineagewire.config import Settings
 from lineagewire.kafka.local import free_port
+from lineagewire.processes import stop_process
 from tests.helpers import read_topic, wait_for
 
 __all__ = ["TOKEN", "Proc", "all_refreshes", "run_ha"]
@@ -67,13 +68,7 @@ class Proc:
         self._log.close()
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(30)
+        stop_process(self.proc, 30)
         if not self._log.closed:
             self._log.close()
 
