@@ -138,8 +138,14 @@ class CurlPool:
             transfer.custom_headers = False
         transfer.body.clear()
         future = transfer.future = self._loop.create_future()
+        try:
+            self._multi.add_handle(handle)
+        except pycurl.error as exc:
+            transfer.future = None
+            self._free.append(transfer)
+            code, message = exc.args if len(exc.args) == 2 else (pycurl.E_FAILED_INIT, str(exc))
+            raise CurlError(code, f"libcurl did not take the request: {message}") from exc
         self._busy[handle] = transfer
-        self._multi.add_handle(handle)
         return await future
 
     def _new(self) -> _Transfer:
@@ -271,10 +277,19 @@ class CurlPool:
     def _act(self, fd: int, event: int) -> None:
         if self._closed:
             return
-        while True:
-            ret, _ = self._multi.socket_action(fd, event)
-            if ret != pycurl.E_CALL_MULTI_PERFORM:
-                break
+        try:
+            while True:
+                ret, _ = self._multi.socket_action(fd, event)
+                if ret != pycurl.E_CALL_MULTI_PERFORM:
+                    break
+        except pycurl.error as exc:  # the multi handle itself failed: no transfer of it can be trusted to finish
+            log.error("libcurl failed (%s); failing the %d requests in flight so they are sent again", exc,
+                      len(self._busy))
+            for handle, transfer in list(self._busy.items()):
+                self._multi.remove_handle(handle)
+                self._settle(transfer, None, CurlError(pycurl.E_FAILED_INIT, f"libcurl failed: {exc}"))
+            self._busy.clear()
+            return
         self._finished()
 
     # -- closing ---------------------------------------------------------------------------------
