@@ -4,8 +4,11 @@
   ``HttpConfig``: url, endpoint, timeout, verify, sslContext, auth, compression,
   custom headers), sent with **aiohttp**: one ``ClientSession`` with a pooled
   keep-alive connector, as many requests in flight as ``InFlight`` has lanes.
-  A request counts as confirmed on a 2xx answer; anything else raises and the
-  runtime retries it (no retries inside: the runtime's backoff is the one).
+  A request counts as confirmed on a 2xx answer. A 4xx other than 401, 403,
+  407, 408 and 429 raises ``RefusedError`` (a ``PermanentError``): the backend
+  will never take that event, so its record is dead-lettered and its lane goes
+  on. Anything else raises ``EmitError`` and the runtime retries it (no retries
+  inside: the runtime's backoff is the one).
   ``trust_env`` is off (no proxy variables, no ``.netrc``) unless the transport
   config says ``trust_env: true``.
 * ``KafkaDelivery``: the ``kafka`` transport's settings (``KafkaConfig``:
@@ -46,7 +49,9 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise MissingExtraError("openlineage-python", "openlineage", "The OpenLineage service") from exc
 
-from .exceptions import EmitError
+from lineagewire.consumers.runtime.retry import refused_for_good
+
+from .exceptions import EmitError, RefusedError
 
 log = logging.getLogger(__name__)
 
@@ -106,13 +111,23 @@ class HttpDelivery:
                 data = gzip.compress(data, compresslevel=3)
             try:
                 async with self._session.post(self.url, data=data, headers=headers) as resp:
-                    await resp.read()
+                    answer = await resp.read()
                     if resp.status >= 300:
-                        raise EmitError(f"{item.where}: OpenLineage backend {self.url} answered {resp.status} "
-                                        f"{resp.reason}; expected 2xx")
+                        raise status_error(item, self.url, resp.status, resp.reason, answer)
             except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                 raise EmitError(f"{item.where}: OpenLineage backend {self.url} not reached: "
                                 f"{type(exc).__name__}: {exc}") from exc
+
+
+def status_error(item: Rendered, url: str, status: int, reason: str | None, answer: bytes) -> EmitError | RefusedError:
+    """The error for a non-2xx answer to ``item``: ``RefusedError`` (dead-lettered) when the status says the
+    backend will never take it, ``EmitError`` (retried) otherwise."""
+    if not refused_for_good(status):
+        return EmitError(f"{item.where}: OpenLineage backend {url} answered {status} {reason}; expected 2xx")
+    said = answer[:300].decode("utf-8", "replace").strip()
+    return RefusedError(f"{item.where}: OpenLineage backend {url} refused the event with {status} {reason}"
+                        f"{f' ({said})' if said else ''}; expected 2xx: a 4xx answer other than 401, 403, 407, 408 "
+                        "and 429 means the backend will never take this event, so it is dead-lettered")
 
 
 def _ssl_context(config: Any) -> ssl.SSLContext | bool:

@@ -7,6 +7,7 @@ import json
 import random
 import socket
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -17,10 +18,12 @@ class Receiver:
     """POST /api/v1/lineage -> 200 and the event is kept; ``down = True`` answers 503 instead.
 
     ``down_after``: once that many events are kept, ``down`` turns True by itself (a backend that fails
-    mid-stream, at a known point).
+    mid-stream, at a known point). ``status_of(event)``: the status to answer for an event (not 2xx: not kept,
+    ``answered`` counts it), e.g. 400 for one invalid event or 503 for one job whose store is down.
     """
 
-    def __init__(self, down_after: int | None = None, *, delay: float = 0.0) -> None:
+    def __init__(self, down_after: int | None = None, *, delay: float = 0.0,
+                 status_of: Callable[[dict[str, Any]], int] | None = None) -> None:
         self.events: list[dict[str, Any]] = []
         self.rejected = 0
         self.down = False
@@ -29,6 +32,8 @@ class Receiver:
         self.in_flight = 0
         self.max_in_flight = 0
         self.killed = False
+        self.status_of = status_of
+        self.answered: list[tuple[int, dict[str, Any]]] = []  # (status, event) of every event not kept
         self._connections: set[Any] = set()
         self._lock = threading.Lock()
         outer = self
@@ -56,18 +61,24 @@ class Receiver:
                     outer.max_in_flight = max(outer.max_in_flight, outer.in_flight)
                 if outer.delay:
                     latency(random.random() * outer.delay)  # noqa: S311 - jitter, not crypto
+                event = json.loads(body)
+                code = outer.status_of(event) if outer.status_of is not None else 200
                 with outer._lock:
                     outer.in_flight -= 1
-                    if outer.down:
+                    if code >= 300:
+                        outer.answered.append((code, event))
+                    elif outer.down:
                         outer.rejected += 1
                         code = 503
                     else:
-                        outer.events.append(json.loads(body))
+                        outer.events.append(event)
                         code = 200
                         outer.down = outer.down_after is not None and len(outer.events) >= outer.down_after
+                said = b"" if code < 400 else f"invalid event: status {code}".encode()
                 self.send_response(code)
-                self.send_header("Content-Length", "0")
+                self.send_header("Content-Length", str(len(said)))
                 self.end_headers()
+                self.wfile.write(said)
 
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
                 pass
