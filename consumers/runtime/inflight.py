@@ -83,6 +83,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import logging
 import threading
 import time
@@ -409,7 +410,8 @@ class InFlight(Generic[T]):
         A partition with outputs still unconfirmed stays held back in ``durable_offsets``, so the runtime's
         revoke commit stops below its first unconfirmed record and the new owner handles it again; what is
         queued here is still sent (a duplicate at worst, and outputs are idempotent). It is forgotten once
-        everything it had is confirmed.
+        everything it had is confirmed. A rejected record is not waited for (its output is done with it); it stays
+        held until the runtime wrote its dead letter (the new owner may write one too: a duplicate at worst).
         """
         gone = set(partitions) & set(self._parts)
         if not gone:
@@ -542,7 +544,7 @@ class InFlight(Generic[T]):
         self._pending -= dropped
         for entry in entries:
             entry.rejected = True
-            self._rejected.append(Rejected(entry.record, error(entry), lambda entry=entry: self._settle(entry)))
+            self._rejected.append(Rejected(entry.record, error(entry), functools.partial(self._settle, entry)))
             log.debug("%s: %s rejected for good: %s", self.name, entry.where, self._rejected[-1].error)
         self._changed.notify_all()
 
