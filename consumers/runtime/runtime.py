@@ -498,7 +498,8 @@ class ConsumerRuntime(Polling):
         handed before (``Handler.give_up``), which are then dead-lettered; False when it is the call's own."""
         if not self.handler.give_up(exc.since):
             return False
-        log.error("service %s: %s; dead-lettering the records whose outputs were not confirmed", self.service, exc)
+        log.error("service %s: gave up on outputs held for records handed before (%s); dead-lettering those records",
+                  self.service, exc)
         self._dead_letter_rejected()
         return True
 
