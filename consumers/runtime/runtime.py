@@ -30,9 +30,10 @@ One ``ConsumerRuntime`` per service process:
    exception (a handler bug) ``max_handler_retries`` times before dead-lettering
    it with its traceback. When ``give_up_after`` runs out on outputs a handler
    holds for earlier records (``Handler.give_up``), those records are
-   dead-lettered, not the one in hand, which is handed again; meanwhile every assigned partition is paused, so
-   nothing more is fetched (memory stays bounded by one batch), the group
-   membership is kept alive, and per-key order holds;
+   dead-lettered, not the one in hand, which is handed again. Meanwhile every
+   assigned partition is paused, so nothing more is fetched (memory stays
+   bounded by one batch), the group membership is kept alive, and per-key
+   order holds;
 7. stops gracefully on SIGTERM/SIGINT: the event in hand is finished (or, if
    its output is still down, left uncommitted for the next run), offsets are
    committed, the consumer, dead-letter producer and handler closed.
