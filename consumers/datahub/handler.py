@@ -6,7 +6,7 @@ import logging
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from lineagewire.consumers.runtime.base import Handler
-from lineagewire.consumers.runtime.inflight import HeldBack
+from lineagewire.consumers.runtime.inflight import HeldBack, Rejected
 from lineagewire.exceptions import ConfigError
 from lineagewire.schemas import job_key
 
@@ -132,6 +132,13 @@ class DataHubHandler(Handler):
             if all(tp in a for a in answers):
                 out[tp] = min(a[tp] for a in answers)
         return out
+
+    def rejected(self) -> list[Rejected]:
+        """Records a delivering sink's output refused for good (``RefusedError``), for the dead-letter topic."""
+        return [r for sink in self.sinks for r in sink.rejected()]
+
+    def give_up(self, since: float) -> bool:
+        return any([sink.give_up(since) for sink in self.sinks])  # every sink's, not the first's only
 
     def on_revoke(self, partitions: list[tuple[str, int]]) -> None:
         for sink in self.sinks:

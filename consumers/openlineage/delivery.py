@@ -4,8 +4,11 @@
   ``HttpConfig``: url, endpoint, timeout, verify, sslContext, auth, compression,
   custom headers), sent through libcurl (``curl.CurlPool``, pycurl): one pool of
   kept-alive connections, as many requests in flight as ``InFlight`` has lanes.
-  A request counts as confirmed on a 2xx answer; anything else raises and the
-  runtime retries it (no retries inside: the runtime's backoff is the one).
+  A request counts as confirmed on a 2xx answer. A 4xx other than 401, 403,
+  407, 408 and 429 raises ``RefusedError`` (a ``PermanentError``): the backend
+  will never take that event, so its record is dead-lettered and its lane goes
+  on. Anything else raises ``EmitError`` and the runtime retries it (no retries
+  inside: the runtime's backoff is the one).
   Proxy variables and ``.netrc`` are not read unless the transport config says
   ``trust_env: true``.
 * ``KafkaDelivery``: the ``kafka`` transport's settings (``KafkaConfig``:
@@ -40,7 +43,9 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise MissingExtraError("openlineage-python", "openlineage", "The OpenLineage service") from exc
 
-from .exceptions import EmitError
+from lineagewire.consumers.runtime.retry import refused_for_good
+
+from .exceptions import EmitError, RefusedError
 
 log = logging.getLogger(__name__)
 
@@ -104,9 +109,19 @@ class HttpDelivery:
             except CurlError as exc:
                 raise EmitError(f"{item.where}: OpenLineage backend {self.url} not reached: {exc}") from exc
             if answer.status >= 300 or answer.status < 200:
-                detail = answer.body[:200].decode("utf-8", "replace").strip()
-                raise EmitError(f"{item.where}: OpenLineage backend {self.url} answered {answer.status} "
-                                f"{answer.reason}{': ' + detail if detail else ''}; expected 2xx")
+                raise status_error(item, self.url, answer.status, answer.reason, answer.body)
+
+
+def status_error(item: Rendered, url: str, status: int, reason: str | None, answer: bytes) -> EmitError | RefusedError:
+    """The error for a non-2xx answer to ``item``: ``RefusedError`` (dead-lettered) when the status says the
+    backend will never take it, ``EmitError`` (retried) otherwise."""
+    said = answer[:300].decode("utf-8", "replace").strip()
+    if not refused_for_good(status):
+        return EmitError(f"{item.where}: OpenLineage backend {url} answered {status} {reason}"
+                         f"{f': {said}' if said else ''}; expected 2xx")
+    return RefusedError(f"{item.where}: OpenLineage backend {url} refused the event with {status} {reason}"
+                        f"{f' ({said})' if said else ''}; expected 2xx: a 4xx answer other than 401, 403, 407, 408 "
+                        "and 429 means the backend will never take this event, so it is dead-lettered")
 
 
 def _tls(config: Any) -> Any:

@@ -2,7 +2,8 @@
 
     ConsumerError (lineagewire.consumers.runtime)
     ├── PermanentError
-    │   └── TranslationError      an event cannot be mapped to OpenLineage (dead-lettered)
+    │   ├── TranslationError      an event cannot be mapped to OpenLineage (dead-lettered)
+    │   └── RefusedError          the backend refused an event for good, a 4xx answer (dead-lettered)
     └── OutputError
         └── EmitError             an OpenLineage transport failed to send (retried)
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 from lineagewire.consumers.runtime.exceptions import OutputError, PermanentError
 
-__all__ = ["EmitError", "TranslationError"]
+__all__ = ["EmitError", "RefusedError", "TranslationError"]
 
 
 class TranslationError(PermanentError):
@@ -20,3 +21,7 @@ class TranslationError(PermanentError):
 
 class EmitError(OutputError):
     """The configured OpenLineage transport did not accept an event."""
+
+
+class RefusedError(PermanentError):
+    """The OpenLineage backend refused an event with a 4xx answer that no retry changes (``refused_for_good``)."""

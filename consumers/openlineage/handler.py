@@ -15,6 +15,8 @@ How events are delivered, by the transport the configuration gives:
 * ``http``: concurrently and in order per job (``delivery.HttpDelivery``: libcurl through pycurl,
   ``concurrency`` requests in flight over one keep-alive pool, through the runtime's ``InFlight``); an event's offset
   is committed only once the backend answered 2xx for it and for every event before it in its partition.
+  An event the backend refuses for good (a 4xx other than 401, 403, 407, 408, 429) goes to the
+  dead-letter topic (``rejected``), and its job's later events go on.
 * ``kafka``: produced in batches, committed once the broker acknowledged them (``delivery.KafkaDelivery``).
 * ``async_http`` (alone or in a composite): refused at start. It queues events and sends them later,
   so ``emit`` returning says nothing about delivery and offsets would be committed for events it then loses.
@@ -43,7 +45,7 @@ import yaml
 
 from lineagewire.consumers.runtime.base import Handler
 from lineagewire.consumers.runtime.gcsettings import tune_gc
-from lineagewire.consumers.runtime.inflight import InFlight, blocking
+from lineagewire.consumers.runtime.inflight import InFlight, Rejected, blocking
 from lineagewire.exceptions import ConfigError, require
 
 from .delivery import ConfirmedKafkaTransport, HttpDelivery, KafkaDelivery, Rendered, kafka_message_key
@@ -392,6 +394,13 @@ class OpenLineageHandler(Handler):
         if self.inflight is None or self.concurrency == 0:
             return None  # every event handle() returned for is delivered
         return self.inflight.durable_offsets()
+
+    def rejected(self) -> list[Rejected]:
+        """Records whose events the backend refused for good (``RefusedError``), for the dead-letter topic."""
+        return self.inflight.rejected() if self.inflight is not None else []
+
+    def give_up(self, since: float) -> bool:
+        return self.inflight is not None and self.inflight.give_up(since)
 
     def on_revoke(self, partitions: list[tuple[str, int]]) -> None:
         if self.inflight is not None:

@@ -38,6 +38,29 @@ A ``Handler`` turns one decoded event into the service's outputs.
   order, on each of those calls, so the runtime's retry and backoff own the
   retries), passes ``on_revoke`` on, and waits for it in ``close``. Its
   outputs count as emitted when confirmed (returned by ``batch_done``/``tick``).
+* Rejections after ``handle`` returned (a concurrent delivery): the error of a
+  bad record reaches its output later, and the ``OutputError`` of a record's
+  failed outputs is raised by a later call. Two hooks hand the right records
+  to the runtime, which writes their dead letters (original key, value and
+  timestamp, with the error in the headers) and commits past them only then:
+
+  - ``rejected()``: the records whose outputs the backend refused for good
+    (its send raised ``PermanentError``, e.g. an HTTP 4xx), as ``InFlight``'s
+    ``Rejected`` objects (``record``, ``error``, ``settle()``). The runtime
+    calls it after every ``batch_done`` and ``tick`` (and at shutdown), writes
+    each record's dead letter, then calls ``settle()``; until then the record
+    holds back its partition's commits (``durable_offsets``).
+  - ``give_up(since)``: the runtime's ``give_up_after`` ran out on a failure
+    raised by ``handle``, ``batch_done`` or ``tick`` (``GaveUpError``; the
+    retries began at ``time.monotonic()`` ``since``). Return True when that
+    failure was of outputs held for records handed before (reject those that
+    have failed since ``since`` or before, so that ``rejected()`` hands them
+    over): the runtime dead-letters them and hands the record in hand again.
+    False (the default): the failure was the call's own, and the record in
+    hand is dead-lettered.
+
+  A handler on ``InFlight`` answers both from it (``inflight.rejected()``,
+  ``inflight.give_up(since)``); the runtime keeps owning retries and backoff.
 
 Optional hooks (the defaults do nothing, so a simple service ignores them):
 
@@ -88,6 +111,7 @@ if TYPE_CHECKING:
     from lineagewire.schemas import Codec
     from lineagewire.schemas.codec import Decoder
 
+    from .inflight import Rejected
     from .record import Record
 
 __all__ = ["ENTRY_POINT_GROUP", "HANDLERS", "Handler", "load_handler_class"]
@@ -158,6 +182,16 @@ class Handler:
         mapping whose missing keys mean "durable to the end" (see the refresh runner's ``_HeldBack``).
         """
         return None
+
+    def rejected(self) -> list[Rejected]:
+        """Records whose outputs were rejected for good after ``handle`` returned, since the last call: the runtime
+        dead-letters each, then calls its ``settle()`` (see the module docstring). Default: none."""
+        return []
+
+    def give_up(self, since: float) -> bool:
+        """``give_up_after`` ran out on a failure raised here (retries since monotonic ``since``): reject the records
+        held whose outputs failed since then or before, and return True; False: the failure is the call's own."""
+        return False
 
     def on_revoke(self, partitions: list[tuple[str, int]]) -> None:
         """``partitions`` were taken away: flush or drop what is buffered for them."""

@@ -22,13 +22,12 @@ from __future__ import annotations
 import hashlib
 import logging
 
-from confluent_kafka import Message
-
 from lineagewire.config import Settings
 from lineagewire.exceptions import MessageTooLargeError, PublishError
 from lineagewire.kafka.publisher import Publisher
 
 from .exceptions import DeadLetterError, HandlerBugError
+from .record import Record
 
 log = logging.getLogger(__name__)
 
@@ -65,27 +64,26 @@ class DeadLetterWriter:
             settings, producer_config={"linger.ms": 0, "message.timeout.ms": 30_000, "message.max.bytes": max_bytes},
             queue_full_timeout=flush_timeout)
 
-    def headers(self, msg: Message, exc: BaseException, reason: str) -> dict[str, str | bytes]:
-        src, partition, offset = msg.topic() or "", msg.partition() or 0, msg.offset() or 0
+    def headers(self, record: Record, exc: BaseException, reason: str) -> dict[str, str | bytes]:
         error = exc.error if isinstance(exc, HandlerBugError) else exc
         headers: dict[str, str | bytes] = dict(zip(DLQ_HEADERS, (
-            f"{type(error).__module__}.{type(error).__qualname__}", str(exc)[:4000], reason, src,
-            str(partition), str(offset), str(msg.timestamp()[1]), self.service), strict=True))
+            f"{type(error).__module__}.{type(error).__qualname__}", str(exc)[:4000], reason, record.topic,
+            str(record.partition), str(record.offset), str(record.timestamp_ms), self.service), strict=True))
         if isinstance(exc, HandlerBugError):
             headers["lineagewire.error.traceback"] = exc.traceback
         return headers
 
-    def write(self, msg: Message, exc: BaseException, reason: str) -> int:
-        """Write ``msg``'s dead letter and wait for it; returns the bytes of the value kept.
+    def write(self, record: Record, exc: BaseException, reason: str) -> int:
+        """Write ``record``'s dead letter (its raw key and value, as consumed) and wait for it; returns the bytes of
+        the value kept.
 
         Raises ``DeadLetterError`` when no form could be written.
         """
-        src, partition, offset = msg.topic() or "", msg.partition() or 0, msg.offset() or 0
-        where = f"{src}[{partition}]@{offset}"
-        topic = self.settings.topics.dlq(src, self.service)
-        value: bytes = msg.value() or b""
-        key = msg.key()
-        headers = self.headers(msg, exc, reason)
+        where = record.where
+        topic = self.settings.topics.dlq(record.topic, self.service)
+        value: bytes = record.value or b""
+        key = record.key_bytes
+        headers = self.headers(record, exc, reason)
         fixed = len(key or b"") + sum(len(k) + len(v) for k, v in headers.items()) + 200 + _OVERHEAD
         fits = max(0, self.max_bytes - fixed)
         forms = [len(value)] if len(value) <= fits else []

@@ -4,6 +4,7 @@
     └── ConsumerError                 the consumer runtime
         ├── PermanentError            this event can never be handled: dead-lettered, the service goes on
         │   ├── HandlerBugError       the handler kept raising an unexpected exception (after its retries)
+        │   ├── GaveUpError           an output stayed down longer than RetryPolicy.give_up_after
         │   └── (per service, e.g. openlineage.TranslationError)
         ├── OutputError               an output is down: the runtime retries the same event with backoff
         └── DeadLetterError           the dead-letter topic could not be written (retried until it can be)
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 from lineagewire.exceptions import LineagewireError
 
-__all__ = ["ConsumerError", "DeadLetterError", "HandlerBugError", "OutputError", "PermanentError"]
+__all__ = ["ConsumerError", "DeadLetterError", "GaveUpError", "HandlerBugError", "OutputError", "PermanentError"]
 
 
 class ConsumerError(LineagewireError):
@@ -45,3 +46,18 @@ class HandlerBugError(PermanentError):
         self.error = error
         self.attempts = attempts
         self.traceback = traceback
+
+
+class GaveUpError(PermanentError):
+    """An output was still down after ``RetryPolicy.give_up_after`` seconds of retries (the runtime's ``Retrier``).
+
+    ``error`` is the last failure; ``since`` the ``time.monotonic()`` at which the retries began. A handler whose
+    outputs are sent after ``handle`` returned (``InFlight``) may have raised it for earlier records' outputs: the
+    runtime then asks the handler to give those up (``Handler.give_up(since)``) instead of dead-lettering the
+    record in hand.
+    """
+
+    def __init__(self, message: str, *, error: BaseException, since: float) -> None:
+        super().__init__(message)
+        self.error = error
+        self.since = since

@@ -32,6 +32,23 @@ on a background asyncio loop; the runtime's contract still holds:
   synchronous output. (As the audit archive's ``InOrderWriter``: a failed write
   is retried from the next runtime call.) ``send`` should therefore not retry on
   its own, and should have a timeout.
+* **Rejections** (bad input must not stall a partition): a ``send`` that raises
+  ``PermanentError`` (the backend will never take these outputs: an HTTP 4xx)
+  rejects the record whose outputs they are; a batch of several records is then
+  sent again record by record, so only the records the backend refuses are
+  rejected. A rejected record's outputs are dropped (those queued behind too)
+  and its lane goes on at once; the record is handed to the runtime by
+  ``rejected()`` (the handler's ``rejected`` hook) as a ``Rejected``: the runtime
+  writes its dead letter, then calls ``settle()``. Until then it holds its
+  partition's commits like an unconfirmed record, so nothing is committed past
+  a record that was neither confirmed nor dead-lettered.
+* **Giving up** (``RetryPolicy.give_up_after``): the runtime's retries of
+  ``check`` or ``submit`` run out with ``GaveUpError`` raised by a later call
+  than the failed record's. The runtime then calls ``give_up(since)`` (the
+  handler's ``give_up`` hook), which rejects, as above, the records of every
+  failed batch failing since ``since`` (when the retries began) or before,
+  lets those lanes go on, and answers True: the call in hand was not to blame
+  (``submit`` raises before taking its record, so the runtime hands it again).
 * **Revocation**: ``revoke(partitions)`` waits (up to ``revoke_timeout``) for the
   pending outputs of those partitions, then stops tracking their offsets; the
   new owner gets those records again from the last commit, and what is still
@@ -53,6 +70,8 @@ How a handler uses it::
         def batch_done(self):     return self.inflight.check()
         def tick(self, now):      return self.inflight.check()
         def durable_offsets(self): return self.inflight.durable_offsets()
+        def rejected(self):       return self.inflight.rejected()      # dead-lettered by the runtime
+        def give_up(self, since): return self.inflight.give_up(since)
         def on_revoke(self, partitions): self.inflight.revoke(partitions)
         def close(self):          self.inflight.close()
 
@@ -64,6 +83,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import logging
 import threading
 import time
@@ -72,11 +92,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
-from .exceptions import OutputError
+from .exceptions import OutputError, PermanentError
+from .record import Record
 
 log = logging.getLogger(__name__)
 
-__all__ = ["HeldBack", "InFlight", "Position", "blocking"]
+__all__ = ["HeldBack", "InFlight", "Position", "Rejected", "blocking"]
 
 T = TypeVar("T")
 
@@ -115,13 +136,26 @@ class HeldBack(dict[tuple[str, int], int]):
 
 
 @dataclass(eq=False)
+class Rejected:
+    """A record whose outputs were rejected for good (see the module docstring): the runtime writes ``record``'s
+    dead letter with ``error``, then calls ``settle()``, which lets its partition's commits pass it."""
+
+    #: what was handed to ``submit`` (a ``Record``, kept without its decoded event)
+    record: Any
+    error: PermanentError
+    settle: Callable[[], None] = field(repr=False)
+
+
+@dataclass(eq=False)
 class _Entry:
-    """One handed record: confirmed when ``remaining`` outputs are."""
+    """One handed record: confirmed when ``remaining`` outputs are (or settled once its dead letter is written)."""
 
     topic: str
     partition: int
     offset: int
     remaining: int
+    record: Any  # for the dead letter, should its outputs be rejected
+    rejected: bool = False
 
     @property
     def where(self) -> str:
@@ -139,12 +173,18 @@ class _Part:
             self.order.popleft()
         return self.order[0].offset if self.order else None
 
+    def sending(self) -> bool:
+        """Whether outputs of this partition are still to be confirmed (a rejected record waits for its dead
+        letter, written by the runtime, not for the output)."""
+        return any(e.remaining and not e.rejected for e in self.order)
+
 
 @dataclass(eq=False)
 class _Lane(Generic[T]):
     queue: collections.deque[tuple[_Entry, T]] = field(default_factory=collections.deque)
     failed: list[tuple[_Entry, T]] | None = None  # the batch whose send raised, sent again by check()
     error: BaseException | None = None
+    failed_at: float = 0.0  # time.monotonic() of the first failure of ``failed`` (``give_up``)
     wake: asyncio.Event | None = None  # set when the queue gets outputs or the failure is cleared
     idle: bool = True
 
@@ -180,6 +220,7 @@ class InFlight(Generic[T]):
         self._pending = 0  # outputs handed and not yet confirmed
         self._confirmed = 0  # outputs confirmed since the last check()
         self._failures = 0  # lanes with a failed batch
+        self._rejected: list[Rejected] = []  # rejected records not yet taken by ``rejected()``
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -273,7 +314,8 @@ class InFlight(Generic[T]):
             part = self._parts.get(tp)
             if part is None:
                 part = self._parts[tp] = _Part()
-            entry = _Entry(record.topic, record.partition, record.offset, len(outputs))
+            entry = _Entry(record.topic, record.partition, record.offset, len(outputs),
+                           record.without_event() if isinstance(record, Record) else record)
             part.order.append(entry)
             lane = self._lanes[hash(record.key if record.key is not None else tp) % self.lanes]
             lane.queue.extend((entry, out) for out in outputs)
@@ -325,6 +367,37 @@ class InFlight(Generic[T]):
                     held[tp] = lowest
             return held
 
+    def rejected(self) -> list[Rejected]:
+        """The records rejected for good since the last call, oldest first: dead-letter each, then ``settle()`` it."""
+        with self._lock:
+            out, self._rejected = self._rejected, []
+        return out
+
+    def give_up(self, since: float) -> bool:
+        """The runtime gave up on a failure raised here (``GaveUpError``, its retries began at monotonic ``since``):
+        reject the records of every failed batch failing since ``since`` or before (``rejected()`` hands them
+        over) and let those lanes go on. Returns whether a batch was failing at all, i.e. whether the failure was
+        this ``InFlight``'s rather than the caller's own."""
+        now = time.monotonic()
+        with self._lock:
+            if not self._failures:
+                return False
+            for lane in self._lanes:
+                batch, error = lane.failed, lane.error
+                if batch is None or lane.failed_at > since:
+                    continue
+                failing = now - lane.failed_at
+
+                def gave_up(entry: _Entry, error: BaseException | None = error,
+                            failing: float = failing) -> PermanentError:
+                    return PermanentError(f"{entry.where}: {self.name} did not confirm its outputs in {failing:.1f}s "
+                                          f"of retries ({type(error).__name__}: {error}); expected them confirmed "
+                                          "within the retry policy's give_up_after, so it is dead-lettered")
+
+                self._reject(lane, batch, gave_up)
+                self._clear_failure(lane)
+        return True
+
     @property
     def pending(self) -> int:
         """Outputs handed and not yet confirmed."""
@@ -337,14 +410,15 @@ class InFlight(Generic[T]):
         A partition with outputs still unconfirmed stays held back in ``durable_offsets``, so the runtime's
         revoke commit stops below its first unconfirmed record and the new owner handles it again; what is
         queued here is still sent (a duplicate at worst, and outputs are idempotent). It is forgotten once
-        everything it had is confirmed.
+        everything it had is confirmed. A rejected record is not waited for (its output is done with it); it stays
+        held until the runtime wrote its dead letter (the new owner may write one too: a duplicate at worst).
         """
         gone = set(partitions) & set(self._parts)
         if not gone:
             return
 
         def settled() -> bool:
-            return all(self._parts[tp].lowest() is None for tp in gone)
+            return not any(self._parts[tp].sending() for tp in gone)
 
         if self._loop is not None:
             try:
@@ -358,8 +432,9 @@ class InFlight(Generic[T]):
                 if part is not None and part.lowest() is None:
                     del self._parts[tp]
                 elif part is not None:
-                    log.warning("%s: %s[%d] revoked with outputs not confirmed from offset %d: not committed past "
-                                "it, so its new owner handles them again", self.name, tp[0], tp[1], part.lowest())
+                    log.warning("%s: %s[%d] revoked with records neither confirmed nor dead-lettered from offset %d: "
+                                "not committed past it, so its new owner handles them again", self.name, tp[0], tp[1],
+                                part.lowest())
 
     # -- waiting and re-sending (caller's thread) ------------------------------------------------
 
@@ -406,16 +481,78 @@ class InFlight(Generic[T]):
         batch = lane.failed
         if not batch:
             return None
-        try:
-            await self._send([out for _, out in batch])
-        except Exception as exc:  # noqa: BLE001 - any failure of the output: reported to the runtime, retried
-            lane.error = exc
+        exc = await self._deliver(lane, batch)
+        if exc is not None:
             return exc
         with self._lock:
             if lane.failed is batch:
-                self._confirm(batch)
                 self._clear_failure(lane)
         return None
+
+    async def _deliver(self, lane: _Lane[T], batch: list[tuple[_Entry, T]]) -> BaseException | None:
+        """Send ``batch`` and settle it: confirmed; or rejected, record by record, where ``send`` raised
+        ``PermanentError``; or failed: the lane stops at what is left of it, and the failure is returned."""
+        try:
+            await self._send([out for _, out in batch])
+        except PermanentError as exc:
+            groups = _by_record(batch)
+            if len(groups) == 1:
+                with self._lock:
+                    self._reject(lane, batch, lambda _, exc=exc: exc)  # type: ignore[misc]
+                return None
+            # Which of the batch's records does the backend refuse? Each alone, in order.
+            for i, group in enumerate(groups):
+                try:
+                    await self._send([out for _, out in group])
+                except PermanentError as one:
+                    with self._lock:
+                        self._reject(lane, group, lambda _, one=one: one)  # type: ignore[misc]
+                except Exception as other:  # noqa: BLE001 - the output is down: the lane waits at this record
+                    with self._lock:
+                        self._fail(lane, [x for g in groups[i:] for x in g], other)
+                    return other
+                else:
+                    with self._lock:
+                        self._confirm(group)
+            return None
+        except Exception as exc:  # noqa: BLE001 - any failure of the output: reported to the runtime, retried
+            with self._lock:
+                self._fail(lane, batch, exc)
+            return exc
+        with self._lock:
+            self._confirm(batch)
+        return None
+
+    def _fail(self, lane: _Lane[T], batch: list[tuple[_Entry, T]], exc: BaseException) -> None:
+        """(Lock held.) ``batch`` was not confirmed: the lane stops until ``check`` sends it again."""
+        if lane.failed is None:
+            self._failures += 1
+            lane.failed_at = time.monotonic()
+        lane.failed, lane.error = batch, exc
+        self._changed.notify_all()
+
+    def _reject(self, lane: _Lane[T], batch: list[tuple[_Entry, T]],
+                error: Callable[[_Entry], PermanentError]) -> None:
+        """(Lock held.) The records of ``batch`` were rejected for good: drop their outputs (those of the batch and
+        the rest of a record the batch cut, first in the queue) and hand them to the runtime (``rejected()``);
+        they hold their partitions' commits until ``settle()``."""
+        entries = list(dict.fromkeys(entry for entry, _ in batch))
+        dropped = len(batch)
+        while lane.queue and lane.queue[0][0] is entries[-1]:
+            lane.queue.popleft()
+            dropped += 1
+        self._pending -= dropped
+        for entry in entries:
+            entry.rejected = True
+            self._rejected.append(Rejected(entry.record, error(entry), functools.partial(self._settle, entry)))
+            log.debug("%s: %s rejected for good: %s", self.name, entry.where, self._rejected[-1].error)
+        self._changed.notify_all()
+
+    def _settle(self, entry: _Entry) -> None:
+        """A rejected record was dead-lettered: its partition may commit past it."""
+        with self._lock:
+            entry.remaining = 0
+            self._changed.notify_all()
 
     def _clear_failure(self, lane: _Lane[T]) -> None:
         """(Lock held.) The lane's failed batch is done: let the lane go on."""
@@ -467,16 +604,17 @@ class InFlight(Generic[T]):
                 batch = self._take(lane)
             if not batch:
                 continue
-            try:
-                await self._send([out for _, out in batch])
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - the runtime hears of it through check()
-                with self._lock:
-                    lane.failed, lane.error = batch, exc
-                    self._failures += 1
-                    self._changed.notify_all()
+            exc = await self._deliver(lane, batch)  # a failure: the runtime hears of it through check()
+            if exc is not None:
                 log.debug("%s: send of %d outputs failed: %s", self.name, len(batch), exc)
-                continue
-            with self._lock:
-                self._confirm(batch)
+
+
+def _by_record(batch: list[tuple[_Entry, T]]) -> list[list[tuple[_Entry, T]]]:
+    """``batch`` cut into the runs of one record's outputs (a record's outputs are consecutive on its lane)."""
+    groups: list[list[tuple[_Entry, T]]] = []
+    for item in batch:
+        if groups and groups[-1][-1][0] is item[0]:
+            groups[-1].append(item)
+        else:
+            groups.append([item])
+    return groups

@@ -48,6 +48,13 @@ class Record:
                    else None, ts, event, value=msg.value(), headers=list(msg.headers() or ()),
                    timestamp_type=ts_type, key_bytes=key, decode_error=decode_error)
 
+    def without_event(self) -> Record:
+        """This record without its decoded event: what a dead letter needs (raw key, value, headers, timestamp),
+        kept by ``InFlight`` while the record's outputs are in flight at a fraction of the decoded event's memory."""
+        return Record(self.topic, self.partition, self.offset, self.key, self.timestamp_ms, None, value=self.value,
+                      headers=self.headers, timestamp_type=self.timestamp_type, key_bytes=self.key_bytes,
+                      decode_error=self.decode_error)
+
     @property
     def where(self) -> str:
         return f"{self.topic}[{self.partition}]@{self.offset}"

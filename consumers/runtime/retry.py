@@ -8,13 +8,16 @@ Two kinds of failure, two policies:
   ``OperationalError``, httpx's ``TransportError``, urllib3's ``HTTPError``), and
   whatever the handler lists in ``Handler.retryable_errors``. Retried with
   exponential backoff until the output is back, the service stops, or
-  ``RetryPolicy.give_up_after`` seconds passed (then the event is dead-lettered).
+  ``RetryPolicy.give_up_after`` seconds passed (then the event is dead-lettered:
+  ``GaveUpError``; for outputs an ``InFlight`` holds, the records whose outputs
+  failed, see ``Handler.give_up``).
 * **Anything else** is a bug in the handler (``KeyError``, ``TypeError``...):
   retried ``RetryPolicy.max_handler_retries`` times, as it may be a passing state,
   then dead-lettered as ``HandlerBugError`` with the exception's class, message and
   the tail of its traceback, so one bad event cannot stop the service.
 
 ``PermanentError`` is never retried: the event goes to the dead-letter topic at once.
+An HTTP output raises it for an answer that says "never" (``refused_for_good``).
 While retrying, the runtime pauses every assigned partition (``Retrier`` calls
 its ``pause``/``resume``/``sleep`` callbacks), so nothing piles up in memory.
 """
@@ -32,7 +35,7 @@ from confluent_kafka import KafkaException
 
 from lineagewire.exceptions import KafkaError
 
-from .exceptions import HandlerBugError, OutputError, PermanentError
+from .exceptions import GaveUpError, HandlerBugError, OutputError, PermanentError
 
 try:
     from tenacity import RetryError, Retrying, retry_if_exception, stop_after_delay, wait_exponential_jitter
@@ -44,7 +47,8 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 
 log = logging.getLogger(__name__)
 
-__all__ = ["OUTAGE_ERRORS", "OUTAGE_ERROR_NAMES", "Aborted", "Retrier", "RetryPolicy", "is_outage", "traceback_tail"]
+__all__ = ["OUTAGE_ERRORS", "OUTAGE_ERROR_NAMES", "RETRIED_4XX", "Aborted", "Retrier", "RetryPolicy", "is_outage",
+           "refused_for_good", "traceback_tail"]
 
 #: exception classes that mean an output (or Kafka) is down: retried until it is back
 OUTAGE_ERRORS: tuple[type[BaseException], ...] = (OutputError, OSError, KafkaException, KafkaError)
@@ -55,7 +59,18 @@ OUTAGE_ERROR_NAMES = frozenset({
     "httpx.TransportError", "urllib3.exceptions.HTTPError",
 })
 
+#: 4xx answers that are retried like an outage: 408 (request timeout) and 429 (too many requests) pass, and
+#: 401, 403 and 407 are about the service's own credentials, not the event: dead-lettering every event while a
+#: token is wrong would empty the topic into the dead-letter topic; retried, they stall until it is fixed.
+RETRIED_4XX = frozenset({401, 403, 407, 408, 429})
+
 T = TypeVar("T")
+
+
+def refused_for_good(status: int) -> bool:
+    """Whether an HTTP answer ``status`` means the output will never take this request (a 4xx other than
+    ``RETRIED_4XX``): raise ``PermanentError`` so the record is dead-lettered instead of retried forever."""
+    return 400 <= status < 500 and status not in RETRIED_4XX
 
 
 @dataclass(frozen=True)
@@ -146,9 +161,10 @@ class Retrier:
 
     def run(self, where: str, call: Callable[[], T], *, stage: str = "output",
             retryable: tuple[type[BaseException], ...] = (), forever: bool = False) -> T:
-        """``call()``, retried per the policy; raises ``PermanentError`` (given up, or a handler bug after
-        its retries) or ``Aborted`` (stopping). ``forever``: retry every failure, PermanentError included,
-        until it succeeds or the service stops (the dead-letter path, which must not lose the message)."""
+        """``call()``, retried per the policy; raises ``PermanentError`` (``GaveUpError``: the output stayed down
+        past ``give_up_after``; ``HandlerBugError``: a bug after its retries) or ``Aborted`` (stopping).
+        ``forever``: retry every failure, PermanentError included, until it succeeds or the service stops (the
+        dead-letter path, which must not lose the message)."""
         try:
             return call()  # the common case: no retry machinery on the hot path
         except Exception as exc:  # noqa: BLE001 - classified below: output down, or a handler bug
@@ -219,8 +235,8 @@ class Retrier:
             elapsed = time.monotonic() - started
             after = (f"{policy.give_up_after}s" if policy.give_up_after is not None and elapsed >= policy.give_up_after
                      else f"{calls} attempts in {elapsed:.1f}s")
-            raise PermanentError(f"{where}: {stage} still failing after {after}: "
-                                 f"{type(last).__name__}: {last}") from last
+            raise GaveUpError(f"{where}: {stage} still failing after {after}: {type(last).__name__}: {last}",
+                              error=last, since=started) from last
         finally:
             self._resume()
             self.state = self.stage = self.since = None

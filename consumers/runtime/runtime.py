@@ -19,14 +19,21 @@ One ``ConsumerRuntime`` per service process:
    ``lineagewire.original.timestamp``, ``lineagewire.service``; then goes on.
    A message too large for the dead-letter topic is written cut, with its size
    and SHA-256 (``deadletter.py``); a dead letter that cannot be written at all
-   is retried until it can (never skipped), and /healthz turns unhealthy;
+   is retried until it can (never skipped), and /healthz turns unhealthy.
+   A handler that delivers after ``handle`` returned (``InFlight``) hands over
+   the records its output rejected for good (``Handler.rejected``), after each
+   ``batch_done`` and ``tick``: they are dead-lettered the same way, and their
+   partitions committed past them only once their dead letters are written;
 6. retries an event whose output is down (``retry.py``: ``OutputError``,
    ``OSError``, Kafka errors, ``Handler.retryable_errors``) with exponential
    backoff (tenacity) and jitter, forever by default, and an unexpected
    exception (a handler bug) ``max_handler_retries`` times before dead-lettering
-   it with its traceback; meanwhile every assigned partition is paused, so
-   nothing more is fetched (memory stays bounded by one batch), the group
-   membership is kept alive, and per-key order holds;
+   it with its traceback. When ``give_up_after`` runs out on outputs a handler
+   holds for earlier records (``Handler.give_up``), those records are
+   dead-lettered, not the one in hand, which is handed again. Meanwhile every
+   assigned partition is paused, so nothing more is fetched (memory stays
+   bounded by one batch), the group membership is kept alive, and per-key
+   order holds;
 7. stops gracefully on SIGTERM/SIGINT: the event in hand is finished (or, if
    its output is still down, left uncommitted for the next run), offsets are
    committed, the consumer, dead-letter producer and handler closed.
@@ -62,7 +69,7 @@ from lineagewire.schemas import Codec
 from .base import Handler
 from .deadletter import DLQ_HEADERS, DeadLetterWriter
 from .dedup import DedupWindow
-from .exceptions import HandlerBugError, PermanentError
+from .exceptions import GaveUpError, HandlerBugError, PermanentError
 from .metrics import HealthServer, Metrics
 from .polling import Polling, position
 from .record import Record
@@ -266,6 +273,8 @@ class ConsumerRuntime(Polling):
             finally:
                 if self._consumer is not None:
                     with contextlib.suppress(Exception):
+                        self._dead_letter_rejected()  # what close() found rejected: committed past once written
+                    with contextlib.suppress(Exception):
                         self._commit(asynchronous=False)
                     self._consumer.close()
         finally:
@@ -329,32 +338,32 @@ class ConsumerRuntime(Polling):
         log.info("revoked %s", ", ".join(f"{t}[{p}]" for t, p in sorted(gone)) or "nothing")
 
     def _batch_done(self) -> None:
-        try:
-            emitted = self.retrier.run(f"service {self.service}", self.handler.batch_done, stage="batch",
-                                       retryable=self.handler.retryable_errors)
-        except Aborted:
-            return
-        except PermanentError as exc:
-            log.error("service %s: saving a batch failed for good: %s", self.service, exc)
-            return
-        self.stats.emitted += emitted or 0
-        self.metrics.emitted(emitted or 0)
+        self._call_hook("batch", self.handler.batch_done, "saving a batch")
 
     def _maybe_tick(self) -> None:
         interval = self.handler.tick_interval
         if interval is None or time.monotonic() - self._last_tick < interval:
             return
         self._last_tick = time.monotonic()
+        self._call_hook("tick", lambda: self.handler.tick(time.time()), "tick")
+
+    def _call_hook(self, stage: str, call: Callable[[], int], what: str) -> None:
+        """``batch_done`` or ``tick`` with retries, then the dead letters of what the handler's output rejected."""
         try:
-            emitted = self.retrier.run(f"service {self.service}", lambda: self.handler.tick(time.time()),
-                                       stage="tick", retryable=self.handler.retryable_errors)
+            emitted = self.retrier.run(f"service {self.service}", call, stage=stage,
+                                       retryable=self.handler.retryable_errors)
         except Aborted:
             return
-        except PermanentError as exc:
-            log.error("service %s: tick failed for good: %s", self.service, exc)
+        except GaveUpError as exc:
+            if not self._gave_up(exc):
+                log.error("service %s: %s failed for good: %s", self.service, what, exc)
             return
-        self.stats.emitted += emitted or 0
-        self.metrics.emitted(emitted or 0)
+        except PermanentError as exc:
+            log.error("service %s: %s failed for good: %s", self.service, what, exc)
+        else:
+            self.stats.emitted += emitted or 0
+            self.metrics.emitted(emitted or 0)
+        self._dead_letter_rejected()
 
     def _maybe_commit(self) -> None:
         if self._next and time.monotonic() - self._last_commit >= self.commit_interval:
@@ -421,17 +430,29 @@ class ConsumerRuntime(Polling):
                 self._done(msg)
                 return
         record = Record.from_message(msg, event, decode_error)
-        try:
-            emitted = self.retrier.run(where, lambda: self.handler.handle(record),
-                                       retryable=self.handler.retryable_errors)
-        except PermanentError as exc:
-            log.error("%s: %s cannot be handled by %s: %s; dead-lettering", where, _what(event_id), self.service, exc,
-                      extra={"topic": topic, "partition": partition, "offset": offset, "service": self.service,
-                             "event_id": event_id})
-            self._dead_letter_or_abort(msg, exc, _reason(exc))
-            return
-        except Aborted:
-            log.warning("%s: stopping while the output is down; %s stays uncommitted", where, _what(event_id))
+        while True:
+            try:
+                emitted = self.retrier.run(where, lambda: self.handler.handle(record),
+                                           retryable=self.handler.retryable_errors)
+                break
+            except GaveUpError as exc:
+                error: PermanentError = exc
+                if self._gave_up(exc):
+                    # The outputs given up on were earlier records' (now dead-lettered); this record was not
+                    # taken (``InFlight.submit`` raises first), so it is handed again.
+                    if not self._stop.is_set():
+                        continue
+                    log.warning("%s: stopping; %s stays uncommitted", where, _what(event_id))
+                    return
+            except PermanentError as exc:
+                error = exc
+            except Aborted:
+                log.warning("%s: stopping while the output is down; %s stays uncommitted", where, _what(event_id))
+                return
+            log.error("%s: %s cannot be handled by %s: %s; dead-lettering", where, _what(event_id), self.service,
+                      error, extra={"topic": topic, "partition": partition, "offset": offset,
+                                    "service": self.service, "event_id": event_id})
+            self._dead_letter_or_abort(msg, error, _reason(error))
             return
         if event_id is not None:
             self.metrics.latency(time.perf_counter() - started)
@@ -442,22 +463,46 @@ class ConsumerRuntime(Polling):
         self._done(msg)
 
     def _dead_letter_or_abort(self, msg: Message, exc: Exception, reason: str) -> None:
-        topic, partition, offset = position(msg)
-        where = f"{topic}[{partition}]@{offset}"
-        if self._dlq is None:
-            log.error("%s: no dead-letter topic configured; message skipped", where)
+        if self._dead_letter(Record.from_message(msg, None), exc, reason):
             self._done(msg)
-            return
+
+    def _dead_letter(self, record: Record, exc: BaseException, reason: str) -> bool:
+        """Write ``record``'s dead letter, retried until it is written; False when the service stopped first."""
+        if self._dlq is None:
+            log.error("%s: no dead-letter topic configured; message skipped", record.where)
+            return True
         dlq = self._dlq
         try:
             # Forever: skipping would lose the message, and a PermanentError here must not stop the service.
-            self.retrier.run(where, lambda: dlq.write(msg, exc, reason), stage="dead_letter", forever=True)
+            self.retrier.run(record.where, lambda: dlq.write(record, exc, reason), stage="dead_letter", forever=True)
         except Aborted:
-            log.warning("%s: stopping while its dead letter is not written; it stays uncommitted", where)
-            return
+            log.warning("%s: stopping while its dead letter is not written; it stays uncommitted", record.where)
+            return False
         self.stats.dead_lettered += 1
-        self.metrics.dead_lettered(topic, reason)
-        self._done(msg)
+        self.metrics.dead_lettered(record.topic, reason)
+        return True
+
+    def _dead_letter_rejected(self) -> None:
+        """Dead-letter the records whose outputs the handler's output rejected for good after ``handle`` returned
+        (``Handler.rejected``), then let their partitions commit past them (``Rejected.settle``)."""
+        for rejected in self.handler.rejected():
+            record, exc = rejected.record, rejected.error
+            log.error("%s: rejected by the output of %s for good: %s; dead-lettering", record.where, self.service, exc,
+                      extra={"topic": record.topic, "partition": record.partition, "offset": record.offset,
+                             "service": self.service})
+            if not self._dead_letter(record, exc, _reason(exc)):
+                return  # stopping: this one and the rest stay held back, uncommitted, for the next run
+            rejected.settle()
+
+    def _gave_up(self, exc: GaveUpError) -> bool:
+        """``give_up_after`` ran out: True when the failure was of outputs the handler holds for records it was
+        handed before (``Handler.give_up``), which are then dead-lettered; False when it is the call's own."""
+        if not self.handler.give_up(exc.since):
+            return False
+        log.error("service %s: gave up on outputs held for records handed before (%s); dead-lettering those records",
+                  self.service, exc)
+        self._dead_letter_rejected()
+        return True
 
 def _what(event_id: str | None) -> str:
     return "undecodable message" if event_id is None else f"event {event_id}"

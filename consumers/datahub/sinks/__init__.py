@@ -12,9 +12,13 @@ Contract of a ``Sink``
 * ``write(record, event_id, proposals, scope)``: a synchronous sink (the file) writes them before it returns
   and makes them durable by the next ``sync()``; a delivering sink (REST, Kafka) hands them to its
   ``InFlight`` and returns: they are sent in batches, several at once, in order per job.
-  Failures raise ``EmitError`` (an ``OutputError``); the runtime retries with backoff.
+  Failures raise ``EmitError`` (an ``OutputError``); the runtime retries with backoff. A batch the output
+  refuses for good (``RefusedError``, a ``PermanentError``) is sent again record by record, and the records
+  it refuses are handed to the runtime by ``rejected()`` for the dead-letter topic.
 * ``poll()``: from ``batch_done`` and ``tick``: sends batches that failed again and raises ``EmitError`` if one
   fails again (the runtime's retry owns the backoff); returns how many proposals were confirmed since.
+* ``rejected()`` / ``give_up(since)``: the handler's hooks of the same names (``Handler``), from the sink's
+  ``InFlight``; a synchronous sink has nothing to hand over.
 * ``durable_offsets()``: per partition, the offset below which everything handed is durable (the file: fsynced;
   the others: confirmed by the backend); None: everything handed is.
 * ``written(event_id)``: True when the sink already holds this event's proposals (the file after a restart);
@@ -32,6 +36,7 @@ from ..proposals import Proposal
 from ..unchanged import Unchanged
 
 if TYPE_CHECKING:
+    from lineagewire.consumers.runtime.inflight import Rejected
     from lineagewire.consumers.runtime.record import Record
 
 __all__ = ["SINKS", "Sink"]
@@ -70,6 +75,12 @@ class Sink:
 
     def durable_offsets(self) -> dict[tuple[str, int], int] | None:
         return None
+
+    def rejected(self) -> list[Rejected]:
+        return []
+
+    def give_up(self, since: float) -> bool:
+        return False
 
     def sync(self) -> None:
         """Make what was written durable."""

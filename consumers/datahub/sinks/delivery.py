@@ -6,7 +6,9 @@ of the record's key (the Kafka key: its job), fills batches of up to ``max_batch
 worker thread), one batch at a time per lane and ``lanes`` at once, and reports per partition the lowest
 offset whose proposals are not all confirmed: the runtime commits only below it. A batch that fails is sent
 again whole (proposals are idempotent upserts) from ``poll`` (``batch_done``/``tick``), which raises
-``EmitError`` while it keeps failing: the runtime's retry loop pauses the partitions and backs off.
+``EmitError`` while it keeps failing: the runtime's retry loop pauses the partitions and backs off. A batch
+``send`` refuses for good (``RefusedError``) is sent again record by record by ``InFlight``; the records
+refused are dead-lettered by the runtime (``rejected``), and the lane goes on.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ from typing import TYPE_CHECKING, ClassVar
 
 from datahub.metadata.schema_classes import SystemMetadataClass
 
-from lineagewire.consumers.runtime.exceptions import OutputError
-from lineagewire.consumers.runtime.inflight import InFlight, blocking
+from lineagewire.consumers.runtime.exceptions import OutputError, PermanentError
+from lineagewire.consumers.runtime.inflight import InFlight, Rejected, blocking
 
 from ..config import DeliveryConfig
 from ..exceptions import EmitError
@@ -77,7 +79,7 @@ class DeliveringSink(Sink):
     def _send(self, batch: list[Proposal]) -> None:
         try:
             self.send(batch)
-        except EmitError:
+        except (EmitError, PermanentError):
             raise
         except Exception as exc:  # noqa: BLE001 - any emitter failure means the output did not take the batch
             raise EmitError(f"{self.output}: a batch of {len(batch)} proposals (first {batch[0].entityUrn} "
@@ -110,6 +112,17 @@ class DeliveringSink(Sink):
 
     def durable_offsets(self) -> dict[tuple[str, int], int]:
         return self.inflight.durable_offsets()
+
+    def rejected(self) -> list[Rejected]:
+        out = self.inflight.rejected() if self._inflight is not None else []
+        if out and self.unchanged is not None:
+            # Their proposals were remembered as taken when handed over, and never reached the output: forget, so
+            # that a later identical aspect is sent rather than skipped.
+            self.unchanged.forget()
+        return out
+
+    def give_up(self, since: float) -> bool:
+        return self._inflight is not None and self._inflight.give_up(since)
 
     def on_revoke(self, partitions: list[tuple[str, int]]) -> None:
         if self._closed:

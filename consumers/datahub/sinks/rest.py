@@ -6,9 +6,11 @@ import logging
 import threading
 from typing import Any, ClassVar
 
+from lineagewire.consumers.runtime.retry import refused_for_good
 from lineagewire.exceptions import ConfigError
 
 from ..config import RestSinkConfig
+from ..exceptions import RefusedError
 from ..proposals import Proposal
 from .delivery import DeliveringSink, for_emitter
 
@@ -80,13 +82,23 @@ class RestSink(DeliveringSink):
         super().open()
 
     def send(self, batch: list[Proposal]) -> None:
+        from datahub.configuration.common import OperationalError
         from datahub.emitter.rest_emitter import EmitMode
 
         em = self.emitter
         if not self._checked:
             em.test_connection()  # GMS was down at start: make sure it is GMS before writing
             self._checked = True
-        em.emit_mcps(for_emitter(batch), emit_mode=EmitMode.SYNC_PRIMARY)
+        try:
+            em.emit_mcps(for_emitter(batch), emit_mode=EmitMode.SYNC_PRIMARY)
+        except OperationalError as exc:
+            status = _status(exc)
+            if status is None or not refused_for_good(status):
+                raise  # GMS down, busy or not reached: retried
+            raise RefusedError(f"{self.output} refused {len(batch)} proposals (first {batch[0].entityUrn} "
+                               f"{batch[0].aspectName}) with {status}: {str(exc.info.get('message'))[:500]}; "
+                               "expected 2xx: a 4xx answer other than 401, 403, 407, 408 and 429 means GMS will "
+                               "never take them, so their record is dead-lettered") from exc
 
     def close(self) -> None:
         super().close()
@@ -95,3 +107,15 @@ class RestSink(DeliveringSink):
                 em.close()
             except Exception as exc:  # noqa: BLE001 - closing a session must not hide the shutdown
                 log.debug("closing a DataHub emitter failed: %s", exc)
+
+
+def _status(exc: Any) -> int | None:
+    """The HTTP status of acryl-datahub's ``OperationalError``: the ``requests`` answer it was raised from (its
+    ``HTTPError``), else the ``status`` of GMS's error body (``info``); None when no answer came."""
+    import requests
+
+    cause = exc.__cause__
+    if isinstance(cause, requests.HTTPError) and cause.response is not None:
+        return int(cause.response.status_code)
+    status = exc.info.get("status") if isinstance(exc.info, dict) else None
+    return status if isinstance(status, int) else None

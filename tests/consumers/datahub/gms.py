@@ -13,6 +13,9 @@ sends, as GMS would accept it:
   DataHub's ``MetadataChangeProposalClass``, its UPSERT aspect into the generated class named by
   ``aspectName`` (valid against its Avro schema), and the aspect must belong to the entity type.
   A request that breaks any of this gets 400 with ``{"message": ...}``, as GMS answers.
+
+``refuse(mcp)``: True for a proposal this GMS takes for invalid (400, as for one that breaks the contract);
+``refused`` lists how many proposals each request refused so carried.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -75,7 +79,8 @@ def problems_of(mcp: Any) -> list[str]:
 class FakeGms:
     """``proposals``: every accepted MCP (as sent); ``requests``: (method, path, headers) of every request."""
 
-    def __init__(self, token: str | None = None, no_code: bool = True, delay: float = 0.0, port: int = 0) -> None:
+    def __init__(self, token: str | None = None, no_code: bool = True, delay: float = 0.0, port: int = 0,
+                 refuse: Callable[[dict[str, Any]], bool] | None = None) -> None:
         self.token = token
         self.no_code = no_code
         self.delay = delay  # seconds each write takes (a slower backend keeps several batches in flight)
@@ -85,6 +90,8 @@ class FakeGms:
         self.proposals: list[dict[str, Any]] = []
         self.requests: list[tuple[str, str, dict[str, str]]] = []
         self.rejected: list[str] = []
+        self.refuse = refuse
+        self.refused: list[int] = []
         self._lock = threading.Lock()
         self._connections: set[socket.socket] = set()  # open keep-alive connections, closed by kill()
         outer = self
@@ -173,6 +180,13 @@ class FakeGms:
                     mcps = []
                 for i, m in enumerate(mcps):
                     errors += [f"proposal {i}: {p}" for p in problems_of(m)]
+                refused = [f"proposal {i}: {m['aspectName']} of {m['entityUrn']} is invalid" for i, m in enumerate(mcps)
+                           if outer.refuse is not None and isinstance(m, dict) and outer.refuse(m)]
+                if refused:
+                    with outer._lock:
+                        outer.refused.append(len(mcps))
+                    self._answer(400, {"message": "; ".join(refused[:5]), "status": 400})
+                    return
                 if errors:
                     with outer._lock:
                         outer.rejected += errors

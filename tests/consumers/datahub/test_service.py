@@ -21,6 +21,7 @@ from lineagewire.consumers.datahub.proposals import record as render
 from lineagewire.consumers.datahub.translate import Translator
 from lineagewire.consumers.runtime import ConsumerRuntime, RetryPolicy
 from lineagewire.kafka.publisher import Publisher
+from lineagewire.schemas import Codec
 from tests.consumers.openlineage.samples import app_run, refresh_run
 from tests.helpers import wait_for
 
@@ -91,6 +92,102 @@ def test_gms_down_then_back_loses_nothing(settings, group_id) -> None:  # noqa: 
         t.join(30)
     assert sum(committed_while_down.values()) == 0  # nothing committed while GMS refused every batch
     assert sum(rt.metrics.value("lineagewire_consumer_failed_total", stage=s) for s in ("batch", "tick")) >= 3
+
+
+def _committed(settings, group: str) -> dict[int, int]:  # noqa: ANN001
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({**settings.as_librdkafka_dict(), "group.id": group})
+    try:
+        return {tp.partition: tp.offset for tp in c.committed(
+            [TopicPartition(settings.topics.jobs, p) for p in range(3)], timeout=30)}
+    finally:
+        c.close()
+
+
+def test_a_record_gms_refuses_is_dead_lettered_and_the_rest_of_its_batch_delivered(settings, group_id) -> None:  # noqa: ANN001
+    from tests.helpers import read_topic
+
+    runs = [app_run(f"job{i}", actions=1) for i in range(4)]
+    events = [e for run in zip(*runs, strict=True) for e in run]
+    publish(settings, events)
+    messages = read_topic(settings, settings.topics.jobs, len(events), decode=False)
+    by_id = {m.value(): m for m in messages}
+    codec = Codec()
+    decoded = {codec.decode(m.value())["header"]["event_id"]: m for m in by_id.values()}
+    # job2's RUNNING status: one proposal (its run's STARTED run event), batched with other records' proposals.
+    bad = next(e for e in events if e["header"]["job_name"] == "job2" and e["header"]["sequence"] == 1)
+    original = decoded[bad["header"]["event_id"]]
+    refused = expected([bad])
+    want = expected([e for e in events if e is not bad])
+    ends = {}
+    for m in messages:
+        ends[m.partition()] = max(ends.get(m.partition(), 0), m.offset() + 1)
+    with FakeGms(refuse=lambda mcp: wire(mcp) in refused) as gms:
+        cfg = load_config(rest={"gms_url": gms.url, "linger": 0.05, "lanes": 1})  # batches of several records
+        rt = ConsumerRuntime(settings, DataHubHandler(cfg), group_id=group_id, retry=FAST, commit_interval=0.1)
+        t = start(rt)
+        wait_for(lambda: {wire(m) for m in gms.snapshot()} >= want, timeout=90)
+        # Nothing stalls (no give_up_after): every partition is committed to its end.
+        wait_for(lambda: all(_committed(settings, group_id).get(p) == end for p, end in ends.items()), timeout=60)
+        rt.stop()
+        t.join(30)
+    got = {wire(m) for m in gms.snapshot()}
+    assert got == want and not got & refused
+    assert max(gms.refused) > 1 and gms.refused[-1] == 1  # a batch refused, then the record alone
+    assert rt.stats.dead_lettered == 1
+    [letter] = read_topic(settings, settings.topics.dlq(settings.topics.jobs, "datahub"), 1, decode=False)
+    assert (letter.value(), letter.key()) == (original.value(), original.key())
+    headers = {k: v.decode() for k, v in letter.headers()}
+    assert headers["lineagewire.error.class"] == "lineagewire.consumers.datahub.exceptions.RefusedError"
+    assert "refused 1 proposals" in headers["lineagewire.error.message"] and "with 400" in headers[
+        "lineagewire.error.message"] and "is invalid" in headers["lineagewire.error.message"]
+    assert headers["lineagewire.original.offset"] == str(original.offset())
+
+
+def test_give_up_after_with_gms_down_dead_letters_exactly_the_records_never_confirmed(settings, group_id) -> None:  # noqa: ANN001
+    from tests.helpers import read_topic
+
+    def wave(prefix: str) -> list[dict]:
+        return [e for run in zip(*(app_run(f"{prefix}{i}", actions=1) for i in range(3)), strict=True) for e in run]
+
+    first, later = wave("down"), wave("back")
+    codec = Codec()
+    retry = RetryPolicy(initial=0.05, maximum=0.2, jitter=0.01, give_up_after=1.0)
+    with FakeGms() as gms:
+        gms.down = True  # everything down: each lane's batch fails until it is given up (from tick, batch_done)
+        # Every proposal sent with its record (none skipped as unchanged), so each record's delivery shows.
+        cfg = load_config(rest={"gms_url": gms.url}, skip_unchanged=0)
+        rt = ConsumerRuntime(settings, DataHubHandler(cfg), group_id=group_id, retry=retry, commit_interval=0.1)
+        publish(settings, first)
+        t = start(rt)
+        wait_for(lambda: rt.stats.dead_lettered >= len(first), timeout=90)
+        gms.down = False
+        publish(settings, later)  # handed after the give-up: delivered, never dead-lettered
+        messages = read_topic(settings, settings.topics.jobs, len(first) + len(later), decode=False)
+        ends: dict[int, int] = {}
+        for m in messages:
+            ends[m.partition()] = max(ends.get(m.partition(), 0), m.offset() + 1)
+        wait_for(lambda: all(_committed(settings, group_id).get(p) == end for p, end in ends.items()), timeout=90)
+        rt.stop()
+        t.join(30)
+    by_pos = {(m.partition(), m.offset()): m for m in messages}
+    first_ids = {e["header"]["event_id"] for e in first}
+    never_confirmed = {pos for pos, m in by_pos.items() if codec.decode(m.value())["header"]["event_id"] in first_ids}
+    assert rt.stats.dead_lettered == len(first)
+    letters = read_topic(settings, settings.topics.dlq(settings.topics.jobs, "datahub"), len(first), decode=False)
+    dead = {}
+    for letter in letters:
+        h = dict(letter.headers())
+        pos = int(h["lineagewire.original.partition"]), int(h["lineagewire.original.offset"])
+        assert letter.value() == by_pos[pos].value()
+        assert b"did not confirm its outputs" in h["lineagewire.error.message"], h["lineagewire.error.message"]
+        dead[pos] = letter
+    assert set(dead) == never_confirmed  # exactly those, each once
+    got = {wire(m) for m in gms.snapshot()}
+    assert expected(later) <= got
+    own = expected(first) - expected(later)  # the datasets read and their schemas are the same in both waves
+    assert own and not own & got  # the dead-lettered records' proposals never reached GMS
 
 
 def test_gms_killed_mid_stream_loses_nothing_and_commits_only_what_it_confirmed(settings, group_id) -> None:  # noqa: ANN001

@@ -9,6 +9,7 @@ import random
 import socket
 import ssl
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -19,12 +20,15 @@ class Receiver:
     """POST /api/v1/lineage -> 200 and the event is kept; ``down = True`` answers 503 instead.
 
     ``down_after``: once that many events are kept, ``down`` turns True by itself (a backend that fails
-    mid-stream, at a known point). ``tls``: serve HTTPS with that context. ``close``: end each connection after
-    its answer, saying so (``"header"``: ``Connection: close``) or not (``"silent"``, as a backend whose idle
-    connections time out). ``requests`` keeps each request's path and headers; gzip bodies are unpacked.
+    mid-stream, at a known point). ``status_of(event)``: the status to answer for an event (not 2xx: not kept,
+    ``answered`` counts it), e.g. 400 for one invalid event or 503 for one job whose store is down. ``tls``: serve
+    HTTPS with that context. ``close``: end each connection after its answer, saying so (``"header"``:
+    ``Connection: close``) or not (``"silent"``, as a backend whose idle connections time out). ``requests``
+    keeps each request's path and headers; gzip bodies are unpacked.
     """
 
-    def __init__(self, down_after: int | None = None, *, delay: float = 0.0, tls: ssl.SSLContext | None = None,
+    def __init__(self, down_after: int | None = None, *, delay: float = 0.0,
+                 status_of: Callable[[dict[str, Any]], int] | None = None, tls: ssl.SSLContext | None = None,
                  close: str | None = None) -> None:
         self.events: list[dict[str, Any]] = []
         self.requests: list[tuple[str, dict[str, str]]] = []
@@ -36,6 +40,8 @@ class Receiver:
         self.in_flight = 0
         self.max_in_flight = 0
         self.killed = False
+        self.status_of = status_of
+        self.answered: list[tuple[int, dict[str, Any]]] = []  # (status, event) of every event not kept
         self._connections: set[Any] = set()
         self._lock = threading.Lock()
         outer = self
@@ -67,22 +73,27 @@ class Receiver:
                     outer.max_in_flight = max(outer.max_in_flight, outer.in_flight)
                 if outer.delay or outer.fixed_delay:
                     latency(outer.fixed_delay + random.random() * outer.delay)  # noqa: S311 - jitter, not crypto
+                event = json.loads(body)
+                code = outer.status_of(event) if outer.status_of is not None else 200
                 with outer._lock:
                     outer.in_flight -= 1
-                    if outer.down:
+                    if code >= 300:
+                        outer.answered.append((code, event))
+                    elif outer.down:
                         outer.rejected += 1
                         code = 503
                     else:
-                        outer.events.append(json.loads(body))
+                        outer.events.append(event)
                         code = 200
                         outer.down = outer.down_after is not None and len(outer.events) >= outer.down_after
-                answer = b"backend is down" if code == 503 else b""
+                said = b"" if code < 400 else (b"backend is down" if outer.down and code == 503
+                                               else f"invalid event: status {code}".encode())
                 self.send_response(code)
-                self.send_header("Content-Length", str(len(answer)))
+                self.send_header("Content-Length", str(len(said)))
                 if close == "header":
                     self.send_header("Connection", "close")
                 self.end_headers()
-                self.wfile.write(answer)
+                self.wfile.write(said)
                 if close is not None:
                     self.close_connection = True
 

@@ -4,7 +4,10 @@
   restart every event arrives (0 lost);
 * one job's events arrive in the order they were published, with many requests in flight;
 * a transport that cannot confirm each event (async_http) is refused at start; the kafka transport commits
-  only what the broker acknowledged.
+  only what the broker acknowledged;
+* an event the backend refuses for good (400) is dead-lettered as it was consumed, and nothing stalls;
+* with ``give_up_after``, the records dead-lettered are those whose events were never confirmed (one job's
+  store down), not the later records whose calls raised their failure.
 """
 
 from __future__ import annotations
@@ -63,9 +66,10 @@ def _stop_started_runtimes() -> Iterator[None]:
         t.join(30)
 
 
-def start(settings, group: str, url: str, **kw: Any) -> tuple[ConsumerRuntime, threading.Thread]:  # noqa: ANN001
+def start(settings, group: str, url: str, *, retry: RetryPolicy = FAST,  # noqa: ANN001
+          **kw: Any) -> tuple[ConsumerRuntime, threading.Thread]:
     handler = OpenLineageHandler(config={"transport": {"type": "http", "url": url, "timeout": 2}}, **kw)
-    rt = ConsumerRuntime(settings, handler, group_id=group, retry=FAST, commit_interval=0.1)
+    rt = ConsumerRuntime(settings, handler, group_id=group, retry=retry, commit_interval=0.1)
     t = threading.Thread(target=rt.run, daemon=True)
     t.start()
     _STARTED.append((rt, t))
@@ -183,3 +187,90 @@ def test_kafka_transport_commits_only_what_the_broker_acknowledged(settings, gro
     t.join(30)
     assert {event_key(json.loads(m.value())) for m in got} == want
     assert all(m.key().startswith(b"run:spark/") for m in got)  # openlineage-python's kafka message keys
+
+
+class Published:
+    """The test topic as consumed: each record's message and the OpenLineage events it translates to."""
+
+    def __init__(self, settings, count: int) -> None:  # noqa: ANN001
+        codec = Codec()
+        self.messages = {(m.partition(), m.offset()): m
+                         for m in read_topic(settings, settings.topics.jobs, count, decode=False)}
+        assert len(self.messages) == count
+        self.events = {pos: codec.decode(m.value()) for pos, m in self.messages.items()}
+        self.keys = {pos: keys_of(e) for pos, e in self.events.items()}
+        #: per partition, the offset after its last record: where the group's commits must get to
+        self.ends = {p: max(o for q, o in self.messages if q == p) + 1 for p, _ in self.messages}
+
+    def where(self, pos: tuple[int, int], topic: str) -> str:
+        return f"{topic}[{pos[0]}]@{pos[1]}"
+
+
+def interleaved_runs(jobs: int) -> list[dict]:
+    runs = [app_run(f"job{i:02d}", actions=1) for i in range(jobs)]  # 4 events a run, one key per job
+    return [e for run in zip(*runs, strict=True) for e in run]
+
+
+def dead_letters(settings, count: int) -> list[Any]:  # noqa: ANN001
+    return read_topic(settings, settings.topics.dlq(settings.topics.jobs, "openlineage"), count, decode=False)
+
+
+def test_an_event_the_backend_refuses_is_dead_lettered_as_consumed_and_nothing_stalls(settings, group_id) -> None:  # noqa: ANN001
+    events = interleaved_runs(6)
+    publish(settings, events)
+    topic = settings.topics.jobs
+    pub = Published(settings, len(events))
+    # The RUNNING status event of job03: a record in the middle of its job, with records of it before and after.
+    bad = next(pos for pos, e in pub.events.items()
+               if e["header"]["job_name"] == "job03" and e["header"]["sequence"] == 1)
+    refused = pub.keys[bad]
+    want = set().union(*(k for pos, k in pub.keys.items() if pos != bad))
+    with Receiver(delay=0.002, status_of=lambda ev: 400 if event_key(ev) in refused else 200) as rx:
+        rt, t = start(settings, group_id, rx.url, concurrency=4)  # FAST: no give_up_after, retried forever
+        got = rx.wait_for(lambda evs: {event_key(e) for e in evs} >= want, timeout=90)
+        # Nothing stalls: every partition is committed to its end, the refused record's too.
+        wait_for(lambda: all(committed(settings, group_id, topic).get(p) == end for p, end in pub.ends.items()),
+                 timeout=60, every=0.1)
+        rt.stop()
+        t.join(30)
+    assert {event_key(e) for e in got} == want  # every other event arrived, and none of the refused one's
+    assert {event_key(e) for _, e in rx.answered} == refused
+    assert rt.stats.dead_lettered == 1
+    [letter] = dead_letters(settings, 1)
+    original = pub.messages[bad]
+    assert (letter.value(), letter.key()) == (original.value(), original.key())  # the record as consumed
+    headers = {k: v.decode() for k, v in letter.headers()}
+    assert headers["lineagewire.error.class"] == "lineagewire.consumers.openlineage.exceptions.RefusedError"
+    message = headers["lineagewire.error.message"]
+    assert message.startswith(f"{pub.where(bad, topic)}: OpenLineage backend ") and " refused the event with 400 " \
+        in message and "(invalid event: status 400)" in message and "expected 2xx" in message, message
+    assert (headers["lineagewire.original.partition"], headers["lineagewire.original.offset"]) == tuple(map(str, bad))
+
+
+def test_give_up_after_dead_letters_the_records_never_confirmed_not_later_ones(settings, group_id) -> None:  # noqa: ANN001
+    events = interleaved_runs(6)
+    publish(settings, events)
+    topic = settings.topics.jobs
+    pub = Published(settings, len(events))
+    down = {pos for pos, e in pub.events.items() if e["header"]["job_name"] == "job02"}  # its store is down
+    down_keys = set().union(*(pub.keys[pos] for pos in down))
+    want = set().union(*(k for pos, k in pub.keys.items() if pos not in down))
+    retry = RetryPolicy(initial=0.05, maximum=0.2, jitter=0.01, give_up_after=1.0)
+    with Receiver(delay=0.002, status_of=lambda ev: 503 if event_key(ev) in down_keys else 200) as rx:
+        rt, t = start(settings, group_id, rx.url, retry=retry, concurrency=4)
+        got = rx.wait_for(lambda evs: {event_key(e) for e in evs} >= want, timeout=90)
+        wait_for(lambda: all(committed(settings, group_id, topic).get(p) == end for p, end in pub.ends.items()),
+                 timeout=90, every=0.1)
+        rt.stop()
+        t.join(30)
+    assert {event_key(e) for e in got} == want
+    assert rt.stats.dead_lettered == len(down) == 4
+    letters = dead_letters(settings, len(down))
+    # Exactly job02's records, as consumed: not the later records whose handle/tick raised their failure.
+    assert {(int(dict(m.headers())["lineagewire.original.partition"]), int(dict(m.headers())[
+        "lineagewire.original.offset"])) for m in letters} == down
+    assert all(m.value() == pub.messages[(int(dict(m.headers())["lineagewire.original.partition"]),
+                                          int(dict(m.headers())["lineagewire.original.offset"]))].value()
+               for m in letters)
+    messages = [dict(m.headers())["lineagewire.error.message"].decode() for m in letters]
+    assert all("did not confirm its outputs" in x and "503" in x for x in messages), messages

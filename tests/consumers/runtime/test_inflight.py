@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from lineagewire.consumers.runtime import InFlight, OutputError
+from lineagewire.consumers.runtime import InFlight, OutputError, PermanentError
 from lineagewire.consumers.runtime.inflight import blocking
 from tests.helpers import wait_for
 
@@ -272,3 +272,136 @@ def test_bad_settings_are_named() -> None:
         InFlight(Backend().send, lanes=0)
     with pytest.raises(ValueError, match="needs size="):
         InFlight(Backend().send, max_batch_bytes=10)
+
+
+# -- rejections: bad records go to the runtime (dead letters), never stall a lane --------------------------------
+
+
+class Picky(Backend):
+    """Refuses for good (``PermanentError``) any batch holding an output in ``bad``; ``down`` as ``Backend``."""
+
+    def __init__(self, bad: set[str]) -> None:
+        super().__init__()
+        self.bad = bad
+        self.refused: list[list[str]] = []
+
+    async def send(self, batch: list[str]) -> None:
+        if self.bad & set(batch) and not self.down:
+            self.refused.append(list(batch))
+            raise PermanentError(f"refused {sorted(self.bad & set(batch))}")
+        await super().send(batch)
+
+
+def test_a_refused_record_is_handed_over_its_lane_goes_on_and_it_holds_commits_until_settled() -> None:
+    backend = Picky({"bad"})
+    f = make(backend, lanes=1)
+    try:
+        f.submit(Rec("t", 0, 0, "k"), ["a"])
+        f.submit(Rec("t", 0, 1, "k"), ["bad", "bad-2"])  # its second output is dropped with it
+        f.submit(Rec("t", 0, 2, "k"), ["c"])
+        assert f.flush(10)  # nothing stalls: the lane went on behind the refused record
+        assert backend.got == ["a", "c"]
+        assert f.check() == 2  # no OutputError: a refusal is no outage
+        assert f.durable_offsets() == {("t", 0): 1}  # held until its dead letter is written
+        [rejected] = f.rejected()
+        assert (rejected.record.offset, str(rejected.error)) == (1, "refused ['bad']")
+        assert f.rejected() == []  # handed over once
+        assert f.durable_offsets() == {("t", 0): 1}
+        rejected.settle()
+        assert f.durable_offsets() == {}
+        assert f.pending == 0
+    finally:
+        f.close()
+
+
+def test_a_refused_batch_of_several_records_is_sent_again_record_by_record() -> None:
+    backend = Picky({"r2"})
+    backend.gate.clear()
+    f = make(backend, lanes=1, max_batch=10, linger=0.05)
+    try:
+        for i in range(5):
+            f.submit(Rec("t", 0, i, "k"), [f"r{i}"])
+        backend.gate.set()
+        assert f.flush(10)
+        assert [r.record.offset for r in f.rejected()] == [2]  # only the record the backend refuses
+    finally:
+        f.close()
+    assert backend.got == ["r0", "r1", "r3", "r4"]  # the others delivered, in order
+    assert backend.refused[0] == ["r0", "r1", "r2", "r3", "r4"] and backend.refused[1:] == [["r2"]]
+
+
+def test_the_rest_of_a_refused_record_cut_by_the_batch_is_dropped() -> None:
+    backend = Picky({"x1"})
+    backend.gate.clear()
+    f = make(backend, lanes=1, max_batch=2, linger=0.05)
+    try:
+        f.submit(Rec("t", 0, 0, "k"), ["x0", "x1", "x2"])  # batches [x0, x1] and [x2]
+        f.submit(Rec("t", 0, 1, "k"), ["y"])
+        backend.gate.set()
+        assert f.flush(10)
+        assert [r.record.offset for r in f.rejected()] == [0]
+    finally:
+        f.close()
+    assert backend.got == ["y"]
+
+
+def test_give_up_rejects_the_records_of_batches_failing_since_then_and_the_lane_goes_on(backend: Backend) -> None:
+    f = make(backend, lanes=2)
+    other = next(k for k in map(str, range(100)) if hash(k) % 2 != hash("a") % 2)
+    try:
+        assert f.give_up(time.monotonic()) is False  # nothing failing: the failure was the caller's own
+        backend.down = True
+        backend.gate.clear()
+        f.submit(Rec("t", 0, 0, "a"), ["m"])  # the record whose outputs fail
+        f.submit(Rec("t", 0, 1, "a"), ["n"])  # behind it on its lane
+        backend.gate.set()
+        wait_for(lambda: f._failures == 1, timeout=10, every=0.01)  # noqa: SLF001 - our own state
+        since = time.monotonic()
+        with pytest.raises(OutputError):
+            f.submit(Rec("t", 0, 2, other), ["o"])  # a later record's call raises m's failure
+        backend.down = False
+        assert f.give_up(since) is True
+        [rejected] = f.rejected()  # m, not the record in hand, and not n behind it
+        assert rejected.record.offset == 0
+        assert "did not confirm its outputs" in str(rejected.error) and "backend down" in str(rejected.error)
+        assert isinstance(rejected.error, PermanentError)
+        f.submit(Rec("t", 0, 2, other), ["o"])  # handed again by the runtime
+        assert f.flush(10)
+        assert f.durable_offsets() == {("t", 0): 0}
+        rejected.settle()
+        assert f.durable_offsets() == {}
+    finally:
+        f.close()
+    assert sorted(backend.got) == ["n", "o"]
+
+
+def test_give_up_leaves_a_batch_that_failed_after_the_retries_began(backend: Backend) -> None:
+    f = make(backend, lanes=1)
+    try:
+        since = time.monotonic()
+        backend.down = True
+        f.submit(Rec("t", 0, 0, "a"), ["m"])
+        wait_for(lambda: f._failures == 1, timeout=10, every=0.01)  # noqa: SLF001
+        assert f.give_up(since) is True  # the failure is ours...
+        assert f.rejected() == []  # ...but it has not failed for the whole retry window: retried again
+        backend.down = False
+        assert f.check() == 1
+    finally:
+        f.close()
+
+
+def test_revoke_does_not_wait_for_a_rejected_record_and_keeps_it_held() -> None:
+    backend = Picky({"bad"})
+    f = make(backend, lanes=1, revoke_timeout=30)
+    try:
+        f.submit(Rec("t", 0, 4, "k"), ["bad"])
+        assert f.flush(10)
+        started = time.monotonic()
+        f.revoke([("t", 0)])
+        assert time.monotonic() - started < 5
+        assert f.durable_offsets() == {("t", 0): 4}  # the revoke commit stops below it
+        [rejected] = f.rejected()
+        rejected.settle()
+        assert f.durable_offsets() == {}
+    finally:
+        f.close()

@@ -184,3 +184,11 @@ def test_a_revoke_forgets_the_ids_a_delivering_handler_had_not_made_durable() ->
     plain.dedup.add("e1")
     plain._on_revoke(None, [TopicPartition("t", 0)])  # noqa: SLF001
     assert "e1" in plain.dedup  # handled means durable there: a redelivery is skipped, as before
+
+
+def test_only_a_4xx_that_no_retry_changes_is_refused_for_good() -> None:
+    from lineagewire.consumers.runtime.retry import refused_for_good
+
+    assert [s for s in (400, 404, 409, 413, 415, 422, 499) if not refused_for_good(s)] == []
+    # time-outs, rate limits and the service's own credentials are retried; so is anything not 4xx
+    assert [s for s in (200, 301, 401, 403, 407, 408, 429, 500, 502, 503, 504) if refused_for_good(s)] == []
