@@ -35,7 +35,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Answer", "CurlError", "CurlPool", "TlsSettings"]
+__all__ = ["Answer", "CurlError", "CurlPool", "TlsSettings", "header_lines", "system_ca"]
 
 
 class CurlError(OSError):
@@ -101,11 +101,12 @@ class CurlPool:
                  tls: TlsSettings | None = None, trust_env: bool = False, user_agent: str = "lineagewire",
                  idle_connections: int | None = None) -> None:
         self.url = url
-        self.headers = [f"{k}: {v}" for k, v in headers.items()] + ["Expect:"]  # no 100-continue round trip
+        self.headers = header_lines(headers)
         self.timeout_ms = max(int(timeout * 1000), 1)
         self.connections = connections
         self.tls = tls or TlsSettings()
         self.trust_env = trust_env
+        self.proxy = _proxy_for(url) if trust_env else None
         self.user_agent = user_agent
         self._loop = asyncio.get_running_loop()
         self._multi = pycurl.CurlMulti()
@@ -124,14 +125,14 @@ class CurlPool:
     # -- requests --------------------------------------------------------------------------------
 
     async def post(self, data: bytes, headers: list[str] | None = None) -> Answer:
-        """POST ``data`` (with ``headers``, "Name: value" lines, instead of the pool's own when given)."""
+        """POST ``data`` (with ``headers``, lines made by ``header_lines``, instead of the pool's own when given)."""
         if self._closed:
             raise CurlError(pycurl.E_FAILED_INIT, "the HTTP pool is closed")
         transfer = self._free.pop() if self._free else self._new()
         handle = transfer.handle
         handle.setopt(pycurl.POSTFIELDS, data)
         if headers is not None:
-            handle.setopt(pycurl.HTTPHEADER, [*headers, "Expect:"])
+            handle.setopt(pycurl.HTTPHEADER, headers)
             transfer.custom_headers = True
         elif transfer.custom_headers:
             handle.setopt(pycurl.HTTPHEADER, self.headers)
@@ -159,17 +160,25 @@ class CurlPool:
         handle.setopt(pycurl.CONNECTTIMEOUT_MS, self.timeout_ms)
         handle.setopt(pycurl.NOSIGNAL, 1)
         handle.setopt(pycurl.WRITEFUNCTION, transfer.write)
-        if not self.trust_env:
-            handle.setopt(pycurl.PROXY, "")  # an empty proxy: no proxy, whatever HTTP(S)_PROXY say
-        else:
+        # An empty proxy is no proxy: libcurl would otherwise read http_proxy/HTTPS_PROXY itself.
+        handle.setopt(pycurl.PROXY, self.proxy or "")
+        if self.trust_env:
             handle.setopt(pycurl.NETRC, pycurl.NETRC_OPTIONAL)
         tls = self.tls
+        if not tls.client_cert:
+            # Follow a redirect as a POST with its body (a 2xx from a GET would not mean the event was taken);
+            # never with a client certificate, as openlineage-python: it would be shown to another endpoint.
+            handle.setopt(pycurl.FOLLOWLOCATION, 1)
+            handle.setopt(pycurl.MAXREDIRS, 5)
+            handle.setopt(pycurl.POSTREDIR, pycurl.REDIR_POST_ALL)
         if not tls.verify:
             handle.setopt(pycurl.SSL_VERIFYPEER, 0)
             handle.setopt(pycurl.SSL_VERIFYHOST, 0)
-        ca_file = tls.ca_file or _system_ca_file()
+        ca_file, ca_dir = (tls.ca_file, None) if tls.ca_file else system_ca()
         if ca_file:
             handle.setopt(pycurl.CAINFO, ca_file)
+        if ca_dir:
+            handle.setopt(pycurl.CAPATH, ca_dir)
         if tls.client_cert:
             handle.setopt(pycurl.SSLCERT, tls.client_cert)
             if tls.client_key:
@@ -182,16 +191,22 @@ class CurlPool:
         while True:
             queued, ok, failed = multi.info_read()
             for handle in ok:
-                multi.remove_handle(handle)
+                self._remove(handle)
                 transfer = self._busy.pop(handle)
                 status = handle.getinfo(pycurl.RESPONSE_CODE)
                 body = b"".join(transfer.body) if status >= 300 else b""
                 self._settle(transfer, Answer(status, _reason(status), body), None)
             for handle, code, message in failed:
-                multi.remove_handle(handle)
+                self._remove(handle)
                 self._settle(self._busy.pop(handle), None, CurlError(code, message))
             if not queued:
                 return
+
+    def _remove(self, handle: Any) -> None:
+        try:
+            self._multi.remove_handle(handle)
+        except pycurl.error as exc:  # the transfer is over either way; its post still gets its answer or error
+            log.warning("libcurl could not release a finished request: %s", exc)
 
     def _settle(self, transfer: _Transfer, answer: Answer | None, error: BaseException | None) -> None:
         future, transfer.future = transfer.future, None
@@ -212,6 +227,12 @@ class CurlPool:
         ``epoll_ctl`` calls and the loop's bookkeeping per request. It is unregistered if it wakes up while
         parked (the backend closed it). libcurl may close a parked socket and the kernel give its number to a
         new one: the socket's inode tells them apart when libcurl wants the number again."""
+        try:
+            self._watch(what, fd)
+        except (OSError, ValueError) as exc:  # an exception would make libcurl abort every transfer
+            log.warning("cannot watch socket %d for libcurl (%s); its request fails at its timeout", fd, exc)
+
+    def _watch(self, what: int, fd: int) -> None:
         loop, watched = self._loop, self._watched
         want = _WANT[what]
         if fd in self._parked:
@@ -273,6 +294,12 @@ class CurlPool:
     def _on_timeout(self) -> None:
         self._timer = None
         self._act(pycurl.SOCKET_TIMEOUT, 0)
+        if self._timer is None and not self._closed:
+            # This timer may have been an earlier one kept in place of what libcurl asked for; most libcurl
+            # versions ask again after an early call, 8.10.0 to 8.11.0 do not (curl/curl#15627): ask it.
+            ms = self._multi.timeout()
+            if ms >= 0:
+                self._on_timer(ms)
 
     def _act(self, fd: int, event: int) -> None:
         if self._closed:
@@ -286,7 +313,7 @@ class CurlPool:
             log.error("libcurl failed (%s); failing the %d requests in flight so they are sent again", exc,
                       len(self._busy))
             for handle, transfer in list(self._busy.items()):
-                self._multi.remove_handle(handle)
+                self._remove(handle)
                 self._settle(transfer, None, CurlError(pycurl.E_FAILED_INIT, f"libcurl failed: {exc}"))
             self._busy.clear()
             return
@@ -303,7 +330,7 @@ class CurlPool:
             self._timer.cancel()
         handles = [t.handle for t in self._free]
         for handle, transfer in list(self._busy.items()):
-            self._multi.remove_handle(handle)
+            self._remove(handle)
             handles.append(handle)
             self._settle(transfer, None, CurlError(pycurl.E_ABORTED_BY_CALLBACK, "the HTTP pool was closed"))
         self._busy.clear()
@@ -313,6 +340,12 @@ class CurlPool:
             handle.close()
         for fd in list(self._watched):
             self._unwatch(fd)
+
+
+def header_lines(headers: dict[str, str]) -> list[str]:
+    """``HTTPHEADER`` lines for ``headers``: an empty value as ``Name;`` (libcurl drops ``Name:`` with nothing
+    after it), and ``Expect:`` so a large body is not held back for a ``100 Continue``."""
+    return [f"{k}: {v}" if str(v) else f"{k};" for k, v in headers.items()] + ["Expect:"]
 
 
 def _inode(fd: int) -> int:
@@ -334,24 +367,43 @@ _IN, _OUT = 1, 2
 _WANT = {pycurl.POLL_NONE: 0, pycurl.POLL_IN: _IN, pycurl.POLL_OUT: _OUT, pycurl.POLL_INOUT: _IN | _OUT,
          pycurl.POLL_REMOVE: 0}
 
-_CA_FILE: list[str | None] = []
+#: CA bundles where distributions keep them: Debian/Ubuntu, RHEL/Fedora, openSUSE, Alpine and macOS
+_CA_BUNDLES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/ca-bundle.pem",
+               "/etc/ssl/cert.pem")
+_CA: list[tuple[str | None, str | None]] = []
 
 
-def _system_ca_file() -> str | None:
-    """The system's CA bundle, as Python's ``ssl`` finds it (the pycurl wheels' libcurl may look elsewhere)."""
-    if not _CA_FILE:
+def system_ca() -> tuple[str | None, str | None]:
+    """The system's CA bundle and CA folder (``CAINFO``, ``CAPATH``): the libcurl of pycurl's wheels looks where
+    the wheel was built (a RHEL path), so we say where they are here, as Python's ``ssl`` finds them
+    (``SSL_CERT_FILE``/``SSL_CERT_DIR`` first), then the usual bundle paths, then certifi's."""
+    if not _CA:
         import ssl
 
         paths = ssl.get_default_verify_paths()
-        found = next((p for p in (os.environ.get("SSL_CERT_FILE"), paths.cafile, paths.openssl_cafile)
-                      if p and os.path.isfile(p)), None)
-        if found is None:
+        ca_file = next((p for p in (os.environ.get("SSL_CERT_FILE"), paths.cafile, paths.openssl_cafile, *_CA_BUNDLES)
+                        if p and os.path.isfile(p)), None)
+        ca_dir = next((p for p in (os.environ.get("SSL_CERT_DIR"), paths.capath, paths.openssl_capath)
+                       if p and os.path.isdir(p)), None)
+        if ca_file is None:
             try:
                 import certifi
 
-                found = certifi.where()
+                ca_file = certifi.where()
             except ImportError:
-                found = None
-        _CA_FILE.append(found)
-    return _CA_FILE[0]
+                ca_file = None
+        _CA.append((ca_file, ca_dir))
+    return _CA[0]
 
+
+def _proxy_for(url: str) -> str | None:
+    """The proxy the environment names for ``url``, read as Python's ``urllib`` reads it (``HTTP_PROXY`` and
+    ``http_proxy`` alike, ``NO_PROXY``); libcurl itself ignores upper-case ``HTTP_PROXY``."""
+    import urllib.request
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    proxy = urllib.request.getproxies().get(parts.scheme)
+    if not proxy or urllib.request.proxy_bypass(parts.netloc):
+        return None
+    return proxy

@@ -30,13 +30,14 @@ job's events (and its children's) stay in one partition, in order.
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import logging
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urljoin
 
-from lineagewire.exceptions import LineagewireError, MissingExtraError
+from lineagewire.exceptions import ConfigError, LineagewireError, MissingExtraError
 
 try:
     from openlineage.client.transport import Config, Transport
@@ -70,13 +71,21 @@ class HttpDelivery:
         self.timeout = float(config.timeout)
         self.auth = config.auth
         self.compression = str(config.compression) if config.compression else None
-        self.headers = {"Content-Type": "application/json", **(config.custom_headers or {})}
+        self.custom_headers = dict(config.custom_headers or {})
+        for name, value in self.custom_headers.items():
+            if not (str(name).isascii() and str(value).isascii()):
+                raise ConfigError(f"OpenLineage http transport custom_headers {name!r}: {value!r} is not ASCII; "
+                                  "expected HTTP header names and values in ASCII")
+        self.base_headers = {"Content-Type": "application/json"}
         if self.compression == "gzip":
-            self.headers["Content-Encoding"] = "gzip"
+            self.base_headers["Content-Encoding"] = "gzip"
+        # openlineage-python's order: its own headers, then the token's Authorization, then custom_headers
+        self.headers = {**self.base_headers, **self.custom_headers}
         self.tls = _tls(config)
         self.concurrency = concurrency
         self.trust_env = trust_env
         self._pool: Any = None
+        self._slots: asyncio.Semaphore | None = None
 
     async def open(self) -> None:
         from lineagewire import __version__
@@ -85,6 +94,9 @@ class HttpDelivery:
 
         self._pool = CurlPool(self.url, headers=self.headers, timeout=self.timeout, connections=self.concurrency,
                               tls=self.tls, trust_env=self.trust_env, user_agent=f"lineagewire/{__version__}")
+        # InFlight has more lanes than connections: the lanes past ``concurrency`` wait here, not inside libcurl,
+        # whose timeout would count the wait for a connection as the request's own time.
+        self._slots = asyncio.Semaphore(self.concurrency)
 
     async def close(self) -> None:
         if self._pool is not None:
@@ -93,19 +105,21 @@ class HttpDelivery:
 
     async def send(self, batch: list[Rendered]) -> None:
         """POST each event of ``batch`` in order; raise ``EmitError`` unless the backend answered 2xx."""
-        from .curl import CurlError
+        from .curl import CurlError, header_lines
 
-        pool = self._pool
+        pool, slots = self._pool, self._slots
+        assert slots is not None  # noqa: S101 - set by open()
         for item in batch:
             headers = None
             bearer = self.auth.get_bearer() if self.auth is not None else None
             if bearer:
-                headers = [f"{k}: {v}" for k, v in {**self.headers, "Authorization": bearer}.items()]
+                headers = header_lines({**self.base_headers, "Authorization": bearer, **self.custom_headers})
             data = item.body.encode()
             if self.compression == "gzip":
                 data = gzip.compress(data, compresslevel=3)
             try:
-                answer = await pool.post(data, headers)
+                async with slots:
+                    answer = await pool.post(data, headers)
             except CurlError as exc:
                 raise EmitError(f"{item.where}: OpenLineage backend {self.url} not reached: {exc}") from exc
             if answer.status >= 300 or answer.status < 200:

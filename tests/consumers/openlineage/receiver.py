@@ -42,6 +42,7 @@ class Receiver:
         self.killed = False
         self.status_of = status_of
         self.answered: list[tuple[int, dict[str, Any]]] = []  # (status, event) of every event not kept
+        self.redirect: tuple[int, str] | None = None  # (status, base URL): answer every POST with that redirect
         self._connections: set[Any] = set()
         self._lock = threading.Lock()
         outer = self
@@ -65,6 +66,12 @@ class Receiver:
                     body = gzip.decompress(body)
                 with outer._lock:
                     outer.requests.append((self.path, dict(self.headers)))
+                if outer.redirect is not None:
+                    self.send_response(outer.redirect[0])
+                    self.send_header("Location", outer.redirect[1] + self.path)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 if outer.killed:  # a connection that outlived kill(): no answer, as from a dead process
                     self.close_connection = True
                     return

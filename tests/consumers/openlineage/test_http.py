@@ -8,6 +8,7 @@ under many requests in flight); and an error answer named with its status and bo
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import ssl
 import subprocess
@@ -38,24 +39,21 @@ def handler(transport: dict[str, Any], concurrency: int = 0) -> OpenLineageHandl
     return h
 
 
-def deliver_all(h: OpenLineageHandler, events: list[dict[str, Any]], timeout: float = 60) -> None:
-    """Hand every event over, then wait until all are confirmed, sending failed ones again as the runtime does."""
+def deliver_all(h: OpenLineageHandler, events: list[dict[str, Any]], timeout: float = 60, keys: int = 17) -> None:
+    """Hand every event over (on ``keys`` Kafka keys), then wait until all are confirmed; a failed request (which
+    the runtime would send again) fails the test."""
     for i, e in enumerate(events):
-        h.handle(Record("t", 0, i, f"key{i % 17}", 0, e))
+        h.handle(Record("t", 0, i, f"key{i % keys}", 0, e))
     assert h.inflight is not None
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            if h.inflight.flush(max(deadline - time.monotonic(), 0.1)):
-                return
-        except OutputError:
-            pass  # the runtime would back off and call again
-        assert time.monotonic() < deadline, f"{h.inflight.pending} events still unconfirmed"
+    try:
+        assert h.inflight.flush(timeout), f"{h.inflight.pending} events still unconfirmed after {timeout} s"
+    except OutputError as exc:
+        pytest.fail(f"a request failed: {exc}")
 
 
 def test_auth_custom_headers_and_gzip_arrive(receiver: Receiver) -> None:
     h = handler({"url": receiver.url, "auth": {"type": "api_key", "apiKey": "s3cret-token"},
-                 "custom_headers": {"X-Team": "data-platform"}, "compression": "gzip"})
+                 "custom_headers": {"X-Team": "data-platform", "X-Empty": ""}, "compression": "gzip"})
     try:
         h.handle(record())
     finally:
@@ -64,10 +62,67 @@ def test_auth_custom_headers_and_gzip_arrive(receiver: Receiver) -> None:
     assert path == "/api/v1/lineage"
     assert headers["Authorization"] == "Bearer s3cret-token"
     assert headers["X-Team"] == "data-platform"
+    assert headers["X-Empty"] == ""  # sent, with nothing after the colon
     assert headers["Content-Encoding"] == "gzip"
     assert headers["Content-Type"] == "application/json"
     assert headers["User-Agent"].startswith("lineagewire/")
     assert [e["eventType"] for e in receiver.snapshot()] == ["START"]  # the receiver unpacked the gzip body
+
+
+def test_a_custom_authorization_header_wins_over_the_token_as_in_openlineage_python(receiver: Receiver) -> None:
+    h = handler({"url": receiver.url, "auth": {"type": "api_key", "apiKey": "s3cret-token"},
+                 "custom_headers": {"Authorization": "Basic dXNlcjpwYXNz"}})
+    try:
+        h.handle(record())
+    finally:
+        h.close()
+    assert [headers["Authorization"] for _, headers in receiver.requests] == ["Basic dXNlcjpwYXNz"]
+
+
+def test_a_header_that_is_not_ascii_is_refused_at_start(receiver: Receiver) -> None:
+    from lineagewire.exceptions import ConfigError
+
+    with pytest.raises(ConfigError, match=r"custom_headers 'X-Team': 'données' is not ASCII"):
+        handler({"url": receiver.url, "custom_headers": {"X-Team": "données"}})
+
+
+@pytest.mark.parametrize("status", [301, 308])
+def test_a_redirect_is_followed_as_a_post_with_its_body(status: int) -> None:
+    # With a 301, a client that follows as a GET (as requests does) gets a 2xx while the event went nowhere.
+    with Receiver() as moved, Receiver() as target:
+        moved.redirect = (status, target.url)
+        h = handler({"url": moved.url})
+        try:
+            h.handle(record())
+        finally:
+            h.close()
+        assert [e["eventType"] for e in target.snapshot()] == ["START"]
+        assert [p for p, _ in target.requests] == ["/api/v1/lineage"]
+
+
+def test_requests_waiting_for_a_connection_do_not_spend_their_timeout_waiting() -> None:
+    # 1 connection, 4 requests at once (InFlight has 4 lanes per connection), each answer 0.4 s, timeout 1 s:
+    # the fourth request waits 1.2 s for the connection. Its timeout counts from when it is sent, so none fails.
+    from openlineage.client.serde import Serde
+    from openlineage.client.transport.http import HttpConfig
+
+    from lineagewire.consumers.openlineage.delivery import HttpDelivery, Rendered
+    from lineagewire.consumers.openlineage.translate import Translator
+
+    bodies = [Serde.to_json(Translator().translate(app_run(f"job{i}", actions=0)[0])[0]) for i in range(4)]
+    with Receiver() as rx:
+        rx.fixed_delay = 0.4
+
+        async def send_all() -> None:
+            delivery = HttpDelivery(HttpConfig.from_dict({"url": rx.url, "timeout": 1}), concurrency=1)
+            await delivery.open()
+            try:
+                await asyncio.gather(*(delivery.send([Rendered(b, "k", f"t[0]@{i}")]) for i, b in enumerate(bodies)))
+            finally:
+                await delivery.close()
+
+        asyncio.run(send_all())
+        assert len(rx.snapshot()) == 4
 
 
 def test_an_error_answer_is_named_with_its_status_and_body(receiver: Receiver) -> None:
@@ -84,8 +139,8 @@ def test_an_error_answer_is_named_with_its_status_and_body(receiver: Receiver) -
 @pytest.mark.parametrize("close", ["header", "silent"])
 def test_a_backend_that_closes_each_connection_still_gets_every_event(close: str) -> None:
     # Every answer ends its connection: libcurl opens hundreds of sockets, whose numbers the kernel hands out
-    # again; the loop must stop watching each before it is closed (curl.CurlPool._close_socket), or a new socket
-    # with an old number is never watched and its request hangs.
+    # again; a parked reader of an old socket must not stand for the new one (curl.CurlPool._watch), or the new
+    # socket is never watched and its request times out (deliver_all fails on any failed request).
     events = [e for i in range(60) for e in app_run(f"job{i}", actions=1)]  # 240 events
     with Receiver(close=close) as rx:
         h = handler({"url": rx.url, "timeout": 5}, concurrency=8)
@@ -100,8 +155,8 @@ def test_proxies_from_the_environment_only_with_trust_env(monkeypatch: pytest.Mo
     with Receiver() as backend, Receiver() as proxy:
         for var in ("NO_PROXY", "no_proxy"):
             monkeypatch.delenv(var, raising=False)
-        monkeypatch.setenv("http_proxy", proxy.url)
-        monkeypatch.setenv("HTTP_PROXY", proxy.url)
+        monkeypatch.delenv("http_proxy", raising=False)
+        monkeypatch.setenv("HTTP_PROXY", proxy.url)  # upper case only: libcurl alone would not read it
         h = handler({"url": backend.url})
         try:
             h.handle(record())
