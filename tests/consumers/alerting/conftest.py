@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 
-from .receivers import Alertmanager, HttpReceiver, self_signed
+from tests.helpers import self_signed
+
+from .receivers import Alertmanager, HttpReceiver
 
 
 @pytest.fixture

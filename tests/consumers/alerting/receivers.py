@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import pathlib
 import shutil
@@ -13,13 +12,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import httpx
 
 from lineagewire.processes import stop_process
-from tests.helpers import wait_for
+from tests.helpers import LocalServer, wait_for
 
 
 @dataclass
@@ -59,13 +58,8 @@ class HttpReceiver:
                 self.end_headers()
                 self.wfile.write(answer)
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _H)
-        self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._http = LocalServer(_H)
+        self.url = self._http.url
 
     def on(self, path: str) -> list[Request]:
         with self._lock:
@@ -75,40 +69,11 @@ class HttpReceiver:
         return wait_for(lambda: (lambda got: got if predicate(got) else None)(self.on(path)), timeout=timeout)
 
     def __enter__(self) -> HttpReceiver:
-        self._thread.start()
+        self._http.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(5)
-
-
-def self_signed(folder: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
-    """A certificate for 127.0.0.1/localhost and its key (PEM files)."""
-    import ipaddress
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = dt.datetime.now(dt.UTC)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(minutes=5))
-            .not_valid_after(now + dt.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"),
-                                                        x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                           critical=False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256()))
-    cert_path, key_path = folder / "cert.pem", folder / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
-    return cert_path, key_path
+        self._http.kill()
 
 
 def free_port() -> int:

@@ -21,16 +21,15 @@ sends, as GMS would accept it:
 from __future__ import annotations
 
 import json
-import socket
 import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from datahub.metadata.schema_classes import ASPECT_NAME_MAP, ENTITY_TYPE_TO_ASPECT_NAMES, MetadataChangeProposalClass
 
-from tests.helpers import latency
+from tests.helpers import LocalServer, latency
 
 _MCP_KEYS = {"entityType", "entityUrn", "entityKeyAspect", "changeType", "aspectName", "aspect", "systemMetadata",
              "headers", "auditHeader"}
@@ -93,21 +92,10 @@ class FakeGms:
         self.refuse = refuse
         self.refused: list[int] = []
         self._lock = threading.Lock()
-        self._connections: set[socket.socket] = set()  # open keep-alive connections, closed by kill()
         outer = self
 
         class _H(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
-
-            def setup(self) -> None:
-                super().setup()
-                with outer._lock:
-                    outer._connections.add(self.connection)
-
-            def finish(self) -> None:
-                with outer._lock:
-                    outer._connections.discard(self.connection)
-                super().finish()
 
             def _answer(self, code: int, body: Any) -> None:
                 data = json.dumps(body).encode()
@@ -197,20 +185,15 @@ class FakeGms:
                 urns = [m["entityUrn"] for m in mcps]
                 self._answer(200, {"value": urns if many else urns[0]})
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), _H)
-        self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._http = LocalServer(_H, port=port)
+        self.url = self._http.url
 
     def snapshot(self) -> list[dict[str, Any]]:
         with self._lock:
             return list(self.proposals)
 
     def __enter__(self) -> FakeGms:
-        self._thread.start()
+        self._http.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -218,14 +201,4 @@ class FakeGms:
 
     def kill(self) -> None:
         """Stop answering at once: the listening socket is closed (connections are refused)."""
-        if self._thread.is_alive():
-            self._server.shutdown()
-            self._thread.join(5)
-        self._server.server_close()
-        with self._lock:
-            connections, self._connections = list(self._connections), set()
-        for conn in connections:  # a keep-alive connection would go on being served
-            try:
-                conn.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        self._http.kill()

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import json
 import random
-import socket
 import ssl
 import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests.helpers import latency, wait_for
+from tests.helpers import LocalServer, latency, wait_for
 
 
 class Receiver:
@@ -43,22 +41,11 @@ class Receiver:
         self.status_of = status_of
         self.answered: list[tuple[int, dict[str, Any]]] = []  # (status, event) of every event not kept
         self.redirect: tuple[int, str] | None = None  # (status, base URL): answer every POST with that redirect
-        self._connections: set[Any] = set()
         self._lock = threading.Lock()
         outer = self
 
         class _H(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
-
-            def setup(self) -> None:
-                super().setup()
-                with outer._lock:
-                    outer._connections.add(self.connection)
-
-            def finish(self) -> None:
-                with outer._lock:
-                    outer._connections.discard(self.connection)
-                super().finish()
 
             def do_POST(self) -> None:  # noqa: N802
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
@@ -104,25 +91,12 @@ class Receiver:
                 if close is not None:
                     self.close_connection = True
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-                pass
-
-        self._handler = _H
-        self._tls = tls
-        self._server = self._serve(0)
-        self.port = self._server.server_address[1]
-        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    def _serve(self, port: int) -> ThreadingHTTPServer:
-        server = ThreadingHTTPServer(("127.0.0.1", port), self._handler)
-        server.daemon_threads = True
-        if self._tls is not None:
-            server.socket = self._tls.wrap_socket(server.socket, server_side=True)
-        return server
+        self._http = LocalServer(_H, tls=tls)
+        self.port = self._http.port
+        self.url = self._http.url
 
     def __enter__(self) -> Receiver:
-        self._thread.start()
+        self._http.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -131,20 +105,12 @@ class Receiver:
     def kill(self) -> None:
         """Stop listening and drop the connections: the backend is gone (connection refused), events are kept."""
         self.killed = True
-        self._server.shutdown()
-        self._server.server_close()
-        with self._lock:
-            for conn in list(self._connections):
-                with contextlib.suppress(OSError):
-                    conn.shutdown(socket.SHUT_RDWR)
-        self._thread.join(5)
+        self._http.kill()
 
     def restart(self) -> None:
         """Listen again on the same port, after ``kill``."""
         self.killed = False
-        self._server = self._serve(self.port)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
+        self._http.restart()
 
     def snapshot(self) -> list[dict[str, Any]]:
         with self._lock:

@@ -9,9 +9,7 @@ under many requests in flight); and an error answer named with its status and bo
 from __future__ import annotations
 
 import asyncio
-import shutil
 import ssl
-import subprocess
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -22,6 +20,7 @@ from lineagewire.consumers.openlineage.exceptions import EmitError
 from lineagewire.consumers.openlineage.handler import OpenLineageHandler
 from lineagewire.consumers.runtime import Record
 from lineagewire.consumers.runtime.exceptions import OutputError
+from tests.helpers import self_signed
 
 from .receiver import Receiver
 from .samples import app_run
@@ -176,14 +175,7 @@ def test_proxies_from_the_environment_only_with_trust_env(monkeypatch: pytest.Mo
 
 @pytest.fixture(scope="module")
 def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        pytest.fail("the TLS tests need the openssl command (Debian's openssl package) to make a certificate")
-    folder = tmp_path_factory.mktemp("tls")
-    cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
-                    "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out",
-                    str(cert)], check=True, capture_output=True)
+    cert, key = self_signed(tmp_path_factory.mktemp("tls"))
     return str(cert), str(key)
 
 
