@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from lineagewire.consumers.runtime.base import Handler
@@ -73,6 +74,8 @@ class DataHubHandler(Handler):
         if self.config.sinks.file is not None:
             self.tick_interval = min(1.0, self.config.sinks.file.fsync_interval)  # type: ignore[misc]
         self._last_sync = float("-inf")
+        # records whose dead letter was handed to the runtime (oldest first): one dead letter per record
+        self._dead_lettered: dict[tuple[str, int, int], None] = {}
 
     def check(self) -> None:
         """Refuse sink settings that can never work before consuming anything (``ConfigError``)."""
@@ -134,8 +137,24 @@ class DataHubHandler(Handler):
         return out
 
     def rejected(self) -> list[Rejected]:
-        """Records a delivering sink's output refused for good (``RefusedError``), for the dead-letter topic."""
-        return [r for sink in self.sinks for r in sink.rejected()]
+        """Records a delivering sink's output refused for good (``RefusedError``), for the dead-letter topic: one
+        dead letter per record, also when two sinks (REST and Kafka) rejected it, now or one after the other."""
+        out: dict[tuple[str, int, int], Rejected] = {}
+        for sink in self.sinks:
+            for r in sink.rejected():
+                pos = (r.record.topic, r.record.partition, r.record.offset)
+                first = out.get(pos)
+                if first is not None:
+                    out[pos] = Rejected(first.record, first.error, _both(first.settle, r.settle))
+                elif pos in self._dead_lettered:
+                    r.settle()  # its dead letter was handed over for another sink's rejection
+                else:
+                    out[pos] = r
+        for pos in out:
+            self._dead_lettered[pos] = None
+        while len(self._dead_lettered) > 10_000:
+            del self._dead_lettered[next(iter(self._dead_lettered))]
+        return list(out.values())
 
     def give_up(self, since: float) -> bool:
         return any([sink.give_up(since) for sink in self.sinks])  # every sink's, not the first's only
@@ -150,3 +169,11 @@ class DataHubHandler(Handler):
                 sink.close()
             except Exception as exc:  # noqa: BLE001 - closing one sink must not hide the shutdown of the others
                 log.warning("closing the DataHub %s sink failed: %s", sink.name, exc)
+
+
+def _both(first: Callable[[], None], second: Callable[[], None]) -> Callable[[], None]:
+    def settle() -> None:
+        first()
+        second()
+
+    return settle

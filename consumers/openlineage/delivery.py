@@ -44,7 +44,7 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise MissingExtraError("openlineage-python", "openlineage", "The OpenLineage service") from exc
 
-from lineagewire.consumers.runtime.retry import refused_for_good
+from lineagewire.consumers.runtime.retry import refused_for_good, retried_4xx_text
 
 from .exceptions import EmitError, RefusedError
 
@@ -134,8 +134,8 @@ def status_error(item: Rendered, url: str, status: int, reason: str | None, answ
         return EmitError(f"{item.where}: OpenLineage backend {url} answered {status} {reason}"
                          f"{f': {said}' if said else ''}; expected 2xx")
     return RefusedError(f"{item.where}: OpenLineage backend {url} refused the event with {status} {reason}"
-                        f"{f' ({said})' if said else ''}; expected 2xx: a 4xx answer other than 401, 403, 407, 408 "
-                        "and 429 means the backend will never take this event, so it is dead-lettered")
+                        f"{f' ({said})' if said else ''}; expected 2xx: a 4xx answer other than {retried_4xx_text()} "
+                        "means the backend will never take this event, so it is dead-lettered")
 
 
 def _tls(config: Any) -> Any:

@@ -15,7 +15,7 @@ How events are delivered, by the transport the configuration gives:
 * ``http``: concurrently and in order per job (``delivery.HttpDelivery``: libcurl through pycurl,
   ``concurrency`` requests in flight over one keep-alive pool, through the runtime's ``InFlight``); an event's offset
   is committed only once the backend answered 2xx for it and for every event before it in its partition.
-  An event the backend refuses for good (a 4xx other than 401, 403, 407, 408, 429) goes to the
+  An event the backend refuses for good (a 4xx other than 401, 403, 404, 405, 407, 408, 410, 421, 429) goes to the
   dead-letter topic (``rejected``), and its job's later events go on.
 * ``kafka``: produced in batches, committed once the broker acknowledged them (``delivery.KafkaDelivery``).
 * ``async_http`` (alone or in a composite): refused at start. It queues events and sends them later,

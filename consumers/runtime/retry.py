@@ -48,7 +48,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 log = logging.getLogger(__name__)
 
 __all__ = ["OUTAGE_ERRORS", "OUTAGE_ERROR_NAMES", "RETRIED_4XX", "Aborted", "Retrier", "RetryPolicy", "is_outage",
-           "refused_for_good", "traceback_tail"]
+           "refused_for_good", "retried_4xx_text", "traceback_tail"]
 
 #: exception classes that mean an output (or Kafka) is down: retried until it is back
 OUTAGE_ERRORS: tuple[type[BaseException], ...] = (OutputError, OSError, KafkaException, KafkaError)
@@ -62,9 +62,17 @@ OUTAGE_ERROR_NAMES = frozenset({
 #: 4xx answers that are retried like an outage: 408 (request timeout) and 429 (too many requests) pass, and
 #: 401, 403 and 407 are about the service's own credentials, not the event: dead-lettering every event while a
 #: token is wrong would empty the topic into the dead-letter topic; retried, they stall until it is fixed.
-RETRIED_4XX = frozenset({401, 403, 407, 408, 429})
+#: 4xx answers about the request's path, the service's credentials or the output's load, not about the event
+#: (a wrong endpoint answers 404 or 405 to every event: retried, so it stalls rather than empties the topic)
+RETRIED_4XX = frozenset({401, 403, 404, 405, 407, 408, 410, 421, 429})
 
 T = TypeVar("T")
+
+
+def retried_4xx_text() -> str:
+    """``RETRIED_4XX`` for messages: "401, 403, ... and 429"."""
+    codes = [str(c) for c in sorted(RETRIED_4XX)]
+    return f"{', '.join(codes[:-1])} and {codes[-1]}"
 
 
 def refused_for_good(status: int) -> bool:

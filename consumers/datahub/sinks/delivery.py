@@ -14,6 +14,8 @@ refused are dead-lettered by the runtime (``rejected``), and the lane goes on.
 from __future__ import annotations
 
 import logging
+import threading
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
 from datahub.metadata.schema_classes import SystemMetadataClass
@@ -31,13 +33,31 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DeliveringSink", "for_emitter"]
+__all__ = ["Carried", "DeliveringSink", "for_emitter"]
 
 #: what a proposal's envelope adds to its aspect's JSON in a request (URN, names, systemMetadata), roughly
 _ENVELOPE = 400
 
 
-def _size(p: Proposal) -> int:
+@dataclass(slots=True, eq=False)
+class Carried:
+    """One output of a record on the ``InFlight`` lanes: a proposal to send (None when the record's every proposal
+    was skipped as unchanged) and the proposals of the record skipped as unchanged, which ride on it.
+
+    A skipped proposal is identical to one an earlier record of the job carried. Should the output refuse
+    anything after this record was handed (``refusals`` is the sink's count of refusals then), that earlier
+    record may be the one refused and dead-lettered: the skipped proposals are then sent with this record, so
+    that confirming it means its aspects reached the output."""
+
+    proposal: Proposal | None
+    skipped: list[Proposal] = field(default_factory=list)
+    refusals: int = 0
+
+
+def _size(c: Carried) -> int:
+    p = c.proposal
+    if p is None:
+        return _ENVELOPE
     a = p.aspect
     return _ENVELOPE + (len(a.value) if a is not None else 0) + len(p.entityUrn or "")
 
@@ -70,16 +90,35 @@ class DeliveringSink(Sink):
 
     def __init__(self, config: DeliveryConfig) -> None:
         self.delivery = config
-        self._inflight: InFlight[Proposal] | None = None
+        self._inflight: InFlight[Carried] | None = None
         self._closed = False
+        self._lock = threading.Lock()
+        self._refusals = 0  # batches the output refused, and give-ups: each may have dropped a record's proposals
+        self._forgotten = 0  # the value of _refusals when the skip memory was last forgotten
 
     def send(self, batch: list[Proposal]) -> None:
         raise NotImplementedError
 
-    def _send(self, batch: list[Proposal]) -> None:
+    def _refused(self) -> None:
+        with self._lock:
+            self._refusals += 1
+
+    def _send(self, outputs: list[Carried]) -> None:
+        refusals = self._refusals
+        batch: list[Proposal] = []
+        for c in outputs:
+            if c.skipped and c.refusals != refusals:
+                batch += c.skipped  # what they were skipped against may have been refused: send them
+            if c.proposal is not None:
+                batch.append(c.proposal)
+        if not batch:
+            return  # records whose every proposal was skipped, with nothing refused since
         try:
             self.send(batch)
-        except (EmitError, PermanentError):
+        except PermanentError:
+            self._refused()
+            raise
+        except EmitError:
             raise
         except Exception as exc:  # noqa: BLE001 - any emitter failure means the output did not take the batch
             raise EmitError(f"{self.output}: a batch of {len(batch)} proposals (first {batch[0].entityUrn} "
@@ -92,14 +131,40 @@ class DeliveringSink(Sink):
                                   linger=c.linger, name=self.output).start()
 
     @property
-    def inflight(self) -> InFlight[Proposal]:
+    def inflight(self) -> InFlight[Carried]:
         if self._inflight is None:
             raise RuntimeError(f"{self.output}: the sink is used before open()")
         return self._inflight
 
+    def emit(self, record: Record, event_id: str, proposals: list[Proposal], scope: str = "") -> int:
+        """Hand the record's proposals to ``InFlight``; those skipped as unchanged ride along (``Carried``)."""
+        unchanged = self.unchanged
+        refusals = self._refusals
+        if unchanged is None:
+            return self._submit(record, [Carried(p) for p in proposals])
+        if refusals != self._forgotten:
+            # A refusal the skip memory does not reflect yet: what it remembers as taken may have been dropped.
+            unchanged.forget()
+            self._forgotten = refusals
+        fresh, marks = unchanged.select(proposals, scope)
+        taken = {id(p) for p in fresh}
+        skipped = [p for p in proposals if id(p) not in taken]
+        outputs = [Carried(p, refusals=refusals) for p in fresh]
+        if skipped:
+            if outputs:
+                outputs[0].skipped = skipped
+            else:
+                outputs = [Carried(None, skipped, refusals)]
+        written = self._submit(record, outputs)
+        unchanged.commit(marks)
+        return written
+
     def write(self, record: Record, event_id: str, proposals: list[Proposal], scope: str = "") -> int:
+        return self._submit(record, [Carried(p) for p in proposals])
+
+    def _submit(self, record: Record, outputs: list[Carried]) -> int:
         try:
-            self.inflight.submit(record, proposals)
+            self.inflight.submit(record, outputs)
         except OutputError as exc:
             raise _emit_error(exc) from exc
         return 0
@@ -117,11 +182,15 @@ class DeliveringSink(Sink):
         out = self.inflight.rejected() if self._inflight is not None else []
         if out and self.unchanged is not None:
             # Their proposals were remembered as taken when handed over, and never reached the output: forget, so
-            # that a later identical aspect is sent rather than skipped.
+            # that a later identical aspect is sent rather than skipped (records handed meanwhile send theirs:
+            # ``Carried``).
+            self._forgotten = self._refusals
             self.unchanged.forget()
         return out
 
     def give_up(self, since: float) -> bool:
+        # Counted before the lanes go on: a record behind the ones given up sends what it skipped.
+        self._refused()
         return self._inflight is not None and self._inflight.give_up(since)
 
     def on_revoke(self, partitions: list[tuple[str, int]]) -> None:
@@ -129,6 +198,7 @@ class DeliveringSink(Sink):
             return  # the consumer's own close revokes after ours: nothing is sent any more
         self.inflight.revoke(partitions)
         if self.unchanged is not None:
+            self._forgotten = self._refusals
             # What was dropped unsent is remembered as taken: forget it all, so that nothing is skipped that the
             # backend may not have (costs a re-emit of each aspect once).
             self.unchanged.forget()

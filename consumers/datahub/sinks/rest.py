@@ -6,7 +6,7 @@ import logging
 import threading
 from typing import Any, ClassVar
 
-from lineagewire.consumers.runtime.retry import refused_for_good
+from lineagewire.consumers.runtime.retry import refused_for_good, retried_4xx_text
 from lineagewire.exceptions import ConfigError
 
 from ..config import RestSinkConfig
@@ -97,7 +97,7 @@ class RestSink(DeliveringSink):
                 raise  # GMS down, busy or not reached: retried
             raise RefusedError(f"{self.output} refused {len(batch)} proposals (first {batch[0].entityUrn} "
                                f"{batch[0].aspectName}) with {status}: {str(exc.info.get('message'))[:500]}; "
-                               "expected 2xx: a 4xx answer other than 401, 403, 407, 408 and 429 means GMS will "
+                               f"expected 2xx: a 4xx answer other than {retried_4xx_text()} means GMS will "
                                "never take them, so their record is dead-lettered") from exc
 
     def close(self) -> None:

@@ -189,6 +189,7 @@ def test_a_revoke_forgets_the_ids_a_delivering_handler_had_not_made_durable() ->
 def test_only_a_4xx_that_no_retry_changes_is_refused_for_good() -> None:
     from lineagewire.consumers.runtime.retry import refused_for_good
 
-    assert [s for s in (400, 404, 409, 413, 415, 422, 499) if not refused_for_good(s)] == []
-    # time-outs, rate limits and the service's own credentials are retried; so is anything not 4xx
-    assert [s for s in (200, 301, 401, 403, 407, 408, 429, 500, 502, 503, 504) if refused_for_good(s)] == []
+    assert [s for s in (400, 409, 413, 415, 422, 499) if not refused_for_good(s)] == []
+    # time-outs, rate limits, the service's own credentials and a wrong endpoint are retried; so is anything not 4xx
+    assert [s for s in (200, 301, 401, 403, 404, 405, 407, 408, 410, 421, 429, 500, 502, 503, 504)
+            if refused_for_good(s)] == []
