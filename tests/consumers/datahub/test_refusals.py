@@ -8,8 +8,6 @@ aspects reached the output.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pytest
 from datahub.metadata.schema_classes import ChangeTypeClass, GenericAspectClass
 from datahub.metadata.schema_classes import MetadataChangeProposalClass as MCP
@@ -19,17 +17,14 @@ from lineagewire.consumers.datahub.exceptions import RefusedError
 from lineagewire.consumers.datahub.handler import DataHubHandler
 from lineagewire.consumers.datahub.sinks.delivery import DeliveringSink
 from lineagewire.consumers.datahub.unchanged import Unchanged
+from lineagewire.consumers.runtime import Record
 from lineagewire.consumers.runtime.exceptions import OutputError
 
 URN = "urn:li:dataJob:(urn:li:dataFlow:(spark,app,prod),job)"
 
 
-@dataclass
-class Rec:
-    topic: str
-    partition: int
-    offset: int
-    key: str | None
+def rec(offset: int) -> Record:
+    return Record("t", 0, offset, "job", 0, None)
 
 
 def proposal(aspect: str, value: str) -> MCP:
@@ -58,9 +53,9 @@ def test_an_aspect_skipped_against_a_refused_record_is_sent_with_the_later_recor
     out = Output()
     out.open()
     try:
-        out.emit(Rec("t", 0, 0, "job"), "e0", [proposal("dataJobInfo", '{"name":"A"}'),
+        out.emit(rec(0), "e0", [proposal("dataJobInfo", '{"name":"A"}'),
                                                proposal("status", '{"bad":1}')], "job")
-        out.emit(Rec("t", 0, 1, "job"), "e1", [proposal("dataJobInfo", '{"name":"A"}'),
+        out.emit(rec(1), "e1", [proposal("dataJobInfo", '{"name":"A"}'),
                                                proposal("ownership", '{"x":1}')], "job")
         assert out.inflight.flush(10)
         rejected = out.rejected()
@@ -78,9 +73,9 @@ def test_an_aspect_skipped_against_a_record_given_up_is_sent_with_the_later_reco
     out.open()
     try:
         out.down = True
-        out.emit(Rec("t", 0, 0, "job"), "e0", [proposal("dataJobInfo", '{"name":"A"}')], "job")
+        out.emit(rec(0), "e0", [proposal("dataJobInfo", '{"name":"A"}')], "job")
         # handed before the 50 ms linger ends; skips A, which the memory has as taken by record 0
-        out.emit(Rec("t", 0, 1, "job"), "e1", [proposal("dataJobInfo", '{"name":"A"}'),
+        out.emit(rec(1), "e1", [proposal("dataJobInfo", '{"name":"A"}'),
                                                proposal("ownership", '{"x":1}')], "job")
         with pytest.raises(OutputError):
             out.inflight.flush(10)  # record 0's batch failed: the lane stops there
@@ -100,8 +95,8 @@ def test_a_skip_with_nothing_refused_sends_nothing_more() -> None:
     out = Output()
     out.open()
     try:
-        out.emit(Rec("t", 0, 0, "job"), "e0", [proposal("dataJobInfo", '{"name":"A"}')], "job")
-        out.emit(Rec("t", 0, 1, "job"), "e1", [proposal("dataJobInfo", '{"name":"A"}')], "job")  # all skipped
+        out.emit(rec(0), "e0", [proposal("dataJobInfo", '{"name":"A"}')], "job")
+        out.emit(rec(1), "e1", [proposal("dataJobInfo", '{"name":"A"}')], "job")  # all skipped
         assert out.inflight.flush(10)
         assert out.got == [("dataJobInfo", '{"name":"A"}')]
         assert dict(out.durable_offsets()) == {}
@@ -116,14 +111,14 @@ def test_a_record_two_sinks_reject_gets_one_dead_letter() -> None:
         sink.open()
     try:
         for sink in (rest, kafka):
-            sink.emit(Rec("t", 0, 7, "job"), "e7", [proposal("status", '{"bad":1}')], "job")
+            sink.emit(rec(7), "e7", [proposal("status", '{"bad":1}')], "job")
             assert sink.inflight.flush(10)
         rejected = handler.rejected()
         assert [r.record.offset for r in rejected] == [7]
         rejected[0].settle()  # settles it in both sinks
         assert dict(rest.durable_offsets()) == {} and dict(kafka.durable_offsets()) == {}
         # the same record rejected again later by one sink (after a re-hand): settled, not dead-lettered twice
-        rest.emit(Rec("t", 0, 7, "job"), "e7", [proposal("status", '{"bad":1}')], "job")
+        rest.emit(rec(7), "e7", [proposal("status", '{"bad":1}')], "job")
         assert rest.inflight.flush(10)
         assert handler.rejected() == []
         assert dict(rest.durable_offsets()) == {}
