@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from datahub.metadata.schema_classes import SystemMetadataClass
@@ -50,7 +51,7 @@ class Carried:
     that confirming it means its aspects reached the output."""
 
     proposal: Proposal | None
-    skipped: list[Proposal] = field(default_factory=list)
+    skipped: Sequence[Proposal] = ()
     refusals: int = 0
 
 
@@ -108,7 +109,7 @@ class DeliveringSink(Sink):
         batch: list[Proposal] = []
         for c in outputs:
             if c.skipped and c.refusals != refusals:
-                batch += c.skipped  # what they were skipped against may have been refused: send them
+                batch.extend(c.skipped)  # what they were skipped against may have been refused: send them
             if c.proposal is not None:
                 batch.append(c.proposal)
         if not batch:
@@ -141,16 +142,16 @@ class DeliveringSink(Sink):
         unchanged = self.unchanged
         refusals = self._refusals
         if unchanged is None:
-            return self._submit(record, [Carried(p) for p in proposals])
+            return self._submit(record, [Carried(p, (), refusals) for p in proposals])
         if refusals != self._forgotten:
             # A refusal the skip memory does not reflect yet: what it remembers as taken may have been dropped.
             unchanged.forget()
             self._forgotten = refusals
         fresh, marks = unchanged.select(proposals, scope)
-        taken = {id(p) for p in fresh}
-        skipped = [p for p in proposals if id(p) not in taken]
-        outputs = [Carried(p, refusals=refusals) for p in fresh]
-        if skipped:
+        outputs = [Carried(p, (), refusals) for p in fresh]
+        if len(fresh) != len(proposals):
+            taken = {id(p) for p in fresh}
+            skipped = [p for p in proposals if id(p) not in taken]
             if outputs:
                 outputs[0].skipped = skipped
             else:
