@@ -20,6 +20,7 @@ the multi handle is never touched from another.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 from dataclasses import dataclass
@@ -84,7 +85,6 @@ class _Transfer:
         self.body.append(chunk)
 
 
-
 class CurlPool:
     """Concurrent POSTs to one URL over at most ``connections`` kept-alive connections.
 
@@ -92,8 +92,8 @@ class CurlPool:
     raises ``CurlError`` when there was none (refused, reset, ``timeout`` seconds passed). More requests than
     connections wait inside libcurl for a free one, in the order they were posted.
 
-    ``trust_env``: use the proxy variables (``HTTP_PROXY``, ``HTTPS_PROXY``, ``NO_PROXY``) and ``~/.netrc``, as
-    libcurl does; off, neither is read, whatever the environment says. ``idle_connections``: how many
+    ``trust_env``: use the proxy variables (``HTTP_PROXY``, ``HTTPS_PROXY``, ``NO_PROXY``, read as ``urllib``
+    reads them) and ``~/.netrc``; off, neither is read, whatever the environment says. ``idle_connections``: how many
     connections are kept alive between requests (default ``connections``).
     """
 
@@ -103,7 +103,6 @@ class CurlPool:
         self.url = url
         self.headers = header_lines(headers)
         self.timeout_ms = max(int(timeout * 1000), 1)
-        self.connections = connections
         self.tls = tls or TlsSettings()
         self.trust_env = trust_env
         self.proxy = _proxy_for(url) if trust_env else None
@@ -137,7 +136,6 @@ class CurlPool:
         elif transfer.custom_headers:
             handle.setopt(pycurl.HTTPHEADER, self.headers)
             transfer.custom_headers = False
-        transfer.body.clear()
         future = transfer.future = self._loop.create_future()
         try:
             self._multi.add_handle(handle)
@@ -312,12 +310,16 @@ class CurlPool:
         except pycurl.error as exc:  # the multi handle itself failed: no transfer of it can be trusted to finish
             log.error("libcurl failed (%s); failing the %d requests in flight so they are sent again", exc,
                       len(self._busy))
-            for handle, transfer in list(self._busy.items()):
-                self._remove(handle)
-                self._settle(transfer, None, CurlError(pycurl.E_FAILED_INIT, f"libcurl failed: {exc}"))
-            self._busy.clear()
+            self._fail_busy(CurlError(pycurl.E_FAILED_INIT, f"libcurl failed: {exc}"))
             return
         self._finished()
+
+    def _fail_busy(self, error: CurlError) -> None:
+        """Every transfer in flight ends with ``error`` (its handle back to the free list)."""
+        for handle, transfer in list(self._busy.items()):
+            self._remove(handle)
+            self._settle(transfer, None, error)
+        self._busy.clear()
 
     # -- closing ---------------------------------------------------------------------------------
 
@@ -328,16 +330,11 @@ class CurlPool:
         self._closed = True
         if self._timer is not None:
             self._timer.cancel()
-        handles = [t.handle for t in self._free]
-        for handle, transfer in list(self._busy.items()):
-            self._remove(handle)
-            handles.append(handle)
-            self._settle(transfer, None, CurlError(pycurl.E_ABORTED_BY_CALLBACK, "the HTTP pool was closed"))
-        self._busy.clear()
-        self._free.clear()
+        self._fail_busy(CurlError(pycurl.E_ABORTED_BY_CALLBACK, "the HTTP pool was closed"))  # back to _free
         self._multi.close()
-        for handle in handles:
-            handle.close()
+        for transfer in self._free:
+            transfer.handle.close()
+        self._free.clear()
         for fd in list(self._watched):
             self._unwatch(fd)
 
@@ -370,30 +367,26 @@ _WANT = {pycurl.POLL_NONE: 0, pycurl.POLL_IN: _IN, pycurl.POLL_OUT: _OUT, pycurl
 #: CA bundles where distributions keep them: Debian/Ubuntu, RHEL/Fedora, openSUSE, Alpine and macOS
 _CA_BUNDLES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/ca-bundle.pem",
                "/etc/ssl/cert.pem")
-_CA: list[tuple[str | None, str | None]] = []
-
-
+@functools.cache
 def system_ca() -> tuple[str | None, str | None]:
     """The system's CA bundle and CA folder (``CAINFO``, ``CAPATH``): the libcurl of pycurl's wheels looks where
     the wheel was built (a RHEL path), so we say where they are here, as Python's ``ssl`` finds them
     (``SSL_CERT_FILE``/``SSL_CERT_DIR`` first), then the usual bundle paths, then certifi's."""
-    if not _CA:
-        import ssl
+    import ssl
 
-        paths = ssl.get_default_verify_paths()
-        ca_file = next((p for p in (os.environ.get("SSL_CERT_FILE"), paths.cafile, paths.openssl_cafile, *_CA_BUNDLES)
-                        if p and os.path.isfile(p)), None)
-        ca_dir = next((p for p in (os.environ.get("SSL_CERT_DIR"), paths.capath, paths.openssl_capath)
-                       if p and os.path.isdir(p)), None)
-        if ca_file is None:
-            try:
-                import certifi
+    paths = ssl.get_default_verify_paths()
+    ca_file = next((p for p in (os.environ.get("SSL_CERT_FILE"), paths.cafile, paths.openssl_cafile, *_CA_BUNDLES)
+                    if p and os.path.isfile(p)), None)
+    ca_dir = next((p for p in (os.environ.get("SSL_CERT_DIR"), paths.capath, paths.openssl_capath)
+                   if p and os.path.isdir(p)), None)
+    if ca_file is None:
+        try:
+            import certifi
 
-                ca_file = certifi.where()
-            except ImportError:
-                ca_file = None
-        _CA.append((ca_file, ca_dir))
-    return _CA[0]
+            ca_file = certifi.where()
+        except ImportError:
+            ca_file = None
+    return ca_file, ca_dir
 
 
 def _proxy_for(url: str) -> str | None:

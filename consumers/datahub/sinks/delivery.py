@@ -142,9 +142,10 @@ class DeliveringSink(Sink):
         unchanged = self.unchanged
         refusals = self._refusals
         if unchanged is None:
-            return self._submit(record, [Carried(p, (), refusals) for p in proposals])
+            return self.write(record, event_id, proposals, scope)
         if refusals != self._forgotten:
-            # A refusal the skip memory does not reflect yet: what it remembers as taken may have been dropped.
+            # A refusal or give-up since the memory was last forgotten (every rejection comes with one): what it
+            # remembers as taken may have been dropped unsent.
             unchanged.forget()
             self._forgotten = refusals
         fresh, marks = unchanged.select(proposals, scope)
@@ -180,14 +181,9 @@ class DeliveringSink(Sink):
         return self.inflight.durable_offsets()
 
     def rejected(self) -> list[Rejected]:
-        out = self.inflight.rejected() if self._inflight is not None else []
-        if out and self.unchanged is not None:
-            # Their proposals were remembered as taken when handed over, and never reached the output: forget, so
-            # that a later identical aspect is sent rather than skipped (records handed meanwhile send theirs:
-            # ``Carried``).
-            self._forgotten = self._refusals
-            self.unchanged.forget()
-        return out
+        # Their proposals were remembered as taken when handed over: ``emit`` forgets the memory after the refusal
+        # that rejected them, and records handed meanwhile send what they skipped (``Carried``).
+        return self.inflight.rejected() if self._inflight is not None else []
 
     def give_up(self, since: float) -> bool:
         # Counted before the lanes go on: a record behind the ones given up sends what it skipped.
