@@ -6,7 +6,7 @@
  * reflection), then has Jackson render it: on a 300-column plan that is 60-130 ms,
  * most of an action's lineage extraction. This class walks the same tree with the same
  * rules (TreeNode.jsonValue, jsonFields, parseToJson and shouldConvertToJson of Spark
- * 4.0 to 4.3, which are identical), caches the parameter names per class, and appends
+ * 3.5 and 4.0 to 4.3, which are identical), caches the parameter names per class, and appends
  * to one StringBuilder, escaping strings as Jackson does. Nodes that override
  * jsonFields (Literal) are asked for their fields and only those are rendered here.
  *
@@ -64,10 +64,29 @@ import scala.Option;
 import scala.Product;
 import scala.Tuple2;
 import scala.collection.Iterator;
-import scala.collection.immutable.Seq;
+import scala.collection.Seq;
 
 public final class PlanJson {
     private static final char[] HEX = "0123456789ABCDEF".toCharArray();
+    /**
+     * What toJSON() takes for a sequence (Scala's default Seq): scala.collection.Seq on Scala 2.12 (Spark 3.5),
+     * scala.collection.immutable.Seq on 2.13 (Spark 4). Declared types here are scala.collection.Seq, which
+     * both are, so one source compiles against either.
+     */
+    private static final Class<?> SEQ = scala.util.Properties.versionNumberString().startsWith("2.12.")
+            ? Seq.class : scala.collection.immutable.Seq.class;
+    /** Spark's truncatedString(Seq, start, sep, end, maxFields), whose Seq is SEQ: looked up, as no one
+     *  declared type compiles against both. Used only for a sequence of strings. */
+    private static final java.lang.reflect.Method TRUNCATED_STRING = truncatedString();
+
+    private static java.lang.reflect.Method truncatedString() {
+        try {
+            return org.apache.spark.sql.catalyst.util.package$.class.getMethod(
+                    "truncatedString", SEQ, String.class, String.class, String.class, int.class);
+        } catch (NoSuchMethodException e) {
+            throw new IllegalStateException("Spark without catalyst.util.truncatedString", e);
+        }
+    }
 
     /** Constructor parameter names per class: Spark looks them up by Scala reflection for every node, every time. */
     private static final ClassValue<String[]> NAMES = new ClassValue<String[]>() {
@@ -326,7 +345,7 @@ public final class PlanJson {
                 out.append(':');
                 if (value instanceof TreeNode && isChild.contains((TreeNode<?>) value)) {
                     out.append(children.indexOf(value));
-                } else if (value instanceof Seq && allChildren((Seq<?>) value, isChild)) {
+                } else if (SEQ.isInstance(value) && allChildren((Seq<?>) value, isChild)) {
                     out.append('[');
                     Iterator<?> it = ((Seq<?>) value).iterator();
                     for (boolean first = true; it.hasNext(); first = false) {
@@ -408,7 +427,7 @@ public final class PlanJson {
             } else if (obj instanceof Option) {
                 Option<?> o = (Option<?>) obj;
                 return o.isDefined() && value(o.get());
-            } else if (obj instanceof Seq) {
+            } else if (SEQ.isInstance(obj)) {
                 seq((Seq<?>) obj);
             } else if (obj instanceof scala.collection.Map) {
                 out.append("null");
@@ -444,7 +463,7 @@ public final class PlanJson {
                 }
                 out.append(']');
             } else if (t.length() > 0 && t.head() instanceof String) {
-                string(org.apache.spark.sql.catalyst.util.package$.MODULE$.truncatedString(
+                string((String) TRUNCATED_STRING.invoke(org.apache.spark.sql.catalyst.util.package$.MODULE$,
                         t, "[", ", ", "]", SQLConf.get().maxToStringFields()));
             } else {
                 out.append("null");
@@ -512,60 +531,63 @@ public final class PlanJson {
             }
         }
 
-        /** Fields a node wrote itself, as json4s values. */
-        private void jfields(scala.collection.immutable.List<Tuple2<String, org.json4s.JValue>> fields) {
-            Iterator<Tuple2<String, org.json4s.JValue>> it = fields.iterator();
+        /*
+         * json4s values are read as the Scala case classes they are (Product), by simple class name: Spark 4
+         * has json4s 4 (org.json4s.JValue), Spark 3.5 has json4s 3.7 (org.json4s.JsonAST.JValue, aliased in a
+         * Scala package object Java cannot see), and naming either type compiles against one Spark only.
+         */
+
+        /** Fields a node wrote itself (a list of (name, json4s value) pairs). */
+        private void jfields(scala.collection.immutable.List<?> fields) {
+            Iterator<?> it = fields.iterator();
             while (it.hasNext()) {
-                Tuple2<String, org.json4s.JValue> field = it.next();
-                if (field._2() == org.json4s.JNothing$.MODULE$) {
+                Tuple2<?, ?> field = (Tuple2<?, ?>) it.next();
+                if (isJNothing(field._2())) {
                     continue;
                 }
                 out.append(',');
-                string(field._1());
+                string((String) field._1());
                 out.append(':');
                 jvalue(field._2());
             }
         }
 
+        private static boolean isJNothing(Object v) {
+            return v != null && "JNothing$".equals(v.getClass().getSimpleName());
+        }
+
         /** A json4s value as json4s-jackson's JValueSerializer writes it. */
-        private void jvalue(org.json4s.JValue v) {
-            if (v == null || v == org.json4s.JNull$.MODULE$) {
-                out.append("null");
-            } else if (v instanceof org.json4s.JString) {
-                string(((org.json4s.JString) v).s());
-            } else if (v instanceof org.json4s.JInt) {
-                out.append(((org.json4s.JInt) v).num().bigInteger().toString());
-            } else if (v instanceof org.json4s.JLong) {
-                out.append(((org.json4s.JLong) v).num());
-            } else if (v instanceof org.json4s.JDouble) {
-                number(((org.json4s.JDouble) v).num());
-            } else if (v instanceof org.json4s.JDecimal) {
-                out.append(((org.json4s.JDecimal) v).num().bigDecimal().toString());
-            } else if (v instanceof org.json4s.JBool) {
-                out.append(((org.json4s.JBool) v).value());
-            } else if (v instanceof org.json4s.JObject) {
-                out.append('{');
-                int mark = out.length();
-                jfields(((org.json4s.JObject) v).obj());
-                if (out.length() > mark) {
-                    out.deleteCharAt(mark);  // the comma before the first field
-                }
-                out.append('}');
-            } else if (v instanceof org.json4s.JArray) {
-                jarray(((org.json4s.JArray) v).arr().iterator());
-            } else if (v instanceof org.json4s.JSet) {
-                jarray(((org.json4s.JSet) v).set().iterator());
-            } else {
-                throw new IllegalArgumentException("unknown JSON value " + v.getClass().getName());
+        private void jvalue(Object v) {
+            String kind = v == null ? "JNull$" : v.getClass().getSimpleName();
+            Object x = v instanceof Product && ((Product) v).productArity() > 0 ? ((Product) v).productElement(0) : null;
+            switch (kind) {
+                case "JNull$": out.append("null"); break;
+                case "JString": string((String) x); break;
+                case "JInt": out.append(((scala.math.BigInt) x).bigInteger().toString()); break;
+                case "JLong": case "JBool": out.append(x); break;
+                case "JDouble": number((Double) x); break;
+                case "JDecimal": out.append(((scala.math.BigDecimal) x).bigDecimal().toString()); break;
+                case "JObject":
+                    out.append('{');
+                    int mark = out.length();
+                    jfields((scala.collection.immutable.List<?>) x);
+                    if (out.length() > mark) {
+                        out.deleteCharAt(mark);  // the comma before the first field
+                    }
+                    out.append('}');
+                    break;
+                case "JArray": jarray(((scala.collection.immutable.List<?>) x).iterator()); break;
+                case "JSet": jarray(((scala.collection.immutable.Set<?>) x).iterator()); break;
+                default: throw new IllegalArgumentException("unknown JSON value " + v.getClass().getName());
             }
         }
 
-        private void jarray(Iterator<org.json4s.JValue> it) {
+        private void jarray(Iterator<?> it) {
             out.append('[');
             boolean first = true;
             while (it.hasNext()) {
-                org.json4s.JValue v = it.next();
-                if (v == org.json4s.JNothing$.MODULE$) {
+                Object v = it.next();
+                if (isJNothing(v)) {
                     continue;
                 }
                 if (!first) {

@@ -309,10 +309,12 @@ def scala_map(value: Any) -> dict[str, str]:
     if jvm is None:
         return {}
     # Resolving a class through the JVM view costs a round trip per package level: once is enough.
+    # JavaConverters is in Scala 2.12 (Spark 3.5) and 2.13 (Spark 4, deprecated there but kept);
+    # 2.13's scala.jdk.javaapi.CollectionConverters is not in 2.12.
     converters = _CONVERTERS.get(id(jvm))
     if converters is None:
-        converters = _CONVERTERS[id(jvm)] = jvm.scala.jdk.javaapi.CollectionConverters
-    converted = converters.asJava(value)
+        converters = _CONVERTERS[id(jvm)] = jvm.scala.collection.JavaConverters
+    converted = converters.mapAsJavaMap(value)
     return {str(k): str(v) for k, v in dict(converted).items()}
 
 
