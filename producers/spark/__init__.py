@@ -16,7 +16,7 @@ from ._py4j import release_thread_connection
 from .callbacks import SparkCallbacks
 from .config import EmitterConfig
 from .emitter import Emitter, install, job_run, running
-from .exceptions import EmitterConfigError, EmitterError, OutboxError, UnknownListenerError
+from .exceptions import EmitterConfigError, EmitterError, OutboxError, UnknownListenerError, UnsupportedSparkError
 from .listeners.base import JobStatusListener, JobStatusListenerFactory, ListenerContext
 from .runs import Run
 
@@ -32,6 +32,7 @@ __all__ = [
     "Run",
     "SparkCallbacks",
     "UnknownListenerError",
+    "UnsupportedSparkError",
     "install",
     "job_run",
     "release_thread_connection",

@@ -9,6 +9,9 @@ emitter's SparkListener is registered before the server takes its first client,
 so every client session is seen (``hooks.py``) and becomes a run of its own
 (``connect.py``).
 
+On Spark 3.5 the Connect server is a package (``spark-connect_2.12``), not in PySpark's ``jars/``:
+``serve`` adds it to ``spark.jars.packages`` (``versions.connect_package``), so the same command runs on both.
+
 The server binds to 127.0.0.1 unless ``--host`` says otherwise. SIGTERM or
 Ctrl-C stops it: the open client sessions' runs and the server's application
 run end FINISHED, and the events are flushed (``flush_timeout``).
@@ -23,6 +26,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from . import versions
 from .emitter import install
 
 log = logging.getLogger(__name__)
@@ -42,6 +46,8 @@ def serve(conf: Mapping[str, str], *, host: str = "127.0.0.1", port: int = 15002
     stop = stop or _stop_on_signals()
     settings = {"spark.app.name": "lineagewire-connect-server", **conf,
                 "spark.connect.grpc.binding.address": host, "spark.connect.grpc.binding.port": str(port)}
+    if package := versions.connect_package(settings.get("spark.jars.packages", "")):
+        settings["spark.jars.packages"] = ",".join(filter(None, (settings.get("spark.jars.packages"), package)))
     spark = SparkSession.builder.config(map=dict(settings)).getOrCreate()
     try:
         emitter = install(spark)

@@ -49,7 +49,7 @@ from lineagewire.config import Settings, load_settings
 from lineagewire.schemas import Codec, job_spec
 from lineagewire.schemas.events import ErrorInfo, RunRef, ScheduleRef
 
-from . import process_hooks
+from . import process_hooks, versions
 from .actions import ActionLineage
 from .callbacks import SparkCallbacks
 from .config import CONF_PREFIX, EmitterConfig, conf_snapshot, resolve_config
@@ -394,7 +394,8 @@ def install(spark: Any, *, settings: Settings | None = None, listeners: list[str
     Arguments that are None come from ``spark.lineagewire.*`` conf keys, then
     ``LINEAGEWIRE_*`` environment variables, then defaults (see ``config.py``).
     ``listeners=[]`` starts none. Raises ``UnknownListenerError`` (listing the
-    available names) or ``EmitterConfigError`` before anything starts.
+    available names), ``EmitterConfigError`` or ``UnsupportedSparkError`` (a Spark before 3.5,
+    ``versions.py``) before anything starts.
     ``connect_runs``: a Spark Connect server on this session gives each client session a run of
     its own (``connect.py``); False puts the clients' actions in the open run, as a classic session's.
     """
@@ -402,7 +403,9 @@ def install(spark: Any, *, settings: Settings | None = None, listeners: list[str
         existing = running(spark)
         if existing is not None:
             return existing
-        conf = {k: v for k, v in spark.sparkContext.getConf().getAll() if k.startswith(CONF_PREFIX)}
+        sc = spark.sparkContext
+        versions.check(str(sc.version), sc.getConf().get("spark.jars.packages", ""), sc._jvm)
+        conf = {k: v for k, v in sc.getConf().getAll() if k.startswith(CONF_PREFIX)}
         orchestrator = {k: v for k in CONF_KEYS if (v := spark.conf.get(k, None))}
         cfg = resolve_config(spark_conf=conf, config=config, listeners=listeners, namespace=job_namespace,
                              job_name=job_name)

@@ -6,6 +6,7 @@
     └── EmitterError                 the emitter could not start or was misused
         ├── EmitterConfigError       a ``spark.lineagewire.*`` / ``LINEAGEWIRE_*`` value is wrong
         ├── UnknownListenerError     a configured listener name is not registered
+        ├── UnsupportedSparkError    the driver runs a Spark outside the supported lines (versions.py)
         └── JvmClassesError          the emitter's Java classes could not be compiled or loaded
 
 Only ``install()`` / ``job_run()`` raise them, at start (``JvmClassesError`` never
@@ -17,7 +18,8 @@ from __future__ import annotations
 
 from lineagewire.exceptions import ConfigError, LineagewireError, OutboxError
 
-__all__ = ["EmitterConfigError", "EmitterError", "JvmClassesError", "OutboxError", "UnknownListenerError"]
+__all__ = ["EmitterConfigError", "EmitterError", "JvmClassesError", "OutboxError", "UnknownListenerError",
+           "UnsupportedSparkError"]
 
 
 class EmitterError(LineagewireError):
@@ -39,6 +41,10 @@ class UnknownListenerError(EmitterConfigError):
         )
         self.name = name
         self.available = sorted(available)
+
+
+class UnsupportedSparkError(EmitterError):
+    """The driver runs a Spark the emitter does not support; the message names the versions it does."""
 
 
 class JvmClassesError(EmitterError):

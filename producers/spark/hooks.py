@@ -35,7 +35,7 @@ import logging
 import threading
 from typing import Any
 
-from . import jvm_classes
+from . import jvm_classes, versions
 from ._py4j import release_thread_connection
 from .callbacks import SparkCallbacks
 from .exceptions import JvmClassesError
@@ -217,6 +217,7 @@ class SparkHooks:
         self._callbacks = callbacks
         sc = spark.sparkContext
         self._gateway = sc._gateway
+        self._spark_version = str(sc.version)
         ensure_callback_server_started(self._gateway)
         self._qel: Any = None
         self._sl: Any = None  # the registered SparkListener: the Java one, or the proxy of _SparkListener
@@ -340,7 +341,8 @@ class SparkHooks:
             jvm = self._gateway.jvm
             service = getattr(jvm, _CONNECT_SERVICE)
             # The session exists already (this operation runs in it): get-or-create returns it.
-            holder = service.getOrCreateIsolatedSession(user_id, session_id, jvm.scala.Option.empty())
+            holder = service.getOrCreateIsolatedSession(
+                user_id, session_id, *versions.isolated_session_extra(self._spark_version, jvm))
             jsession = holder.session()
             proxy = self._java_proxy(_QueryExecutionListener(_SessionActions(self._callbacks, session_id)))
             with self._lock:
