@@ -163,8 +163,9 @@ class _Extraction(Extraction):
             columns, indirect = [self.graph.resolve(a.expr_id) for a in attrs], self.graph.resolved_indirect()
         except BudgetExceededError:  # the datasets matter most: keep them without column lineage
             return Origin(tuple(a.expr_id for a in attrs), how, list(self.result.inputs), [{} for _ in attrs], {},
-                          complete=False)
-        return Origin(tuple(a.expr_id for a in attrs), how, list(self.result.inputs), columns, indirect)
+                          complete=False, gaps=self.result.incomplete_reason)
+        return Origin(tuple(a.expr_id for a in attrs), how, list(self.result.inputs), columns, indirect,
+                      gaps=self.result.incomplete_reason)
 
     def stream_origin(self, key: tuple[int, ...]) -> Origin | None:
         """The streaming query whose micro-batch plan outputs ``key``, as an origin (``foreachBatch``).
@@ -184,8 +185,6 @@ class _Extraction(Extraction):
             found.for_origin = True
             found.run()
             origin = found.origin("foreachBatch")
-            if found.result.incomplete_reason:
-                self.mark_incomplete(f"the streaming query behind foreachBatch: {found.result.incomplete_reason}")
             origins.remember(origin)
             if origin.key == key:
                 return origin

@@ -42,7 +42,9 @@ class Origin:
 
     ``how`` says what cut the plan ("checkpoint", "localCheckpoint", "foreachBatch"): it goes into the
     inputs' ``properties["via"]``. ``complete`` is False when the time budget ran out before the plan's
-    column lineage was traced (a streaming query's origin is then read again by the next batch).
+    column lineage was traced (a streaming query's origin is then read again by the next batch). ``gaps``
+    is why that plan's own lineage was incomplete (an input it could not name): every plan that reads
+    the origin is incomplete for the same reason, not only the first.
     """
 
     key: tuple[int, ...]
@@ -51,6 +53,7 @@ class Origin:
     columns: list[Sources]
     indirect: Sources
     complete: bool = True
+    gaps: str | None = None
 
     def datasets(self) -> list[Dataset]:
         """Copies of the inputs (a result's datasets are its own to change)."""

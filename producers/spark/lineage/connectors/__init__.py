@@ -55,7 +55,7 @@ INPUTS: dict[str, InputHandler] = {
     "DataSourceV2Relation": v2.v2_relation,
     "DataSourceV2ScanRelation": v2.v2_scan_relation,
     # A streaming query's micro-batch (read behind foreachBatch: see origins)
-    "StreamingDataSourceV2Relation": v2.v2_relation,
+    "StreamingDataSourceV2Relation": v2.streaming_v2_relation,
     "StreamingDataSourceV2ScanRelation": v2.v2_scan_relation,
     "LogicalRDD": rdd.rdd_relation,
     "ExternalRDD": rdd.rdd_relation,

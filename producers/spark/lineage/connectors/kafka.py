@@ -14,7 +14,7 @@ from ..jvm import scala_map
 from ..naming import kafka_namespace
 from ..plan import PlanNode
 
-__all__ = ["kafka_relation", "kafka_save", "kafka_table", "kafka_topics", "option_topics"]
+__all__ = ["kafka_relation", "kafka_save", "kafka_stream", "kafka_table", "kafka_topics", "option_topics"]
 
 
 def _private_field(obj: Any, name: str) -> Any:
@@ -65,6 +65,18 @@ def kafka_table(ctx: Extraction, node: PlanNode, options: Any, fields: list[Sche
     topics = option_topics(opts.get("subscribe"), opts.get("subscribepattern"), opts.get("assign"))
     return [dataset(kafka_namespace(opts.get("kafka.bootstrap.servers", "")), topic, format="kafka", fields=fields,
                     boundedness=ctx.boundedness(node), properties=props) for topic, props in topics]
+
+
+def kafka_stream(ctx: Extraction, node: PlanNode, stream: Any, fields: list[SchemaField]) -> list[Dataset]:
+    """A Spark 3.5 micro-batch's ``KafkaMicroBatchStream``: its topics from its strategy (the stream's
+    ``toString``, ``KafkaV2[Subscribe[a, b]]``), its servers from the consumer parameters it keeps."""
+    params = _private_field(stream, "executorKafkaParams")
+    servers = str(params.get("bootstrap.servers") or "")
+    text = str(stream.toString())
+    strategy = text[len("KafkaV2["):-1] if text.startswith("KafkaV2[") and text.endswith("]") else text
+    return [dataset(kafka_namespace(servers), topic, format="kafka", fields=fields,
+                    boundedness=ctx.boundedness(node), properties=props)
+            for topic, props in kafka_topics(strategy)]
 
 
 def kafka_relation(ctx: Extraction, node: PlanNode, relation: Any, catalog_table: dict[str, Any] | None,

@@ -65,6 +65,8 @@ def rdd_relation(ctx: Extraction, node: PlanNode) -> list[Dataset]:
         if origin is None or (not origin.complete and origin.how == "foreachBatch"):
             origin = ctx.stream_origin(key) or origin
         if origin is not None:
+            if origin.gaps:
+                ctx.mark_incomplete(f"the plan before {origin.how}: {origin.gaps}")
             if not origin.complete:
                 ctx.mark_incomplete(f"the plan before {origin.how} ran out of time budget: no column lineage "
                                     "through it")

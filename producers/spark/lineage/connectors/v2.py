@@ -20,10 +20,11 @@ from .delta import delta_table_v2
 from .delta_log import add_write_version
 from .files import root_paths
 from .iceberg import iceberg_datasets, is_iceberg_table
-from .kafka import kafka_table
+from .kafka import kafka_stream, kafka_table
 
 __all__ = ["append_data", "delete_from_table", "overwrite_by_expression", "overwrite_partitions_dynamic",
-           "row_level_write", "table_as_select", "v2_datasets", "v2_relation", "v2_scan_relation"]
+           "row_level_write", "streaming_v2_relation", "table_as_select", "v2_datasets", "v2_relation",
+           "v2_scan_relation"]
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,22 @@ def v2_datasets(ctx: Extraction, node: PlanNode, fields: list[SchemaField], *, w
 def v2_relation(ctx: Extraction, node: PlanNode) -> list[Dataset]:
     """Input: ``DataSourceV2Relation``."""
     return v2_datasets(ctx, node, ctx.fields_of(node))
+
+
+def streaming_v2_relation(ctx: Extraction, node: PlanNode) -> list[Dataset]:
+    """Input: ``StreamingDataSourceV2Relation``, a streaming query's source (read behind ``foreachBatch``).
+
+    Spark 4 names two classes apart: this one is the logical relation (a table, as ``DataSourceV2Relation``),
+    and the micro-batch reads it through ``StreamingDataSourceV2ScanRelation``. Spark 3.5 has only this class,
+    as the micro-batch's scan: no table, a ``stream`` (a Kafka stream names its topics there).
+    """
+    if "table" in node.fields:
+        return v2_relation(ctx, node)
+    ctx.deadline.check_essential("reading a streaming query's source")
+    stream = ctx.j(node).stream()
+    if str(stream.getClass().getSimpleName()) == "KafkaMicroBatchStream":
+        return kafka_stream(ctx, node, stream, ctx.fields_of(node))
+    raise LookupError(f"streaming source {stream.getClass().getName()} is not supported")
 
 
 def v2_scan_relation(ctx: Extraction, node: PlanNode) -> list[Dataset]:
