@@ -27,6 +27,9 @@ RUN mkdir -p /usr/share/man/man1 \
  && rm -rf /var/lib/apt/lists/* \
  && ln -s "$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")" /opt/java
 ENV JAVA_HOME=/opt/java
-RUN pip install ".[consumers,spark]"
+# Which PySpark: the newest 4.x by default; --build-arg PYSPARK="pyspark==3.5.7" for clusters on Spark 3.5
+# (Databricks 14.3-16.4 LTS, EMR 7, Dataproc 2.x, Glue 5). README "Deploy".
+ARG PYSPARK="pyspark>=4.0,<5"
+RUN pip install ".[consumers,spark]" "$PYSPARK"
 USER lineagewire
 ENTRYPOINT []

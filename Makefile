@@ -5,15 +5,19 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: setup system-deps kafka-jars test test-spark-newest demo lint layers bench clean
+.PHONY: setup system-deps kafka-jars test test-spark-newest test-spark-35 demo lint layers bench clean
 
 setup: $(VENV)/.installed
 
+# The main venv tests the oldest PySpark 4.x (its spark-sql-kafka resolves from Maven Central) with the
+# delta-spark built for it; tests/spark_line.sh tests the newest 4.x and 3.5 in venvs of their own.
+OLDEST_SPARK := 'pyspark==4.0.0' 'delta-spark>=4.0,<4.1'
+
 # The compiled Avro reader (native/) is built by the same install: a change to its source rebuilds it.
-$(VENV)/.installed: pyproject.toml native/Cargo.toml native/Cargo.lock $(wildcard native/src/*.rs)
+$(VENV)/.installed: Makefile pyproject.toml native/Cargo.toml native/Cargo.lock $(wildcard native/src/*.rs)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e '.[dev]' $(OLDEST_SPARK)
 	touch $@
 
 # Debian's PostgreSQL, Prometheus Alertmanager and Chromium (the UI's browser tests), which the tests start in temporary folders on
@@ -47,24 +51,39 @@ layers: setup
 	cd build/layers && PYTHONPATH=$$PWD $(CURDIR)/$(BIN)/lint-imports --config $(CURDIR)/pyproject.toml --no-cache
 
 # Sets everything up, then runs every test (the session starts its own broker), then the Spark
-# tests again on the newest PySpark 4.x (the main venv has the oldest): a failure of either fails.
+# tests again on the newest PySpark 4.x (the main venv has the oldest) and on PySpark 3.5: a failure of any fails.
 test: system-deps kafka-jars lint layers
 	$(BIN)/pytest
 	$(MAKE) --no-print-directory test-spark-newest
+	$(MAKE) --no-print-directory test-spark-35
 
-# The emitter and lineage tests on the newest PySpark that `pyspark>=4.0,<5` admits, in a second
+# The emitter and lineage tests on the newest PySpark 4.x, in a second
 # virtualenv, .venv-spark-newest (made once, again when pyproject.toml changes; see the script).
 test-spark-newest: kafka-jars
-	PYTHON=$(PYTHON) bash tests/spark_newest.sh
+	PYTHON=$(PYTHON) bash tests/spark_line.sh newest
+
+# Every Spark test of the emitter, its lineage, the refresh runner and the services' Spark end-to-end tests on
+# PySpark 3.5 (Scala 2.12), in .venv-spark35, with the 3.5 builds of Delta, Iceberg, Kafka and Connect.
+test-spark-35: kafka-jars
+	PYTHON=$(PYTHON) bash tests/spark_line.sh 3.5
 
 # Sets everything up, then runs the main job: a real PySpark job whose events
 # flow through Kafka into the consumers' outputs.
+# `make demo PYSPARK=3.5` runs the same demo on PySpark 3.5, from .venv-spark35 (made as the 3.5 tests make it).
+PYSPARK ?=
 demo: kafka-jars
+ifeq ($(PYSPARK),3.5)
+	PYTHON=$(PYTHON) bash tests/spark_line.sh 3.5 --setup-only
+	.venv-spark35/bin/lineagewire demo
+else ifeq ($(PYSPARK),)
 	$(BIN)/lineagewire demo
+else
+	@echo "PYSPARK=$(PYSPARK): expected 3.5 (or nothing, for the main venv's PySpark 4)" >&2; exit 2
+endif
 
 bench: kafka-jars
 	for b in codec roundtrip emitter lineage delivery consumers scheduler scheduler_ha datahub alerting archive registry ui; do \
 	  test -f bench/$$b.py && $(BIN)/python -m bench.$$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) .venv-spark-newest build *.egg-info .pytest_cache .ruff_cache .mypy_cache native/target schemas/*.so
+	rm -rf $(VENV) .venv-spark-newest .venv-spark35 build *.egg-info .pytest_cache .ruff_cache .mypy_cache native/target schemas/*.so

@@ -30,6 +30,7 @@ class Stage:
     base: str  # the FROM image, or the stage it starts from
     workdir: str = "/"
     pip: list[list[str]] = field(default_factory=list)  # the requirement arguments of each `pip install`
+    args: dict[str, str] = field(default_factory=dict)  # ARG defaults of this stage
 
     @property
     def python(self) -> str | None:
@@ -58,11 +59,17 @@ def dockerfile_stages(text: str) -> dict[str, Stage]:
             stages[name] = current
         elif current is None:
             continue
+        elif instruction == "ARG" and "=" in rest:
+            name, _, default = rest.strip().partition("=")
+            current.args[name] = shlex.split(default)[0] if default else ""
         elif instruction == "WORKDIR":
             current.workdir = str(pathlib.PurePosixPath(current.workdir, rest.strip()))
         elif instruction == "RUN":
             for command in re.split(r"&&|;", rest):
-                args = shlex.split(command)
+                # An ARG's default stands for its $NAME / ${NAME}, as a build without --build-arg has it.
+                defaults = current.args
+                args = [re.sub(r"\$\{?(\w+)\}?", lambda m, d=defaults: d.get(m.group(1), m.group(0)), a)
+                        for a in shlex.split(command)]
                 if "pip" in " ".join(args[:3]) and "install" in args:
                     after = args[args.index("install") + 1:]
                     current.pip.append([a for a in after if not a.startswith("-")])

@@ -143,7 +143,7 @@ def test_the_dockerfile_stages_install_what_the_parser_reads() -> None:
     """The parser the next test depends on, on the real Dockerfile and on today's one-line form."""
     assert STAGES["service"].pip == [[".[consumers,openlineage,datahub,alerting,audit,s3,registry,postgres,scheduler]"]]
     assert STAGES["service"].workdir == "/app" and STAGES["service"].python == "3.11"
-    assert STAGES["spark"].pip == [[".[consumers,spark]"]]
+    assert STAGES["spark"].pip == [[".[consumers,spark]", "pyspark>=4.0,<5"]]
     old = dockerfile_stages('FROM python:3.11-slim\nWORKDIR /app\nCOPY . /app\n'
                             'RUN pip install --no-cache-dir ".[consumers,openlineage,scheduler]"\n')
     assert [s.pip for s in old.values()] == [[[".[consumers,openlineage,scheduler]"]]]

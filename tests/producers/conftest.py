@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 
-from tests.producers.packages import IVY_SETTINGS, split_resolvable
+from tests.producers.packages import IVY_SETTINGS, scala_binary, split_resolvable
 
 
 def spark_packages() -> str:
     import pyspark
 
-    return f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}"
+    return f"org.apache.spark:spark-sql-kafka-0-10_{scala_binary()}:{pyspark.__version__}"
 
 
 def _start(base: pathlib.Path, packages: list[str]) -> Any:

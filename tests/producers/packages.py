@@ -23,6 +23,14 @@ IVY_SETTINGS = pathlib.Path(__file__).with_name("ivysettings.xml")
 UNRESOLVED: dict[str, str] = {}
 
 
+def scala_binary() -> str:
+    """The Scala binary version of the installed PySpark's jars ("2.12" for 3.5, "2.13" for 4.x): connectors' suffix."""
+    import pyspark
+
+    jar = next((pathlib.Path(pyspark.__file__).parent / "jars").glob("scala-library-*.jar"))
+    return ".".join(jar.stem.removeprefix("scala-library-").split(".")[:2])
+
+
 def _java() -> str:
     home = os.environ.get("JAVA_HOME")
     if home and os.access(pathlib.Path(home, "bin", "java"), os.X_OK):
@@ -61,10 +69,11 @@ def split_resolvable(coordinates: list[str]) -> list[str]:
 
 
 def require_package(artifact: str) -> None:
-    """Skip the calling test when the session runs without the package ``artifact`` (e.g. spark-sql-kafka-0-10_2.13)."""
+    """Skip the calling test when the session runs without the package ``artifact`` (e.g. spark-sql-kafka-0-10),
+    named without its Scala suffix."""
     import pyspark
 
     for coordinate, reason in UNRESOLVED.items():
-        if coordinate.split(":")[1] == artifact:
+        if coordinate.split(":")[1] == f"{artifact}_{scala_binary()}":
             pytest.skip(f"{coordinate} does not resolve from Maven Central for PySpark {pyspark.__version__} "
                         f"({reason})")

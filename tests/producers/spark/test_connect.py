@@ -15,8 +15,10 @@ import pytest
 from lineagewire.config import Settings
 from lineagewire.kafka.local import free_port
 from lineagewire.kafka.reader import TopicReader
+from lineagewire.producers.spark import versions
 from lineagewire.schemas import Codec
 from tests.helpers import wait_for
+from tests.producers.packages import IVY_SETTINGS
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 JOBS = pathlib.Path(__file__).with_name("connect_jobs")
@@ -49,6 +51,9 @@ def test_local_connect_client_under_instrument_reports_like_a_classic_session(se
     env = _env()
     # PySpark's own switch for an ephemeral server port (instead of 15002), so parallel test runs do not clash.
     env["SPARK_TESTING"] = "1"
+    if package := versions.connect_package(""):
+        # Spark 3.5: the Connect server is a package the user names, as PySpark's docs say (`--packages`).
+        env["PYSPARK_SUBMIT_ARGS"] = f"--packages {package} --conf spark.jars.ivySettings={IVY_SETTINGS} pyspark-shell"
     proc = subprocess.run(
         [sys.executable, "-m", "lineagewire", "--bootstrap-servers", settings.bootstrap_servers, "instrument",
          "--topic", settings.topics.jobs, "--namespace", "connect", "--set", f"outbox_dir={tmp_path / 'outbox'}",
@@ -85,7 +90,7 @@ def test_shared_connect_server_gives_each_client_session_its_own_run(settings, t
              "--conf", f"spark.lineagewire.topic={settings.topics.jobs}",
              "--conf", f"spark.lineagewire.outbox_dir={tmp_path / 'outbox'}",
              "--conf", "spark.lineagewire.namespace=shared", "--conf", "spark.lineagewire.time_budget_ms=10000",
-             "--conf", "spark.ui.enabled=false"],
+             "--conf", "spark.ui.enabled=false", "--conf", f"spark.jars.ivySettings={IVY_SETTINGS}"],
             cwd=ROOT, env=_env(), stdout=sink, stderr=subprocess.STDOUT, text=True)
     try:
         wait_for(lambda: "listening on sc://" in log.read_text() or server.poll() is not None, timeout=240)

@@ -39,7 +39,7 @@ JOB = textwrap.dedent("""
     # not ours to redact, so it stays at WARNING like any third-party logger).
     logging.basicConfig(filename=log_path, level=logging.WARNING, format="%(name)s %(levelname)s %(message)s")
     logging.getLogger("lineagewire").setLevel(logging.DEBUG)
-    driver = "org.apache.derby.iapi.jdbc.AutoloadedDriver"
+    driver = "org.apache.derby.jdbc.EmbeddedDriver"
     spark = (SparkSession.builder.master("local[1]").appName("secrets-job")
              .config("spark.ui.enabled", "false")
              .config("spark.lineagewire.kafka.sasl.jaas.config",

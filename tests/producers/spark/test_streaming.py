@@ -65,7 +65,7 @@ def test_foreach_batch_reports_its_writes_with_the_topic_and_no_sink_table(spark
 
     from tests.producers.packages import require_package
 
-    require_package("spark-sql-kafka-0-10_2.13")
+    require_package("spark-sql-kafka-0-10")
     servers, topic = kafka_settings.bootstrap_servers, topic_factory("lw.stream")
     spark.createDataFrame([("1", "a")], "key string, value string").write.format("kafka") \
         .option("kafka.bootstrap.servers", servers).option("topic", topic).save()

@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from lineagewire.producers.spark.lineage import ActionLineage
+from tests.producers.packages import scala_binary
 
 SCENARIO_TIMEOUT_S = 900
 #: Messages of Spark's Ivy when a package has no build for this Spark / Scala version.
@@ -50,14 +51,14 @@ def shipped_budget_s() -> float:
 def delta_package() -> str:
     from importlib.metadata import version
 
-    return f"io.delta:delta-spark_2.13:{version('delta-spark')}"
+    return f"io.delta:delta-spark_{scala_binary()}:{version('delta-spark')}"
 
 
 def iceberg_package() -> str:
     import pyspark
 
     major_minor = ".".join(pyspark.__version__.split(".")[:2])
-    return f"org.apache.iceberg:iceberg-spark-runtime-{major_minor}_2.13:1.10.0"
+    return f"org.apache.iceberg:iceberg-spark-runtime-{major_minor}_{scala_binary()}:1.10.0"
 
 
 def _session(kind: str, folder: pathlib.Path) -> Any:

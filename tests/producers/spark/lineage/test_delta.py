@@ -1,4 +1,4 @@
-"""Delta Lake (delta-spark + io.delta:delta-spark_2.13 through spark.jars.packages), in a session of its own.
+"""Delta Lake (delta-spark + io.delta:delta-spark_<scala> through spark.jars.packages), in a session of its own.
 
 The scenarios run in a child process (see ``isolated.py``) at the emitter's shipped time budget.
 Delta runs internal actions of its own (reading ``_delta_log``) around each user action: the
@@ -53,9 +53,10 @@ def delta(spark: Any, capture: Any, folder: pathlib.Path) -> dict[str, Any]:
 def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     import pyspark
 
-    reason = ("delta-spark is not installed (pip install --no-deps 'delta-spark==4.0.*')"
-              if pyspark.__version__.startswith("4.0.") else
-              f"no delta-spark build for PySpark {pyspark.__version__} is installed (delta-spark 4.0 is for Spark 4.0)")
+    # delta-spark is built for one Spark line: 3.3 for 3.5, 4.0 for 4.0; none yet for the newer 4.x.
+    wanted = {"3.5": "3.3.*", "4.0": "4.0.*"}.get(".".join(pyspark.__version__.split(".")[:2]))
+    reason = (f"delta-spark is not installed (pip install 'delta-spark=={wanted}')" if wanted else
+              f"no delta-spark build for PySpark {pyspark.__version__} exists (delta-spark 4.0 is for Spark 4.0)")
     pytest.importorskip("delta", reason=reason)
     return Scenarios.run(__name__, "delta", tmp_path_factory.mktemp("delta"))["delta"]
 

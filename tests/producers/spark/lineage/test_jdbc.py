@@ -12,7 +12,8 @@ from .conftest import Capture, collect, column, inputs_of, reads
 
 pytestmark = pytest.mark.spark
 
-DRIVER = {"driver": "org.apache.derby.iapi.jdbc.AutoloadedDriver"}
+# Derby's embedded driver: in derby.jar on Spark 3.5 (Derby 10.14), in derbytools.jar on Spark 4 (10.16).
+DRIVER = {"driver": "org.apache.derby.jdbc.EmbeddedDriver"}
 
 
 def test_jdbc_sink_and_source(spark: Any, capture: Capture) -> None:

@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
 @pytest.fixture(autouse=True)
 def _kafka_connector(spark: Any) -> None:
-    require_package("spark-sql-kafka-0-10_2.13")  # the newest Spark may have no build of it yet
+    require_package("spark-sql-kafka-0-10")  # the newest Spark may have no build of it yet
 
 
 def test_kafka_sink_and_source(spark: Any, capture: Capture, kafka_settings: Settings,
