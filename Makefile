@@ -18,6 +18,8 @@ $(VENV)/.installed: Makefile pyproject.toml native/Cargo.toml native/Cargo.lock 
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]' $(OLDEST_SPARK)
+	# An editable install leaves out the wheel's start-up hook (setup.py): put it where the wheel puts it.
+	$(BIN)/python -c "import shutil, sysconfig; shutil.copy('producers/spark/_boot/lineagewire-activate.pth', sysconfig.get_paths()['purelib'])"
 	touch $@
 
 # Debian's PostgreSQL, Prometheus Alertmanager and Chromium (the UI's browser tests), which the tests start in temporary folders on

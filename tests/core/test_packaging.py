@@ -14,7 +14,10 @@ MAPPED = {"lineagewire": "lineagewire", "lineagewire.schemas": "schemas", "linea
 
 def test_every_package_folder_is_listed_in_pyproject() -> None:
     cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    assert cfg["package-dir"] == MAPPED
+    # "": the folder of the one top-level module, the activation hook (py-modules; setup.py adds its .pth)
+    assert cfg["package-dir"] == {"": "producers/spark/_boot", **MAPPED}
+    assert cfg["py-modules"] == ["lineagewire_activate"]
+    assert (ROOT / "producers/spark/_boot/lineagewire_activate.py").is_file()
     found = set()
     for pkg, folder in MAPPED.items():
         for init in (ROOT / folder).rglob("__init__.py"):

@@ -1,0 +1,140 @@
+"""Spark configuration alone turns the emitter on (issue 30, item 1): ``spark.lineagewire.enabled=true`` in
+``spark-submit``, the ``pyspark`` shell and a session a notebook builds, with no wrapper and no code change.
+
+The driver's Python is this venv's, where lineagewire is installed with its start-up hook
+(``lineagewire-activate.pth``: the wheel's, or the copy ``make setup`` puts beside an editable install).
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+import sysconfig
+import textwrap
+
+import pytest
+
+from lineagewire.config import Settings
+from lineagewire.kafka.reader import TopicReader
+from lineagewire.schemas import Codec, kind_of
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+EXAMPLE = ROOT / "examples" / "daily_orders.py"
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow]
+
+JOB = textwrap.dedent("""
+    import sys
+    from pyspark.sql import SparkSession
+
+    out = sys.argv[1]
+    spark = SparkSession.builder.getOrCreate()
+    spark.range(4).selectExpr("id", "id * 2 AS twice").write.mode("overwrite").parquet(out + "/a")
+    spark.read.parquet(out + "/a").selectExpr("twice + 1 AS odd").write.mode("overwrite").parquet(out + "/b")
+    print("job: done", flush=True)
+""")
+
+
+@pytest.fixture(autouse=True)
+def _hook_installed() -> None:
+    pth = pathlib.Path(sysconfig.get_paths()["purelib"], "lineagewire-activate.pth")
+    assert pth.is_file(), f"{pth} is missing: run make setup (the wheel installs it; setup.py)"
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LINEAGEWIRE_", "SPARK_REMOTE", "PYSPARK_"))}
+    env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    return env
+
+
+def _spark_bin(name: str) -> str:
+    import pyspark
+
+    return str(pathlib.Path(pyspark.__file__).parent / "bin" / name)
+
+
+def _confs(settings: Settings, tmp_path: pathlib.Path, enabled: str = "true") -> list[str]:
+    pairs = {"spark.lineagewire.enabled": enabled, "spark.lineagewire.bootstrap_servers": settings.bootstrap_servers,
+             "spark.lineagewire.topic": settings.topics.jobs, "spark.lineagewire.namespace": "activation",
+             "spark.lineagewire.outbox_dir": str(tmp_path / "outbox"), "spark.lineagewire.time_budget_ms": "10000",
+             "spark.ui.enabled": "false"}
+    return [arg for k, v in pairs.items() for arg in ("--conf", f"{k}={v}")]
+
+
+def _events(settings: Settings) -> list[dict]:
+    codec = Codec()
+    with TopicReader(settings, settings.topics.jobs, start="beginning", end="end") as reader:
+        return sorted((codec.decode(m.value()) for m in reader), key=lambda e: e["header"]["sequence"])
+
+
+def _check_run(events: list[dict], job_name: str, out: pathlib.Path) -> None:
+    assert {(e["header"]["job_namespace"], e["header"]["job_name"]) for e in events} == {("activation", job_name)}
+    assert kind_of(events[0]) == "JobCreatedEvent"
+    assert [(e["old_status"], e["new_status"]) for e in events if kind_of(e) == "JobStatusChangedEvent"] == \
+        [("CREATED", "RUNNING"), ("RUNNING", "FINISHED")]
+    writes = {d["name"]: a for a in events if kind_of(a) == "ActionLineageEvent" for d in a["outputs"]}
+    assert set(writes) == {str(out / "a"), str(out / "b")}
+    assert {d["name"] for d in writes[str(out / "b")]["inputs"]} == {str(out / "a")}
+    edges = {(c["field"], f["field"]) for c in writes[str(out / "b")]["column_lineage"] for f in c["inputs"]}
+    assert ("odd", "twice") in edges
+
+
+def test_spark_submit_with_the_conf_alone_publishes_the_run(settings, tmp_path) -> None:  # noqa: ANN001
+    script, out = tmp_path / "job.py", tmp_path / "out"
+    script.write_text(JOB)
+    proc = subprocess.run([_spark_bin("spark-submit"), "--master", "local[1]", "--name", "submitted",
+                           *_confs(settings, tmp_path), str(script), str(out)],
+                          env=_env(), cwd=tmp_path, capture_output=True, text=True, timeout=400)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "job: done" in proc.stdout and "lineagewire:" not in proc.stdout + proc.stderr
+    _check_run(_events(settings), "submitted", out)
+
+
+def test_the_pyspark_shell_with_the_conf_publishes_its_session(settings, tmp_path) -> None:  # noqa: ANN001
+    out = tmp_path / "out"
+    statements = (f"spark.range(4).selectExpr('id', 'id * 2 AS twice').write.parquet({str(out / 'a')!r})\n"
+                  f"spark.read.parquet({str(out / 'a')!r}).selectExpr('twice + 1 AS odd')"
+                  f".write.parquet({str(out / 'b')!r})\n"
+                  "print('shell: done')\n")
+    # -i: the shell's start-up file (PYTHONSTARTUP, pyspark/shell.py) runs with statements on a pipe too
+    env = {**_env(), "PYSPARK_DRIVER_PYTHON_OPTS": "-i"}
+    proc = subprocess.run([_spark_bin("pyspark"), "--master", "local[1]", "--name", "shell",
+                           "--conf", "spark.sql.catalogImplementation=in-memory", *_confs(settings, tmp_path)],
+                          input=statements, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=400)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "shell: done" in proc.stdout
+    _check_run(_events(settings), "shell", out)
+
+
+def test_a_session_built_in_a_notebook_kernel_with_the_key_publishes(settings, tmp_path) -> None:  # noqa: ANN001
+    """A kernel is a plain Python process that builds its own session: the key goes in the builder's config."""
+    out = tmp_path / "out"
+    confs = _confs(settings, tmp_path)
+    builder = "".join(f".config({k!r}, {v!r})" for k, v in (c.split("=", 1) for c in confs[1::2]))
+    code = JOB.replace("SparkSession.builder.getOrCreate()",
+                       f"SparkSession.builder.master('local[1]').appName('notebook'){builder}.getOrCreate()")
+    proc = subprocess.run([sys.executable, "-c", code, str(out)], env=_env(), cwd=tmp_path, capture_output=True,
+                          text=True, timeout=400)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    _check_run(_events(settings), "notebook", out)
+
+
+@pytest.mark.parametrize(("value", "said"), [
+    ("false", None),
+    ("maybe", "lineagewire: spark.lineagewire.enabled='maybe' is not a boolean; expected true or false; "
+              "the job runs without the emitter"),
+])
+def test_without_the_key_set_to_true_the_job_runs_untouched(settings, tmp_path, value, said) -> None:  # noqa: ANN001
+    script, out = tmp_path / "job.py", tmp_path / "out"
+    script.write_text(JOB)
+    proc = subprocess.run([_spark_bin("spark-submit"), "--master", "local[1]", *_confs(settings, tmp_path, value),
+                           str(script), str(out)], env=_env(), cwd=tmp_path, capture_output=True, text=True,
+                          timeout=400)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "job: done" in proc.stdout and (out / "b").is_dir()
+    # spark-submit's PythonRunner hands the driver's stderr to its own stdout
+    lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("lineagewire")]
+    assert lines == ([said] if said else []), proc.stdout[-3000:]
+    assert _events(settings) == []
