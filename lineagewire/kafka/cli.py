@@ -94,10 +94,10 @@ def create(ctx: click.Context, dlq_services: tuple[str, ...]) -> None:
 
 
 @topics.command("list")
-@click.option("--timeout", type=click.FloatRange(min=0.1), default=15, show_default=True,
-              help="Seconds to wait for a broker to answer.")
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=None,
+              help="Seconds to wait for a broker to answer (default: the connect timeout, 10).")
 @click.pass_context
-def list_(ctx: click.Context, timeout: float) -> None:
+def list_(ctx: click.Context, timeout: float | None) -> None:
     """List topics with their partition counts."""
     from lineagewire.kafka.topics import list_topics
 

@@ -20,6 +20,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 from lineagewire.config import Settings
 from lineagewire.exceptions import BrokerUnavailableError, ConfigError
 
+from .cluster import connect
+
 log = logging.getLogger(__name__)
 
 Position = str | int | dt.datetime
@@ -53,7 +55,8 @@ class TopicReader:
     """Iterates over messages of ``topic`` from ``start`` up to ``end`` (exclusive).
 
     ``end=None`` follows the topic until ``close()``; ``end="end"`` stops at the
-    high watermarks taken when reading starts (``--exit-at-end``).
+    high watermarks taken when reading starts (``--exit-at-end``). A cluster that does not answer within
+    ``settings.connect_timeout`` is ``BrokerUnavailableError`` (``cluster.connect``).
     """
 
     def __init__(self, settings: Settings, topic: str, *, start: Position = "end", end: Position | None = None,
@@ -61,6 +64,7 @@ class TopicReader:
                  timeout: float = 30.0) -> None:
         self.settings = settings
         self.topic = topic
+        connect(settings)  # a one-shot read: an unreachable cluster is one clear error within connect_timeout
         conf = {
             **settings.as_librdkafka_dict(),
             "group.id": f"lineagewire-reader-{uuid.uuid4()}",  # required by librdkafka; never committed

@@ -1,0 +1,75 @@
+"""One-shot commands against a cluster that is not there answer within the connect timeout (issue 34).
+
+No broker fixture: a port nothing listens on (picked free, never bound), and a host name that cannot
+resolve. Each command must exit 2 with one line naming the servers, librdkafka's reason and the next step.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from lineagewire.config import Settings
+from lineagewire.exceptions import BrokerUnavailableError
+from lineagewire.kafka.cluster import connect
+from lineagewire.kafka.local import free_port
+
+BAD_HOST = "nonexistent.invalid:9092"
+
+
+def _run(*args: str, env: dict[str, str] | None = None) -> tuple[str, float]:
+    """Run ``lineagewire ARGS``; (its one stderr line, seconds it took). Exit 2, no traceback, nothing else."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("LINEAGEWIRE_", "OPENLINEAGE"))}
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "lineagewire", *args], capture_output=True, text=True, timeout=90,
+                       env={**base, **(env or {})}, stdin=subprocess.DEVNULL, check=False)
+    took = time.monotonic() - t0
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    return lines[0], took
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("command", [["subscribe", "--exit-at-end"], ["replay", "--into", "stdout"],
+                                     ["topics", "create"], ["topics", "list"]])
+def test_a_port_with_nothing_on_it_is_one_line_within_the_flag_s_timeout(command: list[str]) -> None:
+    servers = f"127.0.0.1:{free_port()}"
+    line, took = _run("--bootstrap-servers", servers, "--connect-timeout", "2", *command)
+    assert took < 12, f"{command} took {took:.1f}s with --connect-timeout 2"
+    assert line.startswith(f"error: no broker answered at {servers} within 2s")
+    assert "Connection refused" in line  # librdkafka's reason
+    assert f"lineagewire kafka start --port {servers.rpartition(':')[2]}" in line and "--bootstrap-servers" in line
+
+
+@pytest.mark.timeout(120)
+def test_a_name_that_does_not_resolve_is_one_line_within_the_environment_s_timeout() -> None:
+    line, took = _run("replay", "--into", "stdout",
+                      env={"LINEAGEWIRE_BOOTSTRAP_SERVERS": BAD_HOST, "LINEAGEWIRE_CONNECT_TIMEOUT": "2"})
+    assert took < 12, f"replay took {took:.1f}s with LINEAGEWIRE_CONNECT_TIMEOUT=2"
+    assert f"no broker answered at {BAD_HOST} within 2s" in line
+    assert "Failed to resolve" in line
+    assert "kafka start" not in line and "check bootstrap_servers" in line  # not a local broker
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.slow
+def test_the_default_timeout_bounds_a_command_with_no_setting() -> None:
+    servers = f"127.0.0.1:{free_port()}"
+    line, took = _run("--bootstrap-servers", servers, "subscribe")
+    assert took < 25, f"subscribe took {took:.1f}s; expected about the default 10 s"
+    assert f"no broker answered at {servers} within 10s" in line and "Connection refused" in line
+
+
+def test_the_error_carries_the_servers_and_reason_and_names_the_security_settings() -> None:
+    servers = f"127.0.0.1:{free_port()}"
+    settings = Settings(bootstrap_servers=servers, connect_timeout=1, security={"security_protocol": "SSL"})
+    with pytest.raises(BrokerUnavailableError) as err:
+        connect(settings)
+    assert err.value.servers == servers
+    assert err.value.reason is not None and "Connection refused" in err.value.reason
+    assert "LINEAGEWIRE_SECURITY__" in str(err.value)
