@@ -1,7 +1,8 @@
 """One-shot commands against a cluster that is not there answer within the connect timeout (issue 34).
 
-No broker fixture: a port nothing listens on (picked free, never bound), and a host name that cannot
-resolve. Each command must exit 2 with one line naming the servers, librdkafka's reason and the next step.
+No broker fixture: a port nothing listens on (picked free, never bound), a host name that cannot
+resolve, and a server that speaks no TLS to a TLS client. Each command must exit 2 with one line naming
+the servers, librdkafka's reason and the next step.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import os
 import subprocess
 import sys
 import time
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
@@ -17,6 +19,7 @@ from lineagewire.config import Settings
 from lineagewire.exceptions import BrokerUnavailableError
 from lineagewire.kafka.cluster import connect
 from lineagewire.kafka.local import free_port
+from tests.helpers import LocalServer
 
 BAD_HOST = "nonexistent.invalid:9092"
 
@@ -65,11 +68,17 @@ def test_the_default_timeout_bounds_a_command_with_no_setting() -> None:
     assert f"no broker answered at {servers} within 10s" in line and "Connection refused" in line
 
 
-def test_the_error_carries_the_servers_and_reason_and_names_the_security_settings() -> None:
-    servers = f"127.0.0.1:{free_port()}"
-    settings = Settings(bootstrap_servers=servers, connect_timeout=1, security={"security_protocol": "SSL"})
-    with pytest.raises(BrokerUnavailableError) as err:
-        connect(settings)
+def test_a_tls_failure_is_the_reason_and_the_security_settings_are_named() -> None:
+    """A TLS client at a port whose server speaks no TLS (plain HTTP here): librdkafka's handshake failure."""
+    server = LocalServer(BaseHTTPRequestHandler)
+    server.start()
+    servers = f"127.0.0.1:{server.port}"
+    try:
+        with pytest.raises(BrokerUnavailableError) as err:
+            connect(Settings(bootstrap_servers=servers, connect_timeout=2, security={"security_protocol": "SSL"}))
+    finally:
+        server.kill()
     assert err.value.servers == servers
-    assert err.value.reason is not None and "Connection refused" in err.value.reason
-    assert "LINEAGEWIRE_SECURITY__" in str(err.value)
+    assert err.value.reason is not None and "SSL handshake failed" in err.value.reason
+    assert str(err.value).startswith(f"no broker answered at {servers} within 2s: ")
+    assert "the security settings (LINEAGEWIRE_SECURITY__*)" in str(err.value)
