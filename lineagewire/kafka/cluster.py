@@ -25,7 +25,7 @@ from .errors import QUIET_LOGGER, UNREACHABLE_CODES
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ConnectFailures", "admin", "connect"]
+__all__ = ["ConnectFailures", "admin", "connect", "next_step"]
 
 #: librdkafka ends each failure with how long the attempt took: one reason, a new text at every reconnect
 _ATTEMPT = re.compile(r"\s*\(after \d+ms in state \w+\)$")
@@ -65,10 +65,10 @@ def connect(settings: Settings, *, timeout: float | None = None) -> tuple[AdminC
         return client, client.list_topics(timeout=wait)
     except KafkaException as exc:
         client.poll(0)  # serves the error callbacks queued meanwhile: they say why
-        reason = "; ".join(failures.reasons) or exc.args[0].str()
+        reason = "; ".join(failures.reasons) or None
         raise BrokerUnavailableError(
-            f"no broker answered at {settings.bootstrap_servers} within {wait:g}s: {reason}; expected a "
-            f"reachable Kafka cluster: {next_step(settings)}",
+            f"no broker answered at {settings.bootstrap_servers} within {wait:g}s: {reason or exc.args[0].str()}; "
+            f"expected a reachable Kafka cluster: {next_step(settings)}",
             servers=settings.bootstrap_servers, reason=reason) from exc
 
 
