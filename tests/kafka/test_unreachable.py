@@ -1,16 +1,19 @@
 """One-shot commands against a cluster that is not there answer within the connect timeout (issue 34).
 
-No broker fixture: a port nothing listens on (picked free, never bound), a host name that cannot
-resolve, and a server that speaks no TLS to a TLS client. Each command must exit 2 with one line naming
-the servers, librdkafka's reason and the next step.
+No broker fixture: a port bound by the test but not listening (Linux refuses connections to it, and no
+other process can take it meanwhile), a host name that cannot resolve, and a server that speaks no TLS
+to a TLS client. Each command must exit 2 with one line naming the servers, librdkafka's reason and the
+next step.
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 
 import pytest
@@ -18,10 +21,18 @@ import pytest
 from lineagewire.config import Settings
 from lineagewire.exceptions import BrokerUnavailableError
 from lineagewire.kafka.cluster import connect
-from lineagewire.kafka.local import free_port
 from tests.helpers import LocalServer
 
 BAD_HOST = "nonexistent.invalid:9092"
+
+
+@pytest.fixture
+def dead_servers() -> Iterator[str]:
+    """``127.0.0.1:PORT`` of a socket bound for the test's duration without listen(): connections to it are
+    refused, and no other process can start listening on the port while the test runs."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        yield f"127.0.0.1:{s.getsockname()[1]}"
 
 
 def _run(*args: str, env: dict[str, str] | None = None) -> tuple[str, float]:
@@ -40,8 +51,9 @@ def _run(*args: str, env: dict[str, str] | None = None) -> tuple[str, float]:
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("command", [["subscribe", "--exit-at-end"], ["replay", "--into", "stdout"],
                                      ["topics", "create"], ["topics", "list"]])
-def test_a_port_with_nothing_on_it_is_one_line_within_the_flag_s_timeout(command: list[str]) -> None:
-    servers = f"127.0.0.1:{free_port()}"
+def test_a_port_with_nothing_on_it_is_one_line_within_the_flag_s_timeout(command: list[str],
+                                                                         dead_servers: str) -> None:
+    servers = dead_servers
     line, took = _run("--bootstrap-servers", servers, "--connect-timeout", "2", *command)
     assert took < 12, f"{command} took {took:.1f}s with --connect-timeout 2"
     assert line.startswith(f"error: no broker answered at {servers} within 2s")
@@ -61,8 +73,8 @@ def test_a_name_that_does_not_resolve_is_one_line_within_the_environment_s_timeo
 
 @pytest.mark.timeout(120)
 @pytest.mark.slow
-def test_the_default_timeout_bounds_a_command_with_no_setting() -> None:
-    servers = f"127.0.0.1:{free_port()}"
+def test_the_default_timeout_bounds_a_command_with_no_setting(dead_servers: str) -> None:
+    servers = dead_servers
     line, took = _run("--bootstrap-servers", servers, "subscribe")
     assert took < 25, f"subscribe took {took:.1f}s; expected about the default 10 s"
     assert f"no broker answered at {servers} within 10s" in line and "Connection refused" in line
