@@ -89,7 +89,8 @@ def create(ctx: click.Context, dlq_services: tuple[str, ...]) -> None:
 
     settings = settings_from(ctx)
     specs = standard_topics(settings) + [dlq_topic(settings, settings.topics.jobs, s) for s in dlq_services]
-    for name, state in create_topics(settings, specs).items():
+    # A one-shot command: an unreachable cluster is one line within the connect timeout.
+    for name, state in create_topics(settings, specs, connect_timeout=settings.connect_timeout).items():
         click.echo(f"topic {name}: {state}")
 
 

@@ -64,14 +64,16 @@ def list_topics(settings: Settings, *, timeout: float | None = None) -> dict[str
 
 
 def create_topics(settings: Settings, specs: list[TopicSpec] | None = None, *, timeout: float = 30.0,
-                  replication_factor: int | None = None) -> dict[str, str]:
+                  connect_timeout: float | None = None, replication_factor: int | None = None) -> dict[str, str]:
     """Create topics that do not exist yet; returns {name: 'created' | 'exists'}.
 
     The replication factor defaults to min(3, number of brokers). Raises ``BrokerUnavailableError`` when no
-    broker answers within ``settings.connect_timeout`` (or ``timeout``, if shorter).
+    broker answers within ``connect_timeout`` seconds (default ``timeout``): the one-shot ``topics create``
+    passes ``settings.connect_timeout``; a service creating its dead-letter topics in the background keeps
+    the longer ``timeout``, so one started before Kafka waits for it as long as before.
     """
     specs = specs if specs is not None else standard_topics(settings)
-    client, md = connect(settings, timeout=min(timeout, settings.connect_timeout))
+    client, md = connect(settings, timeout=timeout if connect_timeout is None else connect_timeout)
     rf = replication_factor or min(3, max(1, len(md.brokers)))
     result: dict[str, str] = {}
     todo = []
