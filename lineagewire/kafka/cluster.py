@@ -1,7 +1,8 @@
 """Is the cluster there? The one question every command that ends by itself asks first.
 
 A service keeps reconnecting while the cluster is down (``errors.ClientErrorLog``). A one-shot command
-(``subscribe``, ``replay``, ``topics``) is at a terminal and needs an answer: it calls ``connect``, which
+(``subscribe``, ``replay``, ``topics``) is at a terminal and needs an answer: it calls ``connect`` (a
+``TopicReader`` asks its own consumer the same way, with ``ConnectFailures`` and ``unreachable``), which
 waits at most ``Settings.connect_timeout`` seconds (``--connect-timeout``, ``LINEAGEWIRE_CONNECT_TIMEOUT``)
 for a broker and otherwise raises ``BrokerUnavailableError``: one line naming the bootstrap servers,
 librdkafka's reason (connection refused, name not resolved, a TLS or SASL failure) and the next step.
@@ -25,7 +26,7 @@ from .errors import QUIET_LOGGER, UNREACHABLE_CODES
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ConnectFailures", "admin", "connect", "next_step"]
+__all__ = ["ConnectFailures", "admin", "connect", "next_step", "unreachable"]
 
 #: librdkafka ends each failure with how long the attempt took: one reason, a new text at every reconnect
 _ATTEMPT = re.compile(r"\s*\(after \d+ms in state \w+\)$")
@@ -65,11 +66,20 @@ def connect(settings: Settings, *, timeout: float | None = None) -> tuple[AdminC
         return client, client.list_topics(timeout=wait)
     except KafkaException as exc:
         client.poll(0)  # serves the error callbacks queued meanwhile: they say why
-        reason = "; ".join(failures.reasons) or None
-        raise BrokerUnavailableError(
-            f"no broker answered at {settings.bootstrap_servers} within {wait:g}s: {reason or exc.args[0].str()}; "
-            f"expected a reachable Kafka cluster: {next_step(settings)}",
-            servers=settings.bootstrap_servers, reason=reason) from exc
+        raise unreachable(settings, wait, failures, exc) from exc
+
+
+def unreachable(settings: Settings, wait: float, failures: ConnectFailures,
+                exc: KafkaException) -> BrokerUnavailableError:
+    """The one line for a cluster that did not answer within ``wait`` seconds: the servers, librdkafka's
+    reason (from ``failures``, the client's ``error_cb``, once its callbacks were served; else ``exc``) and
+    what to do."""
+    reason = "; ".join(failures.reasons) or None
+    detail = reason or (exc.args[0].str() if exc.args and hasattr(exc.args[0], "str") else str(exc))
+    return BrokerUnavailableError(
+        f"no broker answered at {settings.bootstrap_servers} within {wait:g}s: {detail}; "
+        f"expected a reachable Kafka cluster: {next_step(settings)}",
+        servers=settings.bootstrap_servers, reason=reason)
 
 
 def next_step(settings: Settings) -> str:

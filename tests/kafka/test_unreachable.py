@@ -20,7 +20,9 @@ import pytest
 
 from lineagewire.config import Settings
 from lineagewire.exceptions import BrokerUnavailableError
+from lineagewire.kafka import cluster
 from lineagewire.kafka.cluster import connect
+from lineagewire.kafka.reader import TopicReader
 from tests.helpers import LocalServer
 
 BAD_HOST = "nonexistent.invalid:9092"
@@ -94,3 +96,22 @@ def test_a_tls_failure_is_the_reason_and_the_security_settings_are_named() -> No
     assert err.value.reason is not None and "SSL handshake failed" in err.value.reason
     assert str(err.value).startswith(f"no broker answered at {servers} within 2s: ")
     assert "the security settings (LINEAGEWIRE_SECURITY__*)" in str(err.value)
+
+
+def test_a_reader_asks_its_own_consumer_within_its_own_timeout(dead_servers: str,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """subscribe, replay and archive reads check the cluster on the reader's consumer (no AdminClient made and
+    thrown away per reader), and a reader's timeout shorter than the connect timeout bounds the wait."""
+
+    def no_admin(*args: object, **kwargs: object) -> None:
+        raise AssertionError("TopicReader made an AdminClient of its own")
+
+    monkeypatch.setattr(cluster, "AdminClient", no_admin)
+    t0 = time.monotonic()
+    with pytest.raises(BrokerUnavailableError) as err:
+        TopicReader(Settings(bootstrap_servers=dead_servers, connect_timeout=10), "lineage.jobs", timeout=1)
+    took = time.monotonic() - t0
+    assert took < 6, f"the reader took {took:.1f}s with timeout=1"
+    assert str(err.value).startswith(f"no broker answered at {dead_servers} within 1s: "), err.value
+    assert err.value.reason is not None and "Connection refused" in err.value.reason, err.value
+    assert "\n" not in str(err.value) and "expected a reachable Kafka cluster" in str(err.value)
