@@ -309,9 +309,10 @@ def verify(storage: Storage) -> VerifyReport:
 
 
 def require_archive(storage: Storage) -> None:
-    """ArchiveError unless ``storage`` holds an archive: the mark its archive service left, a manifest or a data
+    """ArchiveError unless ``storage`` holds an archive: a ``_manifests/`` folder (with the mark its archive
+    service leaves, ``ARCHIVE_MARKER``, or empty, as an older version left it before its first file) or a data
     file. A wrong path or an empty folder is not an archive that verifies with nothing in it."""
-    if storage.exists(ARCHIVE_MARKER) or storage.glob(f"{MANIFEST_DIR}/*.jsonl") or storage.glob(DATA_FILES):
+    if storage.exists(ARCHIVE_MARKER) or storage.fs.isdir(storage.path(MANIFEST_DIR)) or storage.glob(DATA_FILES):
         return
     found = "nothing there" if not storage.fs.exists(storage.root) else f"no {MANIFEST_DIR}/ and no data files"
     raise ArchiveError(f"no archive at {storage.url}: {found}; expected the folder or URL that 'lineagewire "
