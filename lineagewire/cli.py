@@ -96,15 +96,18 @@ class LazyGroup(click.Group):
               help="YAML config file (default: $LINEAGEWIRE_CONFIG, else ./lineagewire.yaml).")
 @click.option("--bootstrap-servers", default=None, help="Kafka bootstrap servers (env LINEAGEWIRE_BOOTSTRAP_SERVERS).")
 @click.option("--schema-registry-url", default=None, help="Schema registry URL; enables the Confluent wire format.")
+@click.option("--connect-timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
+              help="How long a command that ends by itself waits for a broker before it exits "
+                   "(env LINEAGEWIRE_CONNECT_TIMEOUT; default 10).")
 @click.option("-v", "--verbose", count=True, help="More logging (-v info, -vv debug).")
 @click.pass_context
 def main_group(ctx: click.Context, config_file: str | None, bootstrap_servers: str | None,
-               schema_registry_url: str | None, verbose: int) -> None:
+               schema_registry_url: str | None, connect_timeout: float | None, verbose: int) -> None:
     """lineagewire: Spark job status and lineage as an event stream on Kafka."""
     level = logging.WARNING - 10 * min(verbose, 2)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     ctx.obj = {"config_file": config_file, "bootstrap_servers": bootstrap_servers,
-               "schema_registry_url": schema_registry_url}
+               "schema_registry_url": schema_registry_url, "connect_timeout": connect_timeout}
 
 
 def settings_from(ctx: click.Context, **more: Any):  # noqa: ANN201 - Settings
@@ -112,7 +115,7 @@ def settings_from(ctx: click.Context, **more: Any):  # noqa: ANN201 - Settings
     from lineagewire.config import load_settings
 
     obj = ctx.find_root().obj or {}
-    flags = {"bootstrap_servers": obj.get("bootstrap_servers"), "schema_registry_url": obj.get("schema_registry_url")}
+    flags = {name: obj.get(name) for name in ("bootstrap_servers", "schema_registry_url", "connect_timeout")}
     return load_settings(obj.get("config_file"), **{**flags, **more})
 
 

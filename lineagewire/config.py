@@ -113,6 +113,9 @@ class Settings(BaseSettings):
                                             "events use the Confluent wire format")
     schema_registry_basic_auth: SecretStr | None = Field(None, description="user:password for the registry")
     topics: TopicNames = Field(default_factory=TopicNames)
+    connect_timeout: float = Field(10.0, gt=0, description="seconds a command that ends by itself (subscribe, "
+                                   "replay, topics) waits for a broker to answer before it exits with "
+                                   "librdkafka's reason; services keep retrying")
 
     @field_validator("bootstrap_servers")
     @classmethod

@@ -81,7 +81,16 @@ class KafkaError(LineagewireError):
 
 
 class BrokerUnavailableError(KafkaError):
-    """No broker answered at the configured bootstrap servers in time."""
+    """No broker answered at the configured bootstrap servers in time.
+
+    ``servers`` are the bootstrap servers asked; ``reason`` is librdkafka's (connection refused, name not
+    resolved, a TLS or SASL failure) when it gave one, else None.
+    """
+
+    def __init__(self, message: str, *, servers: str | None = None, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.servers = servers
+        self.reason = reason
 
 
 class PublishError(KafkaError):

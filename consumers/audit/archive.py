@@ -35,6 +35,7 @@ retries, metrics, health and shutdown are the runtime's. What it adds:
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import sys
 import time
@@ -48,7 +49,16 @@ import pyarrow.parquet as pq
 from lineagewire.consumers.runtime import Handler, Record, tune_gc
 from lineagewire.exceptions import ConfigError
 
-from .layout import ARCHIVE_SCHEMA, DECODE_FIELDS, DICTIONARY_COLUMNS, data_path, hour_bucket, records_to_batch
+from .layout import (
+    ARCHIVE_MARKER,
+    ARCHIVE_SCHEMA,
+    DECODE_FIELDS,
+    DICTIONARY_COLUMNS,
+    MANIFEST_FORMAT,
+    data_path,
+    hour_bucket,
+    records_to_batch,
+)
 from .manifest import Manifest
 from .storage import Storage
 from .writer import InOrderWriter
@@ -134,6 +144,11 @@ class ArchiveHandler(Handler):
         self.files_written = 0
 
     # -- the Handler contract ----------------------------------------------------------------------
+
+    def open(self) -> None:
+        """Mark the location as an archive, so ``audit verify`` tells one that holds nothing yet from a wrong path."""
+        if not self.storage.exists(ARCHIVE_MARKER):
+            self.storage.put(ARCHIVE_MARKER, json.dumps({"archive": "lineagewire", "format": MANIFEST_FORMAT}).encode())
 
     def handle(self, record: Record) -> int:
         tp = (record.topic, record.partition)

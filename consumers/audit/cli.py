@@ -83,7 +83,8 @@ def audit() -> None:
 @click.argument("location", metavar="DIR_OR_URL", envvar=ARCHIVE_ENV)
 @storage_option
 def verify(location: str, storage_options: tuple[str, ...]) -> None:
-    """Re-read every archived file and check it against the hash-chained manifests; exit 1 on any finding."""
+    """Re-read every archived file and check it against the hash-chained manifests; exit 1 on any finding, 2 when
+    DIR_OR_URL holds no archive."""
     from .manifest import verify as run_verify
 
     report = run_verify(_storage(location, storage_options))
@@ -96,8 +97,9 @@ def verify(location: str, storage_options: tuple[str, ...]) -> None:
                    "every field): their chain covers the file's hash and path, and their other fields were checked "
                    "against their files (docs/audit.md)", err=True)
     verdict = "FAILED" if report.problems else "ok"
+    empty = "; the archive holds nothing yet (its service has closed no file)" if not report.files and report.ok else ""
     click.echo(f"verify {verdict}: {report.files} files, {report.records} records, {report.bytes} bytes, "
-               f"{len(report.heads)} partitions, {len(report.problems)} problems", err=True)
+               f"{len(report.heads)} partitions, {len(report.problems)} problems{empty}", err=True)
     if report.problems:
         raise SystemExit(1)
 

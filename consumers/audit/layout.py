@@ -32,10 +32,15 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 from lineagewire.consumers.runtime.record import Record
 from lineagewire.schemas import kind_of
 
-__all__ = ["ARCHIVE_SCHEMA", "DECODE_FIELDS", "DICTIONARY_COLUMNS", "GENESIS", "MANIFEST_DIR", "MANIFEST_FORMAT",
-           "chain_hash", "data_path", "hour_bucket", "line_chain", "manifest_path", "records_to_batch"]
+__all__ = ["ARCHIVE_MARKER", "ARCHIVE_SCHEMA", "DATA_FILES", "DECODE_FIELDS", "DICTIONARY_COLUMNS", "GENESIS",
+           "MANIFEST_DIR", "MANIFEST_FORMAT", "chain_hash", "data_path", "hour_bucket", "line_chain", "manifest_path",
+           "records_to_batch"]
 
 MANIFEST_DIR = "_manifests"
+#: written by the archive service when it starts: a folder with it is an archive, even before its first file
+ARCHIVE_MARKER = f"{MANIFEST_DIR}/archive.json"
+#: every data file (``data_path``), as a glob under the archive root
+DATA_FILES = "topic=*/date=*/hour=*/*.parquet"
 #: the "previous chain hash" of a partition's first file
 GENESIS = "0" * 64
 

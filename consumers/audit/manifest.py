@@ -31,11 +31,21 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .exceptions import ArchiveError
-from .layout import GENESIS, MANIFEST_DIR, MANIFEST_FORMAT, data_path, hour_bucket, line_chain, manifest_path
+from .layout import (
+    ARCHIVE_MARKER,
+    DATA_FILES,
+    GENESIS,
+    MANIFEST_DIR,
+    MANIFEST_FORMAT,
+    data_path,
+    hour_bucket,
+    line_chain,
+    manifest_path,
+)
 from .storage import Storage
 
 __all__ = ["FileFacts", "Manifest", "Problem", "VerifyReport", "file_facts", "line_problem", "load_checked",
-           "load_manifests", "mismatches", "verify"]
+           "load_manifests", "mismatches", "require_archive", "verify"]
 
 #: the integer fields of a manifest line, each compared with the file it describes
 _INT_FIELDS = ("first_offset", "last_offset", "records", "bytes", "min_timestamp_ms", "max_timestamp_ms")
@@ -277,7 +287,8 @@ class VerifyReport:
 
 def verify(storage: Storage) -> VerifyReport:
     """Re-read every file of the archive and check it against the manifests' hash chains and every field of its
-    manifest line."""
+    manifest line. ArchiveError when ``storage`` holds no archive at all (``require_archive``)."""
+    require_archive(storage)
     report = VerifyReport()
     listed: set[str] = set()
     for rel in storage.glob(f"{MANIFEST_DIR}/*.jsonl"):
@@ -290,11 +301,22 @@ def verify(storage: Storage) -> VerifyReport:
             report.problems.append(Problem("chain", rel, str(exc)))
             continue
         _verify_manifest(storage, m, report, listed)
-    for path in storage.glob("topic=*/date=*/hour=*/*.parquet"):
+    for path in storage.glob(DATA_FILES):
         if path not in listed:
             report.problems.append(Problem("unlisted", path, "in no manifest (written after the last manifest "
                                            "update, e.g. by a crashed archiver, or added by hand)"))
     return report
+
+
+def require_archive(storage: Storage) -> None:
+    """ArchiveError unless ``storage`` holds an archive: a ``_manifests/`` folder (with the mark its archive
+    service leaves, ``ARCHIVE_MARKER``, or empty, as an older version left it before its first file) or a data
+    file. A wrong path or an empty folder is not an archive that verifies with nothing in it."""
+    if storage.exists(ARCHIVE_MARKER) or storage.fs.isdir(storage.path(MANIFEST_DIR)) or storage.glob(DATA_FILES):
+        return
+    found = "nothing there" if not storage.fs.exists(storage.root) else f"no {MANIFEST_DIR}/ and no data files"
+    raise ArchiveError(f"no archive at {storage.url}: {found}; expected the folder or URL that 'lineagewire "
+                       f"consume archive --to' writes, with {MANIFEST_DIR}/ in it")
 
 
 def _verify_manifest(storage: Storage, m: Manifest, report: VerifyReport, listed: set[str]) -> None:

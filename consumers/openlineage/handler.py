@@ -8,7 +8,9 @@ Transport configuration is OpenLineage's own, with its own precedence
 2. ``openlineage.yml`` from ``$OPENLINEAGE_CONFIG``, the working directory or ``~/.openlineage/``;
 3. ``OPENLINEAGE__TRANSPORT__TYPE=http``, ``OPENLINEAGE__TRANSPORT__URL=...`` style variables;
 4. ``OPENLINEAGE_URL`` (+ ``OPENLINEAGE_API_KEY``, ``OPENLINEAGE_ENDPOINT``): HTTP;
-5. nothing configured: the console transport (events in the log).
+5. nothing configured: refused with ``ConfigError`` (openlineage-python would fall back to its console
+   transport, and the service would send nothing anywhere). The console stays available when configured
+   (``transport: {type: console}``, ``OPENLINEAGE__TRANSPORT__TYPE=console``).
 
 How events are delivered, by the transport the configuration gives:
 
@@ -63,6 +65,10 @@ __all__ = ["AT_LEAST_ONCE_TRANSPORTS", "OpenLineageHandler", "load_openlineage_c
 AT_LEAST_ONCE_TRANSPORTS = ("http", "kafka", "file", "console", "composite (of those)")
 #: transports that take an event and deliver it later, with no confirmation per event
 UNCONFIRMED_TRANSPORTS = frozenset({"async_http"})
+#: the refusal of a service with no transport configured (openlineage-python would print events to the console)
+NO_TRANSPORT = ("no OpenLineage transport configured, so events would only be printed to this process's log; "
+                "expected --url URL (an OpenLineage backend), OPENLINEAGE_URL, or --openlineage-config FILE (an "
+                "openlineage.yml; 'transport: {type: console}' there prints events on purpose)")
 #: ordered lanes of the http delivery per connection of its pool (see ``OpenLineageHandler.open``)
 LANES_PER_CONNECTION = 4
 
@@ -91,16 +97,18 @@ def load_openlineage_config(path: str | pathlib.Path | None = None, url: str | N
 def make_client(config: dict[str, Any] | None = None) -> Any:
     """An ``OpenLineageClient`` configured the OpenLineage way (see the module docstring).
 
-    A transport that cannot confirm each event (``async_http``) is refused with ``ConfigError``.
+    A transport that cannot confirm each event (``async_http``) is refused with ``ConfigError``, and so is no
+    transport configured at all (``NO_TRANSPORT``).
     """
     require("openlineage.client", "openlineage", "The OpenLineage service")
     from openlineage.client import OpenLineageClient
 
-    # openlineage-python logs a WARNING of its own before raising for an unknown transport type; the
-    # ConfigError below says it in one line.
-    quiet = logging.getLogger("openlineage.client.utils")
-    drop = logging.Filter("nothing")  # passes no record of this logger
-    quiet.addFilter(drop)
+    # openlineage-python logs a WARNING of its own before raising for an unknown transport type, and before
+    # falling back to the console; the ConfigErrors below say it in one line.
+    quiet = [logging.getLogger("openlineage.client.utils"), logging.getLogger("openlineage.client.client")]
+    drop = logging.Filter("nothing")  # passes no record of these loggers
+    for logger in quiet:
+        logger.addFilter(drop)
     try:
         client = OpenLineageClient(config=config)
     except (ValueError, TypeError, RuntimeError, KeyError, ImportError, AttributeError) as exc:
@@ -108,8 +116,12 @@ def make_client(config: dict[str, Any] | None = None) -> Any:
                           "a transport type such as http, kafka, file, console or composite (see "
                           "https://openlineage.io/docs/client/python#configuration)") from exc
     finally:
-        quiet.removeFilter(drop)
+        for logger in quiet:
+            logger.removeFilter(drop)
     transport = getattr(client, "transport", None)
+    if getattr(transport, "kind", None) == "console" and not (client.config.transport or {}).get("type"):
+        # openlineage-python's last resort when nothing is configured: events would go to this process's log.
+        raise ConfigError(NO_TRANSPORT)
     refuse_unconfirmed(transport)
     runtime_owns_retries(transport)
     return client

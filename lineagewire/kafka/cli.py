@@ -89,15 +89,16 @@ def create(ctx: click.Context, dlq_services: tuple[str, ...]) -> None:
 
     settings = settings_from(ctx)
     specs = standard_topics(settings) + [dlq_topic(settings, settings.topics.jobs, s) for s in dlq_services]
-    for name, state in create_topics(settings, specs).items():
+    # A one-shot command: an unreachable cluster is one line within the connect timeout.
+    for name, state in create_topics(settings, specs, connect_timeout=settings.connect_timeout).items():
         click.echo(f"topic {name}: {state}")
 
 
 @topics.command("list")
-@click.option("--timeout", type=click.FloatRange(min=0.1), default=15, show_default=True,
-              help="Seconds to wait for a broker to answer.")
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=None,
+              help="Seconds to wait for a broker to answer (default: the connect timeout, 10).")
 @click.pass_context
-def list_(ctx: click.Context, timeout: float) -> None:
+def list_(ctx: click.Context, timeout: float | None) -> None:
     """List topics with their partition counts."""
     from lineagewire.kafka.topics import list_topics
 

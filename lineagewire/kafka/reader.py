@@ -20,6 +20,9 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 from lineagewire.config import Settings
 from lineagewire.exceptions import BrokerUnavailableError, ConfigError
 
+from .cluster import ConnectFailures, unreachable
+from .errors import QUIET_LOGGER, ClientErrorLog
+
 log = logging.getLogger(__name__)
 
 Position = str | int | dt.datetime
@@ -53,7 +56,9 @@ class TopicReader:
     """Iterates over messages of ``topic`` from ``start`` up to ``end`` (exclusive).
 
     ``end=None`` follows the topic until ``close()``; ``end="end"`` stops at the
-    high watermarks taken when reading starts (``--exit-at-end``).
+    high watermarks taken when reading starts (``--exit-at-end``). A cluster that does not answer within
+    ``settings.connect_timeout`` (or ``timeout``, if shorter) is ``BrokerUnavailableError`` with librdkafka's
+    reason (``cluster.unreachable``); later client errors are logged once per backoff step.
     """
 
     def __init__(self, settings: Settings, topic: str, *, start: Position = "end", end: Position | None = None,
@@ -61,6 +66,11 @@ class TopicReader:
                  timeout: float = 30.0) -> None:
         self.settings = settings
         self.topic = topic
+        # Until the first answer, librdkafka's reasons are kept for the error below (a one-shot read: an
+        # unreachable cluster is one clear line); after it, they are logged once per backoff step.
+        failures = ConnectFailures()
+        errors = ClientErrorLog(log, f"reader of {topic}")
+        self._answered = False
         conf = {
             **settings.as_librdkafka_dict(),
             "group.id": f"lineagewire-reader-{uuid.uuid4()}",  # required by librdkafka; never committed
@@ -68,15 +78,20 @@ class TopicReader:
             "enable.auto.offset.store": False,
             "enable.partition.eof": True,
             "auto.offset.reset": "earliest",
-            "logger": logging.getLogger("lineagewire.kafka.librdkafka"),
+            "logger": QUIET_LOGGER,  # connection failures reach error_cb, not the log line by line
+            "error_cb": lambda err: errors.error(err) if self._answered else failures(err),
             **(consumer_config or {}),
         }
         self._consumer = Consumer(conf)
         self._closed = False
+        wait = min(timeout, settings.connect_timeout)
         try:
-            md = self._consumer.list_topics(topic, timeout=timeout)
+            md = self._consumer.list_topics(topic, timeout=wait)
         except KafkaException as exc:
-            raise BrokerUnavailableError(f"no broker answered at {settings.bootstrap_servers}: {exc}") from exc
+            self._consumer.poll(0)  # nothing is assigned yet: serves the error callbacks queued meanwhile
+            self.close()
+            raise unreachable(settings, wait, failures, exc) from exc
+        self._answered = True
         tmd = md.topics.get(topic)
         if tmd is None or tmd.error is not None or not tmd.partitions:
             raise ConfigError(f"topic {topic!r} does not exist on {settings.bootstrap_servers}; "

@@ -15,16 +15,15 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
 
 from confluent_kafka import KafkaError as _CKError
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic
 
 from lineagewire.config import Settings
-from lineagewire.exceptions import BrokerUnavailableError, KafkaError
+from lineagewire.exceptions import KafkaError
 
-from .errors import QUIET_LOGGER
+from .cluster import admin, connect
 
 log = logging.getLogger(__name__)
 
@@ -54,39 +53,27 @@ def dlq_topic(settings: Settings, topic: str, service: str) -> TopicSpec:
     return TopicSpec(settings.topics.dlq(topic, service), 1, 30 * DAY_MS)
 
 
-def admin(settings: Settings) -> AdminClient:
-    """An AdminClient; connection failures are not logged line by line (callers raise one clear error)."""
-    conf: dict[str, Any] = {**settings.as_librdkafka_dict(), "logger": QUIET_LOGGER,
-                            "error_cb": lambda err: log.debug("admin client: %s", err.str())}
-    return AdminClient(conf)
-
-
-def list_topics(settings: Settings, *, timeout: float = 15.0) -> dict[str, int]:
+def list_topics(settings: Settings, *, timeout: float | None = None) -> dict[str, int]:
     """{topic: partition count} of the cluster's topics, internal ones (``__*``) left out.
 
-    Raises ``BrokerUnavailableError`` when no broker answers within ``timeout`` seconds.
+    Raises ``BrokerUnavailableError`` when no broker answers within ``timeout`` seconds (default
+    ``settings.connect_timeout``).
     """
-    try:
-        md = admin(settings).list_topics(timeout=timeout)
-    except KafkaException as exc:
-        raise BrokerUnavailableError(f"no broker answered at {settings.bootstrap_servers} within {timeout:.0f}s: "
-                                     f"{exc.args[0].str()}; expected a reachable Kafka cluster") from exc
+    _, md = connect(settings, timeout=timeout)
     return {name: len(t.partitions) for name, t in md.topics.items() if not name.startswith("__")}
 
 
 def create_topics(settings: Settings, specs: list[TopicSpec] | None = None, *, timeout: float = 30.0,
-                  replication_factor: int | None = None) -> dict[str, str]:
+                  connect_timeout: float | None = None, replication_factor: int | None = None) -> dict[str, str]:
     """Create topics that do not exist yet; returns {name: 'created' | 'exists'}.
 
-    The replication factor defaults to min(3, number of brokers).
+    The replication factor defaults to min(3, number of brokers). Raises ``BrokerUnavailableError`` when no
+    broker answers within ``connect_timeout`` seconds (default ``timeout``): the one-shot ``topics create``
+    passes ``settings.connect_timeout``; a service creating its dead-letter topics in the background keeps
+    the longer ``timeout``, so one started before Kafka waits for it as long as before.
     """
     specs = specs if specs is not None else standard_topics(settings)
-    client = admin(settings)
-    try:
-        md = client.list_topics(timeout=timeout)
-    except KafkaException as exc:
-        raise BrokerUnavailableError(f"no broker answered at {settings.bootstrap_servers} within {timeout:.0f}s: "
-                                     f"{exc}") from exc
+    client, md = connect(settings, timeout=timeout if connect_timeout is None else connect_timeout)
     rf = replication_factor or min(3, max(1, len(md.brokers)))
     result: dict[str, str] = {}
     todo = []

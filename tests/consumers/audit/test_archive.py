@@ -11,8 +11,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from click.testing import CliRunner
 from confluent_kafka import Consumer, TopicPartition
 
+from lineagewire.cli import main_group
 from lineagewire.consumers.audit.archive import ArchiveHandler, records_to_table
 from lineagewire.consumers.audit.layout import data_path
 from lineagewire.consumers.audit.manifest import load_manifests, verify
@@ -168,3 +170,14 @@ def test_a_quiet_topic_still_closes_and_commits_its_file(settings, produce, grou
     finally:
         runtime.stop()
         thread.join(30)
+
+
+def test_an_archive_of_a_quiet_topic_verifies_and_says_it_holds_nothing(settings, group_id,  # noqa: ANN001
+                                                                       tmp_path) -> None:
+    root = tmp_path / "archive"
+    stats = ConsumerRuntime(settings, ArchiveHandler(str(root)), topics=[settings.topics.jobs], group_id=group_id,
+                            dedup_window=0).run(idle_timeout=2)
+    assert stats.consumed == 0
+    r = CliRunner().invoke(main_group, ["audit", "verify", str(root)], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    assert "verify ok: 0 files, 0 records" in r.stderr and "the archive holds nothing yet" in r.stderr

@@ -349,6 +349,38 @@ def cli_result(*args: str):  # noqa: ANN201
     return Result()
 
 
+@pytest.mark.parametrize("case", ["a path that does not exist", "an empty folder", "a folder without a manifest"])
+def test_verify_of_no_archive_fails_naming_what_was_expected(tmp_path: pathlib.Path, case: str) -> None:
+    target = tmp_path / "archive"
+    if case != "a path that does not exist":
+        target.mkdir()
+    if case == "a folder without a manifest":
+        (target / "notes.txt").write_text("not an archive")
+        (target / "topic=lineage.jobs").mkdir()
+    r = cli_result("audit", "verify", str(target))
+    assert r.exit_code == 2 and r.stdout == "", r.output
+    assert len(r.stderr.splitlines()) == 1, r.stderr
+    assert r.stderr.startswith(f"error: no archive at {target}: "), r.stderr
+    assert "expected the folder or URL that 'lineagewire consume archive --to' writes, with _manifests/" in r.stderr
+
+
+def test_an_older_version_s_archive_that_holds_nothing_yet_still_verifies(tmp_path: pathlib.Path) -> None:
+    """Before the marker (``_manifests/archive.json``), an archive service that had closed no file left an empty
+    ``_manifests/`` folder: still an archive, not ``no archive at``."""
+    target = tmp_path / "archive"
+    (target / "_manifests").mkdir(parents=True)
+    r = cli_result("audit", "verify", str(target))
+    assert r.exit_code == 0, r.output
+    assert "verify ok: 0 files, 0 records" in r.stderr and "the archive holds nothing yet" in r.stderr
+
+
+def test_data_files_without_manifests_are_an_archive_with_findings(archive: pathlib.Path) -> None:
+    shutil.rmtree(archive / "_manifests")
+    r = cli_result("audit", "verify", str(archive))
+    assert r.exit_code == 1, r.output
+    assert "no archive at" not in r.output and "unlisted: topic=" in r.stdout, r.output
+
+
 def test_reads_of_the_archive_still_work_when_confined(archive: pathlib.Path) -> None:
     r = cli("audit", "query", "--archive", str(archive), "--format", "csv",
             "WITH k AS (SELECT kind FROM events) SELECT count(*) AS n FROM k")

@@ -106,3 +106,27 @@ def test_unknown_openlineage_transport_is_one_line_and_exit_2(tmp_path) -> None:
     line = _one_clear_line(_cli("--bootstrap-servers", f"127.0.0.1:{free_port()}", "consume", "openlineage",
                                 env=env, cwd=tmp_path))
     assert "bogus" in line and "expected a transport type such as http" in line
+
+
+def test_a_service_waits_for_its_dead_letter_topics_as_long_as_before(monkeypatch, caplog) -> None:  # noqa: ANN001
+    """A service started before Kafka (docker compose) creates its dead-letter topics in the background with
+    create_topics' own 30 s, not the 10 s connect timeout of the one-shot commands, and logs the reason once."""
+    from lineagewire.config import Settings
+    from lineagewire.consumers.runtime import ConsumerRuntime
+    from lineagewire.exceptions import BrokerUnavailableError
+    from lineagewire.kafka import topics
+    from tests.consumers.runtime.support import Recording
+
+    waits: list[float | None] = []
+
+    def unreachable(settings: Settings, *, timeout: float | None = None) -> None:
+        waits.append(timeout)
+        raise BrokerUnavailableError(f"no broker answered at {settings.bootstrap_servers} within {timeout:g}s")
+
+    monkeypatch.setattr(topics, "connect", unreachable)
+    runtime = ConsumerRuntime(Settings(bootstrap_servers="127.0.0.1:1", connect_timeout=10), Recording())
+    with caplog.at_level("WARNING"):
+        runtime._create_dlq_topics()
+    assert waits == [30.0]
+    lines = [r.getMessage() for r in caplog.records if "dead-letter" in r.getMessage()]
+    assert len(lines) == 1 and "within 30s" in lines[0], lines
