@@ -409,6 +409,14 @@ class Facts:
         self._dirty.clear()
         return out
 
+    def reload(self, rows: list[tuple[str, str, dict[str, Any]]]) -> None:
+        """Forget everything and ``load`` ``rows`` (what the database holds now)."""
+        self.runs.clear()
+        self.jobs.clear()
+        self.datasets.clear()
+        self.refreshes.clear()
+        self.load(rows)
+
     def load(self, rows: list[tuple[str, str, dict[str, Any]]]) -> None:
         for kind, key, doc in rows:
             if kind == "run":

@@ -91,6 +91,9 @@ Optional hooks (the defaults do nothing, so a simple service ignores them):
 * ``on_revoke(partitions)``: those partitions go to another member; a
   buffering handler flushes (or drops) what it holds for them before the
   runtime commits their durable offsets.
+* ``on_assign(partitions)``: those partitions came to this member (after
+  their previous owner's ``on_revoke``, or after it died); a handler that
+  keeps state in a database shared by the members reads it again for them.
 
 ``close()`` runs before the final commit, so what it flushes is committed.
 
@@ -195,6 +198,9 @@ class Handler:
 
     def on_revoke(self, partitions: list[tuple[str, int]]) -> None:
         """``partitions`` were taken away: flush or drop what is buffered for them."""
+
+    def on_assign(self, partitions: list[tuple[str, int]]) -> None:
+        """``partitions`` were given to this member: read again what other members may have saved for them."""
 
     def close(self) -> None:
         """Flush and release outputs. Called once at shutdown."""
