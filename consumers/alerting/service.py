@@ -311,9 +311,11 @@ class AlertingHandler(Handler):
         try:
             with self.store.locked(must, may, create.values()) as held:
                 self.dispatcher.refresh(held.keys | must, held.groups, held.alerts)
-                for s, came in self._signals:
-                    self.dispatcher.apply(s, came)
-                outgoing = self.dispatcher.due(when, self.muter(when), keys=sorted(held.keys | must))
+                outgoing = []
+                for s, came in self._signals:  # as they came: a failure and its fix in one batch are both told
+                    if self.dispatcher.apply(s, came) is not None:
+                        outgoing += self.dispatcher.due(came, self.muter(came), keys=[self.dispatcher.key_of(s)])
+                outgoing += self.dispatcher.due(when, self.muter(when), keys=sorted(held.keys | must))
                 rows = [(ch, o.notification.to_json()) for o in outgoing for ch in o.channels]
                 held.write(self.dispatcher.changed_alerts.values(), self.dispatcher.changed_groups.values(), rows,
                            facts, when)
