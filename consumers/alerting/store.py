@@ -267,7 +267,7 @@ class AlertStore:
         afresh (``Held``). Keys of ``must`` without a row are not held (no alert of theirs exists)."""
         must, may = sorted(set(must)), sorted(set(may) - set(must))
         fresh = sorted(({"key": g.key, "labels": g.labels, "channels": list(g.channels), "first_pending_at": None,
-                         "last_sent_at": None} for g in create), key=lambda r: r["key"])
+                         "last_sent_at": None} for g in create), key=lambda r: str(r["key"]))
         with self._begin() as c:
             if c.dialect.name == "sqlite":
                 # A write first: it takes SQLite's write lock, so what is read next stays true until the commit.
