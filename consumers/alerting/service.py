@@ -107,6 +107,8 @@ class AlertingHandler(Handler):
         self._caught_up_checked = 0.0
         #: this instance, as the owner of the outbox rows it claims
         self.instance = f"{uuid.uuid4().hex[:12]}"
+        #: assigned partitions whose facts are still to be read (``on_assign``): nothing is saved until they are
+        self._reload_pending: set[str] = set()
 
     # -- Handler hooks -------------------------------------------------------------------------------
 
@@ -130,8 +132,11 @@ class AlertingHandler(Handler):
         assert record.event is not None
         if self.catch_up is not None and self.plan is None:
             self._plan_catch_up()
+        if self._reload_pending:
+            self._reload()  # a failure is the runtime's to retry: no event is folded into facts not read yet
         now = _utc(self.clock())
-        self._signals.extend((s, now) for s in self.engine.process(record.event))
+        signals = self.engine.process(record.event, partition_key(record.topic, record.partition))
+        self._signals.extend((s, now) for s in signals)
         self._handled[(record.topic, record.partition)] = record.offset + 1
         return 0
 
@@ -150,7 +155,7 @@ class AlertingHandler(Handler):
         if self.catching_up and now - self._caught_up_checked >= 1.0:
             self._check_caught_up(now)
         # The clock's rules wait for the end of history: a run whose end is still to be read is not stuck.
-        signals = [] if self.catching_up else self.engine.check(when)
+        signals = [] if self.catching_up else self._still_owned(self.engine.check(when))
         flush = now - self._facts_at >= self.facts_interval
         if now - self._pruned_at > 3600:
             self.engine.facts.prune(when)
@@ -167,15 +172,56 @@ class AlertingHandler(Handler):
         return dict(self._durable)
 
     def on_revoke(self, partitions: list[tuple[str, int]]) -> None:
-        self._apply([], self.clock(), tick=False, flush_facts=True)
+        """Save what is held, then forget the facts of ``partitions``: their next owner has them, and a copy kept
+        here would be checked by the clock's rules (paging for runs that ended elsewhere) and saved over its."""
+        facts = self.engine.facts
+        gone = {partition_key(t, p) for t, p in partitions}
+        try:
+            self._apply([], self.clock(), tick=False, flush_facts=True)
+        finally:
+            if facts.owned is not None:
+                facts.owned -= gone
+                facts.drop(gone)
+                self._reload_pending -= gone
 
     def on_assign(self, partitions: list[tuple[str, int]]) -> None:
         """The previous owner of ``partitions`` saved their facts (on revoke, or up to what it committed before it
-        died): read the facts again, after saving this instance's own, so the new ones' runs, baselines and
-        sequence numbers are the latest, and an old copy of them is never saved over newer ones."""
+        died): read them, so their runs, baselines and sequence numbers are the latest, and an old copy is never
+        saved over newer ones. From the first assignment on, this instance checks and saves only the facts of the
+        partitions it owns. A failed read is retried before the next event is handled or anything saved (the
+        error goes the runtime's retry path): until it succeeds, no stale fact is checked or written."""
+        facts = self.engine.facts
+        new = {partition_key(t, p) for t, p in partitions}
+        if facts.owned is None:
+            facts.owned = set()
+            facts.drop({f.partition for f in (*facts.runs.values(), *facts.jobs.values(), *facts.refreshes.values())
+                        if f.partition is not None} - new)
+        facts.owned |= new
+        self._reload_pending |= new
+        self._reload()
+
+    def _still_owned(self, signals: list[Any]) -> list[Any]:
+        """``signals`` of the clock's rules, less those on a run or refresh another instance took over: a refresh
+        read from its command here whose runs' events another instance reads (the database's row says their
+        partition) ends there. Such a fact is forgotten here. Reads the database only when something fires."""
+        facts = self.engine.facts
+        firing = [s for s in signals if s.firing and (s.run_id or s.refresh_id)]
+        if facts.owned is None or not firing:
+            return signals
         assert self.store is not None
-        self._apply([], self.clock(), tick=False, flush_facts=True)
-        self.engine.facts.reload(self.store.facts())
+        keys = {("run", s.run_id) if s.run_id else ("refresh", s.refresh_id) for s in firing}
+        theirs = {k for k, p in self.store.fact_partitions(keys).items() if p is not None and p not in facts.owned}
+        for kind, key in theirs:
+            facts.forget(kind, key)
+        return [s for s in signals if not ((s.run_id and ("run", s.run_id) in theirs)
+                                           or (s.refresh_id and ("refresh", s.refresh_id) in theirs))]
+
+    def _reload(self) -> None:
+        assert self.store is not None
+        pending = set(self._reload_pending)
+        rows = self.store.facts(pending)
+        self.engine.facts.reload(rows, pending)
+        self._reload_pending -= pending
 
     def close(self) -> None:
         try:
@@ -290,6 +336,8 @@ class AlertingHandler(Handler):
         ``tick``: the live alerts are re-read, and the groups that look due are decided too (under their locks;
         a group another instance is deciding is skipped: it decides it)."""
         assert self.store is not None and self.worker is not None
+        if self._reload_pending:
+            self._reload()  # never save facts over what the previous owner of a partition saved
         when = _utc(now)
         self._signals.extend((s, when) for s in signals)
         must = {self.dispatcher.key_of(s) for s, _ in self._signals}
