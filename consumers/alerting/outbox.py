@@ -17,12 +17,13 @@ its mark (at most once per claim).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from .channels import Channel
 from .exceptions import ChannelError
@@ -48,10 +49,46 @@ class Outbox:
         self._down_until: dict[str, dt.datetime] = {}
         self.delivered = 0
         self.failures = 0
+        #: rows whose claim was taken over before this instance marked them
+        self.lost = 0
         self.last_page = 0
 
     def backoff(self, attempts: int) -> float:
         return min(self.initial * 2 ** max(attempts - 1, 0), self.maximum) * (1 + 0.1 * random.random())
+
+    @contextlib.contextmanager
+    def _holding(self, row_id: int, claimed_at: dt.datetime) -> Iterator[None]:
+        """Renew the claim of row ``row_id`` every third of the lease while the block (a send) runs: a channel's
+        ``timeout`` bounds each phase of a send (connect, each read, each SMTP round trip), not the whole of it,
+        so a live instance's slow send may outlast the lease; renewed, its claim is never taken over while the
+        instance lives. Only an instance that died or froze for a whole lease loses it."""
+        stop = threading.Event()
+        started = time.monotonic()
+
+        def renew() -> None:
+            while not stop.wait(self.lease / 3):
+                until = claimed_at + dt.timedelta(seconds=time.monotonic() - started + self.lease)
+                try:
+                    if not self.store.renew_claim(row_id, self.owner, until):
+                        log.warning("outbox row %s: the claim of this instance (%s) was lost while sending",
+                                    row_id, self.owner)
+                        return
+                except Exception as exc:  # noqa: BLE001 - the next renewal tries again, within the lease
+                    log.warning("outbox row %s: renewing the claim failed: %s", row_id, exc)
+
+        renewer = threading.Thread(target=renew, name="lineagewire-alerting-claim", daemon=True)
+        renewer.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            renewer.join()
+
+    def _lost(self, row_id: int) -> None:
+        self.lost += 1
+        log.warning("outbox row %s: this instance (%s) no longer held its claim when it marked it (it outlasted "
+                    "claim_lease without renewing it: frozen, or the database unreachable); another instance took "
+                    "the row over and may send it again", row_id, self.owner)
 
     def deliver(self, now: dt.datetime, limit: int = 200) -> int:
         """Claim and try due rows one by one (skipping channels known to be down), up to ``limit``; how many were
@@ -74,23 +111,28 @@ class Outbox:
                 if channel is None:
                     raise ChannelError(f"channel {row.channel!r} is not in the rules file (any more); the "
                                        "notification waits until it is")
-                channel.send(Notification.from_json(row.payload))
+                with self._holding(row.id, now):
+                    channel.send(Notification.from_json(row.payload))
             except Exception as exc:  # noqa: BLE001 - whatever a channel raises, the row must stay
                 self.failures += 1
                 retryable = not isinstance(exc, ChannelError) or exc.retryable
                 if not retryable:
                     log.error("outbox row %s: %s; not retried (see `lineagewire alerts outbox`)", row.id, exc)
-                    self.store.mark_outbox(row.id, state="failed", attempts=attempts, now=now, error=str(exc))
+                    if not self.store.mark_outbox(row.id, state="failed", attempts=attempts, now=now,
+                                                  error=str(exc), owner=self.owner):
+                        self._lost(row.id)
                     continue
                 delay = self.backoff(attempts)
                 retry_at = now + dt.timedelta(seconds=delay)
                 self._down_until[row.channel] = retry_at
                 log.warning("outbox row %s: %s; attempt %d failed, next in %.1fs", row.id, exc, attempts, delay)
-                self.store.mark_outbox(row.id, state="pending", attempts=attempts, now=now,
-                                       next_attempt_at=retry_at, error=str(exc))
+                if not self.store.mark_outbox(row.id, state="pending", attempts=attempts, now=now,
+                                              next_attempt_at=retry_at, error=str(exc), owner=self.owner):
+                    self._lost(row.id)
                 continue
             self._down_until.pop(row.channel, None)
-            self.store.mark_delivered([(row.id, attempts)], now)
+            if not self.store.mark_delivered([(row.id, attempts)], now, owner=self.owner):
+                self._lost(row.id)
             sent += 1
         self.last_page = claimed
         self.delivered += sent

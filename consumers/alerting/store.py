@@ -101,12 +101,17 @@ outbox_t = sa.Table(
     sa.Column("claimed_by", sa.String(64)),
     sa.Column("claimed_until", TS),
     sa.Column("claims", sa.Integer, nullable=False, default=0, server_default="0"),
+    #: claims taken over from another instance whose lease ran out (it died, or froze, mid-send)
+    sa.Column("takeovers", sa.Integer, nullable=False, default=0, server_default="0"),
+    sa.Index("ix_alerting_outbox_claim", "state", "channel", "group_key", "id"),
 )
 facts_t = sa.Table(
     "alerting_facts", meta,
     sa.Column("kind", sa.String(16), primary_key=True),
     sa.Column("key", sa.String(500), primary_key=True),
     sa.Column("value", sa.JSON, nullable=False),
+    # 0002: the partition ("topic[n]") of a run's, job's or refresh's events: an instance loads those it owns
+    sa.Column("partition", sa.String(300), index=True),
 )
 
 
@@ -144,6 +149,7 @@ class OutboxRow:
     next_attempt_at: dt.datetime
     last_error: str | None
     claims: int = 0
+    takeovers: int = 0
 
 
 class Held:
@@ -254,11 +260,21 @@ class AlertStore:
                 groups_t.c.key.in_(sa.select(alerts_t.c.group_key).where(live))))]
         return alerts, groups
 
-    def facts(self) -> list[tuple[str, str, dict[str, Any]]]:
-        """The rules' facts (no catch-up rows)."""
+    def facts(self, partitions: Iterable[str]) -> list[tuple[str, str, dict[str, Any]]]:
+        """The rules' facts of ``partitions`` (runs, jobs and refreshes whose events come from them)."""
         with self._conn() as c:
             return [(r.kind, r.key, r.value) for r in c.execute(
-                sa.select(facts_t).where(facts_t.c.kind.not_in((CATCHUP, CATCHUP_POS))))]
+                sa.select(facts_t).where(facts_t.c.partition.in_(sorted(set(partitions)))))]
+
+    def fact_partitions(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str | None]:
+        """The partition each fact ``(kind, key)`` has in the database (facts without a row are left out)."""
+        keys = sorted(set(keys))
+        if not keys:
+            return {}
+        with self._conn() as c:
+            return {(r.kind, r.key): r.partition for r in c.execute(
+                sa.select(facts_t.c.kind, facts_t.c.key, facts_t.c.partition).where(
+                    sa.tuple_(facts_t.c.kind, facts_t.c.key).in_(keys)))}
 
     @contextlib.contextmanager
     def locked(self, must: Iterable[str], may: Iterable[str] = (), create: Iterable[Group] = ()) -> Iterator[Held]:
@@ -363,7 +379,10 @@ class AlertStore:
         with self._begin() as c:
             row = c.execute(outbox_t.update().where(outbox_t.c.id == pick)
                             .values(claimed_by=owner, claimed_until=now + dt.timedelta(seconds=lease),
-                                    claims=outbox_t.c.claims + 1)
+                                    claims=outbox_t.c.claims + 1,
+                                    # a lease that ran out, not released by a mark: its instance died mid-send
+                                    takeovers=outbox_t.c.takeovers + sa.case(
+                                        (outbox_t.c.claimed_until.is_not(None), 1), else_=0))
                             .returning(*outbox_t.c)).first()
         return None if row is None else self._outbox(row)
 
@@ -377,28 +396,42 @@ class AlertStore:
     @staticmethod
     def _outbox(r: Any) -> OutboxRow:
         return OutboxRow(r.id, r.channel, r.payload, r.attempts, r.state, _utc(r.created_at),  # type: ignore[arg-type]
-                         _utc(r.next_attempt_at), r.last_error, r.claims)  # type: ignore[arg-type]
+                         _utc(r.next_attempt_at), r.last_error, r.claims, r.takeovers)  # type: ignore[arg-type]
 
     def mark_outbox(self, row_id: int, *, state: str, attempts: int, now: dt.datetime,
-                    next_attempt_at: dt.datetime | None = None, error: str | None = None) -> None:
+                    next_attempt_at: dt.datetime | None = None, error: str | None = None,
+                    owner: str | None = None) -> bool:
+        """Record an attempt of row ``row_id``; with ``owner``, only while that instance still holds its claim.
+        False when the claim was lost (taken over: the row is another instance's now)."""
         # The claim ends with the attempt: a row to retry is free for whichever instance is there at its next attempt.
         values: dict[str, Any] = {"state": state, "attempts": attempts, "last_error": error, "claimed_until": None}
         if state == "delivered":
             values["delivered_at"] = now
         if next_attempt_at is not None:
             values["next_attempt_at"] = next_attempt_at
+        where = [outbox_t.c.id == row_id] + ([outbox_t.c.claimed_by == owner] if owner is not None else [])
         with self._begin() as c:
-            c.execute(outbox_t.update().where(outbox_t.c.id == row_id).values(**values))
+            return bool(c.execute(outbox_t.update().where(*where).values(**values)).rowcount)
 
-    def mark_delivered(self, rows: list[tuple[int, int]], now: dt.datetime) -> None:
-        """Mark ``(row id, attempts)`` delivered, all in one statement."""
+    def mark_delivered(self, rows: list[tuple[int, int]], now: dt.datetime, owner: str | None = None) -> bool:
+        """Mark ``(row id, attempts)`` delivered, all in one statement; with ``owner``, only the rows that instance
+        still holds the claim of. False when some were not (their claim was taken over)."""
         if not rows:
-            return
+            return True
+        where = [outbox_t.c.id == sa.bindparam("b_id")] + ([outbox_t.c.claimed_by == owner] if owner else [])
         with self._begin() as c:
-            c.execute(outbox_t.update().where(outbox_t.c.id == sa.bindparam("b_id"))
-                      .values(state="delivered", attempts=sa.bindparam("b_attempts"), last_error=None,
-                              delivered_at=now, claimed_until=None),
-                      [{"b_id": row_id, "b_attempts": attempts} for row_id, attempts in rows])
+            res = c.execute(outbox_t.update().where(*where)
+                            .values(state="delivered", attempts=sa.bindparam("b_attempts"), last_error=None,
+                                    delivered_at=now, claimed_until=None),
+                            [{"b_id": row_id, "b_attempts": attempts} for row_id, attempts in rows])
+            return res.rowcount in (-1, len(rows))
+
+    def renew_claim(self, row_id: int, owner: str, until: dt.datetime) -> bool:
+        """Extend ``owner``'s claim of row ``row_id`` to ``until`` (while a send lasts); False when it was lost."""
+        with self._begin() as c:
+            return bool(c.execute(outbox_t.update().where(
+                outbox_t.c.id == row_id, outbox_t.c.claimed_by == owner, outbox_t.c.state == "pending",
+                outbox_t.c.claimed_until.is_not(None)).values(claimed_until=until)).rowcount)
 
     def prune_outbox(self, before: dt.datetime) -> int:
         with self._begin() as c:
@@ -453,7 +486,7 @@ def _write(c: sa.Connection, alerts: Iterable[Alert], groups: Iterable[Group],
         c.execute(facts_t.delete().where(facts_t.c.kind == sa.bindparam("b_kind"),
                                          facts_t.c.key == sa.bindparam("b_key")),
                   [{"b_kind": kind, "b_key": key} for kind, key in fact_rows])
-        kept = [{"kind": kind, "key": key, "value": value}
+        kept = [{"kind": kind, "key": key, "value": value, "partition": value.get("partition")}
                 for (kind, key), value in fact_rows.items() if value is not None]
         if kept:
             c.execute(facts_t.insert(), kept)
