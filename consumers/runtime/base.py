@@ -94,6 +94,11 @@ Optional hooks (the defaults do nothing, so a simple service ignores them):
 * ``on_assign(partitions)``: those partitions came to this member (after
   their previous owner's ``on_revoke``, or after it died); a handler that
   keeps state in a database shared by the members reads it again for them.
+  An error is logged, not raised (it runs inside the consumer's poll): a
+  handler whose read failed must refuse ``handle``/``batch_done`` (raise)
+  until it succeeds, so the runtime's retry path applies, and must not
+  save state it did not read. ``on_revoke`` is its counterpart: it drops
+  what it holds for the partitions that go.
 
 ``close()`` runs before the final commit, so what it flushes is committed.
 

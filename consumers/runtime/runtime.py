@@ -320,7 +320,7 @@ class ConsumerRuntime(Polling):
         if partitions:
             try:
                 self.handler.on_assign(sorted((tp.topic, tp.partition) for tp in partitions))
-            except Exception:  # noqa: BLE001 - the handler goes on with what it has; its next save retries
+            except Exception:  # noqa: BLE001 - the handler must block its work until it recovered (see base.py)
                 log.exception("service %s: on_assign of %s failed", self.service,
                               ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions))
 
