@@ -104,6 +104,13 @@ class AlertingConfig(BaseModel):
     channels: dict[str, dict[str, Any]] = {}
     rules: list[RuleSpec] = []
     inhibit_rules: list[InhibitRule] = Field(default_factory=lambda: list(DEFAULT_INHIBIT))
+    #: seconds an instance's claim of an outbox row lasts: a claim of an instance that died is taken over after it
+    claim_lease: float = 30.0
+
+    @field_validator("claim_lease", mode="before")
+    @classmethod
+    def _lease(cls, v: object) -> float:
+        return parse_duration(v, "claim_lease")
 
     def build_rules(self) -> list[Rule]:
         out: list[Rule] = []
@@ -191,7 +198,12 @@ def parse_config(doc: Any, source: str = "rules", *, environ: dict[str, str] | N
     # line, not as a traceback when the service opens its channels.
     try:
         config.build_rules()
-        config.channel_settings()
+        for name, (_, settings) in config.channel_settings().items():
+            # A claim must outlast a delivery attempt, or a live instance's slow send is taken over and sent twice.
+            timeout = getattr(settings, "timeout", None)
+            if timeout is not None and timeout >= config.claim_lease:
+                raise RulesError(f"claim_lease={config.claim_lease:g}s: expected more than the {timeout:g}s "
+                                 f"timeout of channels.{name}")
     except RulesError as exc:
         raise RulesError(f"{source}: {exc}") from None
     return config

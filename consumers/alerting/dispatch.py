@@ -16,6 +16,11 @@ Every change is recorded in ``changed_alerts`` / ``changed_groups`` so the
 store persists exactly what changed, in the same transaction as the outbox
 rows of the notifications; after a restart the loaded state neither
 re-notifies an open alert nor forgets a pending resolve.
+
+With several instances on one database, what one remembers may be stale: the
+service ``refresh``es the groups it decides for from the database (under their
+row locks) before it applies signals and asks ``due(keys=...)``, and
+``due_keys`` says, without changing anything, which groups look due.
 """
 
 from __future__ import annotations
@@ -92,6 +97,39 @@ class Dispatcher:
         #: groups with something to tell (a new alert or a resolve): the only ones an event can make due
         self._active: set[str] = set()
 
+    def key_of(self, signal: Signal) -> str:
+        """The key of the group ``signal``'s alert belongs to."""
+        return group_key_of({k: signal.labels.get(k, "") for k in self.group_by}, signal.channels)
+
+    def group_of(self, signal: Signal) -> Group:
+        """A new, empty group for ``signal``'s alert (what the store inserts when the group has no row yet)."""
+        return self._new_group(signal.labels, signal.channels)
+
+    def replace(self, alerts: Iterable[Alert], groups: Iterable[Group]) -> None:
+        """Forget what is in memory and take ``alerts`` and ``groups`` (the database's live state)."""
+        self.alerts.clear()
+        self.groups.clear()
+        self._active.clear()
+        self.load(alerts, groups)
+
+    def refresh(self, keys: Iterable[str], groups: Iterable[Group], alerts: Iterable[Alert]) -> None:
+        """Replace groups ``keys`` and their alerts with ``groups`` and ``alerts`` as read from the database (a key
+        without a group there is forgotten); the other groups are left as they are."""
+        for key in keys:
+            g = self.groups.pop(key, None)
+            if g is not None:
+                for fp in g.members:
+                    a = self.alerts.get(fp)
+                    if a is not None and a.group_key == key:
+                        del self.alerts[fp]
+            self._active.discard(key)
+        alerts = list(alerts)
+        for a in alerts:  # an alert remembered in another group (its rule's channels changed) moves with the database
+            old = self.alerts.pop(a.fingerprint, None)
+            if old is not None and (og := self.groups.get(old.group_key)) is not None:
+                og.members.discard(a.fingerprint)
+        self.load(alerts, groups)
+
     def load(self, alerts: Iterable[Alert], groups: Iterable[Group]) -> None:
         for g in groups:
             self.groups[g.key] = g
@@ -165,35 +203,51 @@ class Dispatcher:
                 g.first_pending_at = g.last_sent_at = None
                 self.changed_groups[g.key] = g
 
+    def _decide(self, g: Group, now: dt.datetime, muted: Callable[[Alert], bool]
+                ) -> tuple[list[Alert], list[Alert]] | None:
+        """(firing, resolving) alerts of ``g`` to notify at ``now``, or None when nothing is due."""
+        members = [self.alerts[f] for f in sorted(g.members)]
+        firing = [a for a in members if a.state == "firing" and not muted(a)]
+        resolving = [a for a in members if a.resolve_pending]
+        fresh = [a for a in firing if not a.notified]
+        if not fresh and not resolving:
+            self._active.discard(g.key)
+        if fresh or resolving:
+            start = g.first_pending_at or now
+            if g.last_sent_at is None:
+                if now < start + self.group_wait:
+                    return None
+            elif now < g.last_sent_at + self.group_interval:
+                return None
+        elif not (firing and g.last_sent_at is not None and now >= g.last_sent_at + self.repeat_interval):
+            return None
+        return firing, resolving
+
+    def due_keys(self, now: dt.datetime, muted: Callable[[Alert], bool] = lambda a: False) -> set[str]:
+        """The keys of the groups with a notification due at ``now``; marks nothing (what ``due`` would answer)."""
+        return {key for key, g in self.groups.items() if g.members and self._decide(g, now, muted) is not None}
+
     def due(self, now: dt.datetime, muted: Callable[[Alert], bool] = lambda a: False, *,
-            everything: bool = True) -> list[Outgoing]:
+            everything: bool = True, keys: Iterable[str] | None = None) -> list[Outgoing]:
         """The notifications due at ``now``; marks what they tell as told.
 
         ``everything=False`` looks only at groups with something new (after an event: cheap with many open
-        alerts); the clock's call looks at all of them (repeats, silences that ended).
+        alerts); the clock's call looks at all of them (repeats, silences that ended). ``keys``: only these groups.
         """
         out: list[Outgoing] = []
-        keys = list(self.groups) if everything else list(self._active)
-        for key in keys:
+        if keys is not None:
+            look = list(keys)
+        else:
+            look = list(self.groups) if everything else list(self._active)
+        for key in look:
             g = self.groups.get(key)
             if g is None or not g.members:
                 self._active.discard(key)
                 continue
-            members = [self.alerts[f] for f in sorted(g.members)]
-            firing = [a for a in members if a.state == "firing" and not muted(a)]
-            resolving = [a for a in members if a.resolve_pending]
-            fresh = [a for a in firing if not a.notified]
-            if not fresh and not resolving:
-                self._active.discard(key)
-            if fresh or resolving:
-                start = g.first_pending_at or now
-                if g.last_sent_at is None:
-                    if now < start + self.group_wait:
-                        continue
-                elif now < g.last_sent_at + self.group_interval:
-                    continue
-            elif not (firing and g.last_sent_at is not None and now >= g.last_sent_at + self.repeat_interval):
+            decided = self._decide(g, now, muted)
+            if decided is None:
                 continue
+            firing, resolving = decided
             views = tuple(a.view() for a in firing + resolving)
             out.append(Outgoing(g.channels, Notification(g.key, dict(g.labels), views, now)))
             for a in firing:

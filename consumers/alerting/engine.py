@@ -64,9 +64,9 @@ class RuleEngine:
             hit = self._cache[key] = tuple(r for r in self._candidates(kind, status) if r.name in matching)
         return hit
 
-    def process(self, event: dict[str, Any]) -> list[Signal]:
-        """Signals for one event (none for a redelivered one)."""
-        obs = self.facts.observe(event)
+    def process(self, event: dict[str, Any], partition: str | None = None) -> list[Signal]:
+        """Signals for one event (none for a redelivered one), read from ``partition`` ("topic[n]") if known."""
+        obs = self.facts.observe(event, partition)
         if obs is None:
             return []
         status = obs.new_status
@@ -78,10 +78,11 @@ class RuleEngine:
         return signals
 
     def check(self, now: dt.datetime) -> list[Signal]:
-        """Signals of the time-based rules at ``now``."""
+        """Signals of the time-based rules at ``now``, over the facts of the partitions this instance owns."""
         signals: list[Signal] = []
+        facts = self.facts.view() if self.timer_rules else self.facts
         for rule in self.timer_rules:
-            signals.extend(rule.check(now, self.facts))
+            signals.extend(rule.check(now, facts))
         self._flag(signals)
         return signals
 

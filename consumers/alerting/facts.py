@@ -69,6 +69,8 @@ class RunState:
     command_id: str | None = None
     #: names of rules that fired on this run (a clean run resolves them)
     flags: set[str] = field(default_factory=set)
+    #: the partition its events come from ("topic[n]"): with several instances, only its owner checks and saves it
+    partition: str | None = None
 
     @property
     def terminal(self) -> bool:
@@ -106,13 +108,14 @@ class RunState:
         return {"run_id": self.run_id, "namespace": self.namespace, "job": self.job, "created": _s(self.created),
                 "last_seen": _s(self.last_seen), "status": self.status, "restarts": self.restarts,
                 "max_seq": self.max_seq, "min_seq": self.min_seq, "gaps": sorted(self.gaps), "job_type": self.job_type,
-                "command_id": self.command_id, "flags": sorted(self.flags)}
+                "command_id": self.command_id, "flags": sorted(self.flags), "partition": self.partition}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> RunState:
         run = cls(run_id=d["run_id"], namespace=d["namespace"], job=d["job"], created=_t(d["created"]),  # type: ignore[arg-type]
                   last_seen=_t(d["last_seen"]), status=d["status"], restarts=d["restarts"],  # type: ignore[arg-type]
-                  max_seq=d["max_seq"], job_type=d["job_type"], command_id=d["command_id"], flags=set(d["flags"]))
+                  max_seq=d["max_seq"], job_type=d["job_type"], command_id=d["command_id"], flags=set(d["flags"]),
+                  partition=d.get("partition"))
         if "seqs" in d:  # a row saved before the window: every number seen
             seqs = set(d["seqs"])
             run.min_seq = min(seqs, default=-1)
@@ -134,6 +137,8 @@ class JobState:
     #: epoch seconds of restarts and failed attempts, oldest first
     restarts: deque[float] = field(default_factory=lambda: deque(maxlen=MAX_RESTARTS))
     tags_key: tuple[tuple[str, str], ...] = ()
+    #: the partition of its runs' events (events are keyed by job)
+    partition: str | None = None
 
     def set_tags(self, tags: dict[str, str]) -> None:
         self.tags = dict(tags)
@@ -141,11 +146,12 @@ class JobState:
 
     def to_json(self) -> dict[str, Any]:
         return {"namespace": self.namespace, "job": self.job, "tags": self.tags,
-                "durations": [list(d) for d in self.durations], "restarts": list(self.restarts)}
+                "durations": [list(d) for d in self.durations], "restarts": list(self.restarts),
+                "partition": self.partition}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> JobState:
-        js = cls(d["namespace"], d["job"])
+        js = cls(d["namespace"], d["job"], partition=d.get("partition"))
         js.set_tags(d["tags"])
         js.durations.extend((r, int(ms)) for r, ms in d["durations"])
         js.restarts.extend(float(x) for x in d["restarts"])
@@ -167,18 +173,21 @@ class RefreshState:
     error: str | None = None
     updated: dt.datetime | None = None
     flags: set[str] = field(default_factory=set)
+    #: the partition of its runs' events once one was read, else of its command
+    partition: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"command_id": self.command_id, "namespace": self.namespace, "job": self.job, "table": self.table,
                 "nominal_time": _s(self.nominal_time), "attempt": self.attempt, "status": self.status,
                 "deadline": _s(self.deadline), "error": self.error, "updated": _s(self.updated),
-                "flags": sorted(self.flags)}
+                "flags": sorted(self.flags), "partition": self.partition}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> RefreshState:
         return cls(command_id=d["command_id"], namespace=d["namespace"], job=d["job"], table=d["table"],
                    nominal_time=_t(d["nominal_time"]), attempt=d["attempt"], status=d["status"],  # type: ignore[arg-type]
-                   deadline=_t(d["deadline"]), error=d["error"], updated=_t(d["updated"]), flags=set(d["flags"]))
+                   deadline=_t(d["deadline"]), error=d["error"], updated=_t(d["updated"]), flags=set(d["flags"]),
+                   partition=d.get("partition"))
 
 
 @dataclass(frozen=True)
@@ -250,6 +259,47 @@ class Facts:
         self.datasets: dict[str, tuple[str, dict[str, str]]] = {}  # "ns/name" -> (run_id, flattened fields)
         self.refreshes: dict[str, RefreshState] = {}
         self._dirty: set[tuple[str, str]] = set()
+        #: the partitions ("topic[n]") this instance owns; None: all of them (one instance, or not assigned yet).
+        #: Runs, jobs and refreshes of other partitions are neither checked by the clock's rules nor saved.
+        self.owned: set[str] | None = None
+
+    # -- ownership (several instances) -----------------------------------------------------------
+
+    def mine(self, fact: RunState | JobState | RefreshState | None) -> bool:
+        """Is ``fact`` of a partition this instance owns (or of no known partition: a row from before)?"""
+        return fact is not None and (self.owned is None or fact.partition is None or fact.partition in self.owned)
+
+    def view(self) -> Facts:
+        """What the clock's rules look at: everything, or with ``owned`` the runs and refreshes of owned partitions
+        (another instance's runs end where this one never sees it)."""
+        if self.owned is None:
+            return self
+        out = Facts()
+        out.jobs, out.datasets = self.jobs, self.datasets
+        out.runs = {k: r for k, r in self.runs.items() if self.mine(r)}
+        out.refreshes = {k: r for k, r in self.refreshes.items() if self.mine(r)}
+        return out
+
+    def drop(self, partitions: set[str]) -> None:
+        """Forget the runs, jobs and refreshes of ``partitions`` (revoked: their new owner has them), unsaved
+        changes included (the caller saved what it had first)."""
+        for rid in [k for k, r in self.runs.items() if r.partition in partitions]:
+            self.forget("run", rid)
+        for ns, name in [k for k, j in self.jobs.items() if j.partition in partitions]:
+            self.forget("job", f"{ns}\x1f{name}")
+        for cid in [k for k, r in self.refreshes.items() if r.partition in partitions]:
+            self.forget("refresh", cid)
+
+    def forget(self, kind: str, key: str) -> None:
+        """Drop one run, job (``ns\x1fname``) or refresh from memory, and its unsaved change (not a deletion)."""
+        if kind == "run":
+            self.runs.pop(key, None)
+        elif kind == "job":
+            ns, _, name = key.partition("\x1f")
+            self.jobs.pop((ns, name), None)
+        elif kind == "refresh":
+            self.refreshes.pop(key, None)
+        self._dirty.discard((kind, key))
 
     # -- folding events --------------------------------------------------------------------------
 
@@ -259,15 +309,16 @@ class Facts:
             js = self.jobs[(namespace, job)] = JobState(namespace, job)
         return js
 
-    def observe(self, event: dict[str, Any]) -> Observation | None:
-        """Fold ``event`` in; None when the run has seen this sequence number already (a redelivery)."""
+    def observe(self, event: dict[str, Any], partition: str | None = None) -> Observation | None:
+        """Fold ``event`` (read from ``partition``, when known) in; None when the run has seen this sequence number
+        already (a redelivery)."""
         h = event["header"]
         kind = kind_of(event)
         ns, name, run_id, seq = h["job_namespace"], h["job_name"], h["run_id"], h["sequence"]
         at = event.get("transition_time") or h["event_time"]
         js = self.job(ns, name)
         if kind == "RefreshCommand":
-            return self._observe_command(event, js, at)
+            return self._observe_command(event, js, at, partition)
         if kind == "CancelRefresh":
             return Observation(event, kind, ns, name, at, js, None)
         run = self.runs.get(run_id)
@@ -275,6 +326,8 @@ class Facts:
             run = self.runs[run_id] = RunState(run_id, ns, name, created=at, last_seen=at)
         if run.seen(seq):
             return None
+        if partition is not None:
+            run.partition = js.partition = partition
         obs = Observation(event, kind, ns, name, at, js, run, previous_status=run.status,
                           out_of_order=seq < run.max_seq)
         run.add_seq(seq)
@@ -340,13 +393,16 @@ class Facts:
             self._dirty.add(("dataset", key))
         return changes, same
 
-    def _observe_command(self, event: dict[str, Any], js: JobState, at: dt.datetime) -> Observation:
+    def _observe_command(self, event: dict[str, Any], js: JobState, at: dt.datetime,
+                         partition: str | None) -> Observation:
         cid = event["command_id"]
         h = event["header"]
         rs = self.refreshes.get(cid)
         if rs is None:
             rs = self.refreshes[cid] = RefreshState(cid, h["job_namespace"], h["job_name"], event["table"],
                                                     event["nominal_time"], updated=at)
+        if rs.partition is None:  # the partition of its runs' events wins: that is where it ends
+            rs.partition = partition
         rs.table = event["table"]
         rs.deadline = event.get("deadline") or rs.deadline
         if event.get("attempt", 1) > rs.attempt:
@@ -371,6 +427,8 @@ class Facts:
             err = obs.event.get("error")
             rs.error = f"{err['error_class']}: {err['message']}" if err else None
         rs.updated = obs.at
+        if run.partition is not None:
+            rs.partition = run.partition
         self._dirty.add(("refresh", cid))
         return rs
 
@@ -378,11 +436,13 @@ class Facts:
 
     def prune(self, now: dt.datetime) -> None:
         """Forget terminal runs and settled refreshes long past (bounded memory on a long-running service)."""
-        for rid in [r.run_id for r in self.runs.values() if r.terminal and now - r.last_seen > RUN_TTL]:
+        for rid in [r.run_id for r in self.runs.values() if r.terminal and now - r.last_seen > RUN_TTL
+                    and self.mine(r)]:
             del self.runs[rid]
             self._dirty.add(("run", rid))
         for cid in [c.command_id for c in self.refreshes.values()
-                    if c.status in ("COMPLETED", "CANCELED") and c.updated and now - c.updated > REFRESH_TTL]:
+                    if c.status in ("COMPLETED", "CANCELED") and c.updated and now - c.updated > REFRESH_TTL
+                    and self.mine(c)]:
             del self.refreshes[cid]
             self._dirty.add(("refresh", cid))
 
@@ -405,9 +465,18 @@ class Facts:
                 ds = self.datasets.get(key)
                 out.append((kind, key, {"run_id": ds[0], "fields": ds[1]} if ds else None))
                 continue
+            if value is not None and not self.mine(value):
+                continue  # another instance's: it saves its own, newer copy
             out.append((kind, key, value.to_json() if value is not None else None))
         self._dirty.clear()
         return out
+
+    def reload(self, rows: list[tuple[str, str, dict[str, Any]]], partitions: set[str]) -> None:
+        """Take ``rows`` (the database's facts of ``partitions``, newly assigned) over what is held of them."""
+        self.drop(partitions)
+        dirty = set(self._dirty)
+        self.load(rows)
+        self._dirty = dirty
 
     def load(self, rows: list[tuple[str, str, dict[str, Any]]]) -> None:
         for kind, key, doc in rows:

@@ -6,15 +6,24 @@ wait in the database meanwhile, so a down channel, or a service restart,
 loses nothing, and the other channels go on. A refusal that will not change
 (HTTP 400, SMTP 5xx) marks the row ``failed`` (kept, listed by
 ``lineagewire alerts outbox``) and is logged as an error.
+
+Instances sharing the database share the outbox: a row is sent by the instance
+that claimed it (``AlertStore.claim_outbox``) and marked delivered right after
+the channel took it. A claim lasts ``lease`` seconds; one left by an instance
+that died is taken over by another, which sends the row again: a notification
+is lost by no kill, and repeated only by a kill between a channel taking it and
+its mark (at most once per claim).
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import random
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 
 from .channels import Channel
 from .exceptions import ChannelError
@@ -30,63 +39,102 @@ class Outbox:
     """Delivers due outbox rows of ``store`` through ``channels``."""
 
     def __init__(self, store: AlertStore, channels: dict[str, Channel], *, initial: float = 1.0,
-                 maximum: float = 300.0) -> None:
+                 maximum: float = 300.0, owner: str = "local", lease: float = 30.0) -> None:
         self.store = store
         self.channels = channels
+        self.owner = owner
+        self.lease = lease
         self.initial = initial
         self.maximum = maximum
         self._down_until: dict[str, dt.datetime] = {}
         self.delivered = 0
         self.failures = 0
+        #: rows whose claim was taken over before this instance marked them
+        self.lost = 0
         self.last_page = 0
 
     def backoff(self, attempts: int) -> float:
         return min(self.initial * 2 ** max(attempts - 1, 0), self.maximum) * (1 + 0.1 * random.random())
 
-    #: delivered rows are marked in the database this many at a time: a crash between a send and its mark
-    #: re-sends at most this many notifications (at-least-once), and a busy outbox is not one commit per send
-    MARK_EVERY = 20
+    @contextlib.contextmanager
+    def _holding(self, row_id: int, claimed_at: dt.datetime) -> Iterator[None]:
+        """Renew the claim of row ``row_id`` every third of the lease while the block (a send) runs: a channel's
+        ``timeout`` bounds each phase of a send (connect, each read, each SMTP round trip), not the whole of it,
+        so a live instance's slow send may outlast the lease; renewed, its claim is never taken over while the
+        instance lives. Only an instance that died or froze for a whole lease loses it."""
+        stop = threading.Event()
+        started = time.monotonic()
+
+        def renew() -> None:
+            while not stop.wait(self.lease / 3):
+                until = claimed_at + dt.timedelta(seconds=time.monotonic() - started + self.lease)
+                try:
+                    if not self.store.renew_claim(row_id, self.owner, until):
+                        log.warning("outbox row %s: the claim of this instance (%s) was lost while sending",
+                                    row_id, self.owner)
+                        return
+                except Exception as exc:  # noqa: BLE001 - the next renewal tries again, within the lease
+                    log.warning("outbox row %s: renewing the claim failed: %s", row_id, exc)
+
+        renewer = threading.Thread(target=renew, name="lineagewire-alerting-claim", daemon=True)
+        renewer.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            renewer.join()
+
+    def _lost(self, row_id: int) -> None:
+        self.lost += 1
+        log.warning("outbox row %s: this instance (%s) no longer held its claim when it marked it (it outlasted "
+                    "claim_lease without renewing it: frozen, or the database unreachable); another instance took "
+                    "the row over and may send it again", row_id, self.owner)
 
     def deliver(self, now: dt.datetime, limit: int = 200) -> int:
-        """Try every due row once (skipping channels known to be down); how many were delivered."""
-        sent = 0
-        done: list[tuple[int, int]] = []
-        rows = self.store.due_outbox(now, limit)
-        self.last_page = len(rows)
-        try:
-            for row in rows:
-                until = self._down_until.get(row.channel)
-                if until is not None and now < until:
-                    continue
-                channel = self.channels.get(row.channel)
-                attempts = row.attempts + 1
-                try:
-                    if channel is None:
-                        raise ChannelError(f"channel {row.channel!r} is not in the rules file (any more); the "
-                                           "notification waits until it is")
+        """Claim and try due rows one by one (skipping channels known to be down), up to ``limit``; how many were
+        delivered. Each row is marked delivered as soon as its channel took it: a kill before the mark makes the
+        next claimant send it again, so the window is one send, not a batch."""
+        sent = claimed = 0
+        started = time.monotonic()
+        while claimed < limit:
+            # Each claim's lease counts from its own time, not the round's: a round of slow sends is long.
+            now += dt.timedelta(seconds=time.monotonic() - started)
+            started = time.monotonic()
+            down = [ch for ch, until in self._down_until.items() if now < until]
+            row = self.store.claim_outbox(self.owner, now, self.lease, skip=down)
+            if row is None:
+                break
+            claimed += 1
+            channel = self.channels.get(row.channel)
+            attempts = row.attempts + 1
+            try:
+                if channel is None:
+                    raise ChannelError(f"channel {row.channel!r} is not in the rules file (any more); the "
+                                       "notification waits until it is")
+                with self._holding(row.id, now):
                     channel.send(Notification.from_json(row.payload))
-                except Exception as exc:  # noqa: BLE001 - whatever a channel raises, the row must stay
-                    self.failures += 1
-                    retryable = not isinstance(exc, ChannelError) or exc.retryable
-                    if not retryable:
-                        log.error("outbox row %s: %s; not retried (see `lineagewire alerts outbox`)", row.id, exc)
-                        self.store.mark_outbox(row.id, state="failed", attempts=attempts, now=now, error=str(exc))
-                        continue
-                    delay = self.backoff(attempts)
-                    retry_at = now + dt.timedelta(seconds=delay)
-                    self._down_until[row.channel] = retry_at
-                    log.warning("outbox row %s: %s; attempt %d failed, next in %.1fs", row.id, exc, attempts, delay)
-                    self.store.mark_outbox(row.id, state="pending", attempts=attempts, now=now,
-                                           next_attempt_at=retry_at, error=str(exc))
+            except Exception as exc:  # noqa: BLE001 - whatever a channel raises, the row must stay
+                self.failures += 1
+                retryable = not isinstance(exc, ChannelError) or exc.retryable
+                if not retryable:
+                    log.error("outbox row %s: %s; not retried (see `lineagewire alerts outbox`)", row.id, exc)
+                    if not self.store.mark_outbox(row.id, state="failed", attempts=attempts, now=now,
+                                                  error=str(exc), owner=self.owner):
+                        self._lost(row.id)
                     continue
-                self._down_until.pop(row.channel, None)
-                done.append((row.id, attempts))
-                sent += 1
-                if len(done) >= self.MARK_EVERY:
-                    self.store.mark_delivered(done, now)
-                    done = []
-        finally:
-            self.store.mark_delivered(done, now)
+                delay = self.backoff(attempts)
+                retry_at = now + dt.timedelta(seconds=delay)
+                self._down_until[row.channel] = retry_at
+                log.warning("outbox row %s: %s; attempt %d failed, next in %.1fs", row.id, exc, attempts, delay)
+                if not self.store.mark_outbox(row.id, state="pending", attempts=attempts, now=now,
+                                              next_attempt_at=retry_at, error=str(exc), owner=self.owner):
+                    self._lost(row.id)
+                continue
+            self._down_until.pop(row.channel, None)
+            if not self.store.mark_delivered([(row.id, attempts)], now, owner=self.owner):
+                self._lost(row.id)
+            sent += 1
+        self.last_page = claimed
         self.delivered += sent
         return sent
 

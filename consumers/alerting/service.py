@@ -15,6 +15,16 @@ replays the rest and rebuilds exactly the same facts.
 With a ``CatchUp`` (``consume alerting`` passes one), a new group reads the
 history already on the topic silently and then notifies the alerts still
 open, once (see catchup.py).
+
+Several instances of one group share one database, and each alert state
+change is notified once whichever of them sees it: signals are buffered and
+applied in the transaction that saves them (``AlertStore.locked``), to the
+groups as the database has them under their row locks, never to what this
+instance remembered; the clock re-reads the live alerts, then decides the
+groups that look due under their locks, skipping those another instance is
+deciding. The outbox worker sends only rows it claimed (outbox.py). When
+partitions are assigned, the rules' facts are read again, since the previous
+owner of those partitions saved newer ones.
 """
 
 from __future__ import annotations
@@ -22,6 +32,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
+import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -85,7 +96,8 @@ class AlertingHandler(Handler):
         self._resent_at: dict[str, float] = {}
         self._handled: dict[tuple[str, int], int] = {}
         self._durable: dict[tuple[str, int], int] = {}
-        self._unsaved_rows: list[tuple[str, dict[str, Any]]] = []
+        #: signals not yet applied, with when they came: they are applied in the transaction that saves them
+        self._signals: list[tuple[Any, dt.datetime]] = []
         self._unsaved_facts: dict[tuple[str, str], dict[str, Any] | None] = {}
         self._pruned_at = 0.0
         self.catch_up = catch_up
@@ -93,6 +105,10 @@ class AlertingHandler(Handler):
         self._started = clock()
         self._positions_saved: dict[str, int] = {}
         self._caught_up_checked = 0.0
+        #: this instance, as the owner of the outbox rows it claims
+        self.instance = f"{uuid.uuid4().hex[:12]}"
+        #: assigned partitions whose facts are still to be read (``on_assign``): nothing is saved until they are
+        self._reload_pending: set[str] = set()
 
     # -- Handler hooks -------------------------------------------------------------------------------
 
@@ -105,7 +121,7 @@ class AlertingHandler(Handler):
             self.plan = CatchUpPlan.from_json(held)
         self.channels = self._channels if self._channels is not None else \
             self.config.build_channels(self._transport)
-        self.outbox = Outbox(self.store, self.channels)
+        self.outbox = Outbox(self.store, self.channels, owner=self.instance, lease=self.config.claim_lease)
         self.worker = OutboxWorker(self.outbox, lambda: _utc(self.clock())).start()
         self._reload_silences(self.clock())
         log.info("alerting: %d rules, %d channels (%s), %d open alerts, database %s", len(self.engine.rules),
@@ -116,13 +132,16 @@ class AlertingHandler(Handler):
         assert record.event is not None
         if self.catch_up is not None and self.plan is None:
             self._plan_catch_up()
-        signals = self.engine.process(record.event)
+        if self._reload_pending:
+            self._reload()  # a failure is the runtime's to retry: no event is folded into facts not read yet
+        now = _utc(self.clock())
+        signals = self.engine.process(record.event, partition_key(record.topic, record.partition))
+        self._signals.extend((s, now) for s in signals)
         self._handled[(record.topic, record.partition)] = record.offset + 1
-        return self._apply(signals, self.clock(), tick=False, save=False)
+        return 0
 
     def batch_done(self) -> int:
-        self._apply([], self.clock(), tick=False)
-        return 0
+        return self._apply([], self.clock(), tick=False)
 
     def settle(self, timeout: float = 30.0) -> bool:
         """Wait until the outbox worker has delivered what was due when this was called (tests)."""
@@ -136,7 +155,7 @@ class AlertingHandler(Handler):
         if self.catching_up and now - self._caught_up_checked >= 1.0:
             self._check_caught_up(now)
         # The clock's rules wait for the end of history: a run whose end is still to be read is not stuck.
-        signals = [] if self.catching_up else self.engine.check(when)
+        signals = [] if self.catching_up else self._still_owned(self.engine.check(when))
         flush = now - self._facts_at >= self.facts_interval
         if now - self._pruned_at > 3600:
             self.engine.facts.prune(when)
@@ -153,7 +172,56 @@ class AlertingHandler(Handler):
         return dict(self._durable)
 
     def on_revoke(self, partitions: list[tuple[str, int]]) -> None:
-        self._apply([], self.clock(), flush_facts=True)
+        """Save what is held, then forget the facts of ``partitions``: their next owner has them, and a copy kept
+        here would be checked by the clock's rules (paging for runs that ended elsewhere) and saved over its."""
+        facts = self.engine.facts
+        gone = {partition_key(t, p) for t, p in partitions}
+        try:
+            self._apply([], self.clock(), tick=False, flush_facts=True)
+        finally:
+            if facts.owned is not None:
+                facts.owned -= gone
+                facts.drop(gone)
+                self._reload_pending -= gone
+
+    def on_assign(self, partitions: list[tuple[str, int]]) -> None:
+        """The previous owner of ``partitions`` saved their facts (on revoke, or up to what it committed before it
+        died): read them, so their runs, baselines and sequence numbers are the latest, and an old copy is never
+        saved over newer ones. From the first assignment on, this instance checks and saves only the facts of the
+        partitions it owns. A failed read is retried before the next event is handled or anything saved (the
+        error goes the runtime's retry path): until it succeeds, no stale fact is checked or written."""
+        facts = self.engine.facts
+        new = {partition_key(t, p) for t, p in partitions}
+        if facts.owned is None:
+            facts.owned = set()
+            facts.drop({f.partition for f in (*facts.runs.values(), *facts.jobs.values(), *facts.refreshes.values())
+                        if f.partition is not None} - new)
+        facts.owned |= new
+        self._reload_pending |= new
+        self._reload()
+
+    def _still_owned(self, signals: list[Any]) -> list[Any]:
+        """``signals`` of the clock's rules, less those on a run or refresh another instance took over: a refresh
+        read from its command here whose runs' events another instance reads (the database's row says their
+        partition) ends there. Such a fact is forgotten here. Reads the database only when something fires."""
+        facts = self.engine.facts
+        firing = [s for s in signals if s.firing and (s.run_id or s.refresh_id)]
+        if facts.owned is None or not firing:
+            return signals
+        assert self.store is not None
+        keys = {("run", s.run_id) if s.run_id else ("refresh", s.refresh_id) for s in firing}
+        theirs = {k for k, p in self.store.fact_partitions(keys).items() if p is not None and p not in facts.owned}
+        for kind, key in theirs:
+            facts.forget(kind, key)
+        return [s for s in signals if not ((s.run_id and ("run", s.run_id) in theirs)
+                                           or (s.refresh_id and ("refresh", s.refresh_id) in theirs))]
+
+    def _reload(self) -> None:
+        assert self.store is not None
+        pending = set(self._reload_pending)
+        rows = self.store.facts(pending)
+        self.engine.facts.reload(rows, pending)
+        self._reload_pending -= pending
 
     def close(self) -> None:
         try:
@@ -260,33 +328,56 @@ class AlertingHandler(Handler):
 
         return muted
 
-    def _apply(self, signals: list[Any], now: float, *, flush_facts: bool = False, tick: bool = True,
-               save: bool = True) -> int:
-        """Apply signals, queue the notifications now due and (``save``) store what is queued in one
-        transaction, then wake the outbox worker."""
+    def _apply(self, signals: list[Any], now: float, *, flush_facts: bool = False, tick: bool = True) -> int:
+        """Apply the buffered signals and ``signals``, queue the notifications now due and store it all in one
+        transaction, then wake the outbox worker; how many outbox rows were written.
+
+        The groups the signals touch are locked and read afresh first (another instance may have changed them);
+        ``tick``: the live alerts are re-read, and the groups that look due are decided too (under their locks;
+        a group another instance is deciding is skipped: it decides it)."""
         assert self.store is not None and self.worker is not None
+        if self._reload_pending:
+            self._reload()  # never save facts over what the previous owner of a partition saved
         when = _utc(now)
-        for s in signals:
-            self.dispatcher.apply(s, when)
-        outgoing = self.dispatcher.due(when, self.muter(when), everything=tick)
-        new_rows = [(ch, o.notification.to_json()) for o in outgoing for ch in o.channels]
-        self._unsaved_rows.extend(new_rows)
-        alerts, groups = list(self.dispatcher.changed_alerts.values()), list(self.dispatcher.changed_groups.values())
-        if save and (alerts or groups or self._unsaved_rows or flush_facts):
-            saved_rows = bool(self._unsaved_rows)
-            for kind, key, value in self.engine.facts.dump_dirty():
-                self._unsaved_facts[(kind, key)] = value
-            facts = [(k, key, v) for (k, key), v in self._unsaved_facts.items()] + self._catch_up_positions()
-            # On a database error the changes stay queued here; the runtime retries and the next call saves them.
-            self.store.save(alerts, groups, self._unsaved_rows, facts, when)
-            self.dispatcher.changed_alerts.clear()
-            self.dispatcher.changed_groups.clear()
-            self._unsaved_rows, self._unsaved_facts = [], {}
-            self._durable = dict(self._handled)
-            self._facts_at = now
-            if saved_rows:
-                self.worker.wake()
-        return len(new_rows)
+        self._signals.extend((s, when) for s in signals)
+        must = {self.dispatcher.key_of(s) for s, _ in self._signals}
+        create = {g.key: g for g in (self.dispatcher.group_of(s) for s, _ in self._signals if s.firing)}
+        may: set[str] = set()
+        if tick:
+            self.dispatcher.replace(*self.store.live())
+            may = self.dispatcher.due_keys(when, self.muter(when)) - must
+        for kind, key, value in self.engine.facts.dump_dirty():
+            self._unsaved_facts[(kind, key)] = value
+        positions = self._catch_up_positions()
+        if not (must or may or flush_facts or positions or self._unsaved_facts):
+            return 0
+        facts = [(k, key, v) for (k, key), v in self._unsaved_facts.items()] + positions
+        # On a database error nothing is kept from this attempt but the buffered signals and facts: the runtime
+        # retries, and the next attempt reads the groups again.
+        self.dispatcher.changed_alerts.clear()
+        self.dispatcher.changed_groups.clear()
+        try:
+            with self.store.locked(must, may, create.values()) as held:
+                self.dispatcher.refresh(held.keys | must, held.groups, held.alerts)
+                outgoing = []
+                for s, came in self._signals:  # as they came: a failure and its fix in one batch are both told
+                    if self.dispatcher.apply(s, came) is not None:
+                        outgoing += self.dispatcher.due(came, self.muter(came), keys=[self.dispatcher.key_of(s)])
+                outgoing += self.dispatcher.due(when, self.muter(when), keys=sorted(held.keys | must))
+                rows = [(ch, o.notification.to_json()) for o in outgoing for ch in o.channels]
+                held.write(self.dispatcher.changed_alerts.values(), self.dispatcher.changed_groups.values(), rows,
+                           facts, when)
+        except Exception:
+            self._positions_saved.clear()  # the positions are written again by the next attempt
+            raise
+        self.dispatcher.changed_alerts.clear()
+        self.dispatcher.changed_groups.clear()
+        self._signals, self._unsaved_facts = [], {}
+        self._durable = dict(self._handled)
+        self._facts_at = now
+        if rows:
+            self.worker.wake()
+        return len(rows)
 
     def _resend(self, now: float) -> None:
         for name, ch in self.channels.items():

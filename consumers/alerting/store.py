@@ -7,6 +7,20 @@ or neither: an alert marked notified always has its notification waiting in
 the outbox, and a resolve is never forgotten. Channels read the outbox
 (``Outbox`` in outbox.py); ``alerts silence`` writes silences from another
 process, which the service re-reads on its clock.
+
+Several instances share one database. Two things make each alert state change
+one notification whoever handles it:
+
+* ``locked(must, may, create)``: the transaction in which an instance decides
+  notifications holds the row locks of the groups it decides for (``FOR
+  UPDATE``, in key order; the clock's optional groups ``SKIP LOCKED``, so a
+  group another instance is deciding is left to it) and reads those groups and
+  their live alerts afresh, so it decides on what the database says, never on
+  what it remembered. On SQLite the transaction's first statement writes, so
+  it holds the database's write lock before it reads.
+* ``claim_outbox``: an outbox row is sent by the one instance that claimed it
+  (``claimed_by`` until ``claimed_until``); a claim whose lease ran out (its
+  instance died) is taken over, and ``claims`` counts them.
 """
 
 from __future__ import annotations
@@ -23,13 +37,13 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.exc import SQLAlchemyError
 
-from lineagewire.db import Store, upgrade, upsert
+from lineagewire.db import Store, insert_ignore, upgrade, upsert
 
 from .dispatch import Alert, Group
 from .exceptions import RulesError, StoreError
 from .model import labels_match
 
-__all__ = ["DEFAULT_URL", "STORE", "AlertStore", "OutboxRow", "Silence"]
+__all__ = ["DEFAULT_URL", "STORE", "AlertStore", "Held", "OutboxRow", "Silence"]
 
 DEFAULT_URL = "sqlite:///lineagewire-alerting.db"
 #: kinds of alerting_facts rows that are a new group's catch-up (catchup.py), not the rules' facts
@@ -45,7 +59,7 @@ alerts_t = sa.Table(
     sa.Column("labels", sa.JSON, nullable=False),
     sa.Column("annotations", sa.JSON, nullable=False),
     sa.Column("channels", sa.JSON, nullable=False),
-    sa.Column("group_key", sa.String(32), nullable=False),
+    sa.Column("group_key", sa.String(32), nullable=False, index=True),
     sa.Column("state", sa.String(16), nullable=False),
     sa.Column("starts_at", TS, nullable=False),
     sa.Column("ends_at", TS),
@@ -82,12 +96,22 @@ outbox_t = sa.Table(
     sa.Column("next_attempt_at", TS, nullable=False),
     sa.Column("delivered_at", TS),
     sa.Column("last_error", sa.Text),
+    # 0002: the row's group (a group's rows go out in order) and its claim by one instance (see ``claim_outbox``)
+    sa.Column("group_key", sa.String(32)),
+    sa.Column("claimed_by", sa.String(64)),
+    sa.Column("claimed_until", TS),
+    sa.Column("claims", sa.Integer, nullable=False, default=0, server_default="0"),
+    #: claims taken over from another instance whose lease ran out (it died, or froze, mid-send)
+    sa.Column("takeovers", sa.Integer, nullable=False, default=0, server_default="0"),
+    sa.Index("ix_alerting_outbox_claim", "state", "channel", "group_key", "id"),
 )
 facts_t = sa.Table(
     "alerting_facts", meta,
     sa.Column("kind", sa.String(16), primary_key=True),
     sa.Column("key", sa.String(500), primary_key=True),
     sa.Column("value", sa.JSON, nullable=False),
+    # 0002: the partition ("topic[n]") of a run's, job's or refresh's events: an instance loads those it owns
+    sa.Column("partition", sa.String(300), index=True),
 )
 
 
@@ -124,6 +148,23 @@ class OutboxRow:
     created_at: dt.datetime
     next_attempt_at: dt.datetime
     last_error: str | None
+    claims: int = 0
+    takeovers: int = 0
+
+
+class Held:
+    """The groups a ``locked`` transaction holds (``keys``) with their rows and live alerts read under the lock;
+    ``write`` stores the changes decided on them in the same transaction."""
+
+    def __init__(self, conn: sa.Connection, keys: set[str], groups: list[Group], alerts: list[Alert]) -> None:
+        self.conn = conn
+        self.keys = keys
+        self.groups = groups
+        self.alerts = alerts
+
+    def write(self, alerts: Iterable[Alert], groups: Iterable[Group], outbox: Iterable[tuple[str, dict[str, Any]]],
+              facts: Iterable[tuple[str, str, dict[str, Any] | None]], now: dt.datetime) -> list[int]:
+        return _write(self.conn, alerts, groups, outbox, facts, now)
 
 
 class AlertStore:
@@ -206,36 +247,63 @@ class AlertStore:
 
     def save(self, alerts: Iterable[Alert], groups: Iterable[Group], outbox: Iterable[tuple[str, dict[str, Any]]],
              facts: Iterable[tuple[str, str, dict[str, Any] | None]], now: dt.datetime) -> list[int]:
-        """Write changes and new outbox rows in one transaction; the ids of the outbox rows.
-
-        One statement per table and kind of change, each executed for all its rows (executemany): a poll batch
-        of a thousand events is a handful of statements, not thousands compiled one by one.
-        """
-        alert_rows = {a.fingerprint: {
-            "fingerprint": a.fingerprint, "rule": a.rule, "labels": a.labels, "annotations": a.annotations,
-            "channels": list(a.channels), "group_key": a.group_key, "state": a.state, "starts_at": a.starts_at,
-            "ends_at": a.ends_at, "updated_at": a.updated_at, "notified": a.notified,
-            "last_notified_at": a.last_notified_at, "resolve_pending": a.resolve_pending} for a in alerts}
-        group_rows = {g.key: {"key": g.key, "labels": g.labels, "channels": list(g.channels),
-                              "first_pending_at": g.first_pending_at, "last_sent_at": g.last_sent_at} for g in groups}
-        fact_rows = {(kind, key): value for kind, key, value in facts}  # the last change of a fact wins
-        outbox_rows = [{"channel": channel, "payload": payload, "created_at": now, "state": "pending", "attempts": 0,
-                        "next_attempt_at": now} for channel, payload in outbox]
+        """Write changes and new outbox rows in one transaction (no locks: one writer); the ids of the outbox rows."""
         with self._begin() as c:
-            upsert(c, alerts_t, list(alert_rows.values()), keys=["fingerprint"])
-            upsert(c, groups_t, list(group_rows.values()), keys=["key"])
-            if fact_rows:
-                c.execute(facts_t.delete().where(facts_t.c.kind == sa.bindparam("b_kind"),
-                                                 facts_t.c.key == sa.bindparam("b_key")),
-                          [{"b_kind": kind, "b_key": key} for kind, key in fact_rows])
-                kept = [{"kind": kind, "key": key, "value": value}
-                        for (kind, key), value in fact_rows.items() if value is not None]
-                if kept:
-                    c.execute(facts_t.insert(), kept)
-            if not outbox_rows:
-                return []
-            res = c.execute(outbox_t.insert().returning(outbox_t.c.id, sort_by_parameter_order=True), outbox_rows)
-            return [int(row[0]) for row in res]
+            return _write(c, alerts, groups, outbox, facts, now)
+
+    def live(self) -> tuple[list[Alert], list[Group]]:
+        """Live alerts (firing, or with a resolve to send) and their groups, as the database has them now."""
+        live = sa.or_(alerts_t.c.state == "firing", alerts_t.c.resolve_pending.is_(True))
+        with self._conn() as c:
+            alerts = [self._alert(r) for r in c.execute(sa.select(alerts_t).where(live))]
+            groups = [_group(r) for r in c.execute(sa.select(groups_t).where(
+                groups_t.c.key.in_(sa.select(alerts_t.c.group_key).where(live))))]
+        return alerts, groups
+
+    def facts(self, partitions: Iterable[str]) -> list[tuple[str, str, dict[str, Any]]]:
+        """The rules' facts of ``partitions`` (runs, jobs and refreshes whose events come from them)."""
+        with self._conn() as c:
+            return [(r.kind, r.key, r.value) for r in c.execute(
+                sa.select(facts_t).where(facts_t.c.partition.in_(sorted(set(partitions)))))]
+
+    def fact_partitions(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str | None]:
+        """The partition each fact ``(kind, key)`` has in the database (facts without a row are left out)."""
+        keys = sorted(set(keys))
+        if not keys:
+            return {}
+        with self._conn() as c:
+            return {(r.kind, r.key): r.partition for r in c.execute(
+                sa.select(facts_t.c.kind, facts_t.c.key, facts_t.c.partition).where(
+                    sa.tuple_(facts_t.c.kind, facts_t.c.key).in_(keys)))}
+
+    @contextlib.contextmanager
+    def locked(self, must: Iterable[str], may: Iterable[str] = (), create: Iterable[Group] = ()) -> Iterator[Held]:
+        """One transaction holding the locks of groups ``must`` (waiting for them) and of those of ``may`` no other
+        transaction holds (skipping the others), with ``create`` inserted first where missing; yields them read
+        afresh (``Held``). Keys of ``must`` without a row are not held (no alert of theirs exists)."""
+        must, may = sorted(set(must)), sorted(set(may) - set(must))
+        fresh = sorted(({"key": g.key, "labels": g.labels, "channels": list(g.channels), "first_pending_at": None,
+                         "last_sent_at": None} for g in create), key=lambda r: str(r["key"]))
+        with self._begin() as c:
+            if c.dialect.name == "sqlite":
+                # A write first: it takes SQLite's write lock, so what is read next stays true until the commit.
+                c.execute(groups_t.update().where(sa.false()).values(key=groups_t.c.key))
+            insert_ignore(c, groups_t, fresh)
+            keys: set[str] = set()
+            if must:
+                keys.update(c.execute(sa.select(groups_t.c.key).where(groups_t.c.key.in_(must))
+                                      .order_by(groups_t.c.key).with_for_update()).scalars())
+            if may:
+                keys.update(c.execute(sa.select(groups_t.c.key).where(groups_t.c.key.in_(may))
+                                      .order_by(groups_t.c.key).with_for_update(skip_locked=True)).scalars())
+            groups: list[Group] = []
+            alerts: list[Alert] = []
+            if keys:
+                groups = [_group(r) for r in c.execute(sa.select(groups_t).where(groups_t.c.key.in_(keys)))]
+                alerts = [self._alert(r) for r in c.execute(sa.select(alerts_t).where(
+                    alerts_t.c.group_key.in_(keys),
+                    sa.or_(alerts_t.c.state == "firing", alerts_t.c.resolve_pending.is_(True))))]
+            yield Held(c, keys, groups, alerts)
 
     # -- alerts, for the CLI -------------------------------------------------------------------------
 
@@ -295,6 +363,29 @@ class AlertStore:
                              .order_by(outbox_t.c.id).limit(limit))
             return [self._outbox(r) for r in rows]
 
+    def claim_outbox(self, owner: str, now: dt.datetime, lease: float, skip: Iterable[str] = ()) -> OutboxRow | None:
+        """Claim the oldest due row no live claim holds (none held, or its lease ended: its instance died) for
+        ``owner`` until ``now + lease``, and return it; None when there is none. A row waits while an earlier row of
+        its group and channel is pending, so a group's notifications go out in order whoever sends them. Rows of
+        the channels in ``skip`` (known to be down) are left alone."""
+        earlier = outbox_t.alias("earlier")
+        before = sa.exists().where(earlier.c.channel == outbox_t.c.channel, earlier.c.group_key == outbox_t.c.group_key,
+                                   earlier.c.state == "pending", earlier.c.id < outbox_t.c.id)
+        pick = (sa.select(outbox_t.c.id)
+                .where(outbox_t.c.state == "pending", outbox_t.c.next_attempt_at <= now,
+                       sa.or_(outbox_t.c.claimed_until.is_(None), outbox_t.c.claimed_until <= now), ~before,
+                       *([outbox_t.c.channel.not_in(sorted(set(skip)))] if skip else []))
+                .order_by(outbox_t.c.id).limit(1).with_for_update(skip_locked=True).scalar_subquery())
+        with self._begin() as c:
+            row = c.execute(outbox_t.update().where(outbox_t.c.id == pick)
+                            .values(claimed_by=owner, claimed_until=now + dt.timedelta(seconds=lease),
+                                    claims=outbox_t.c.claims + 1,
+                                    # a lease that ran out, not released by a mark: its instance died mid-send
+                                    takeovers=outbox_t.c.takeovers + sa.case(
+                                        (outbox_t.c.claimed_until.is_not(None), 1), else_=0))
+                            .returning(*outbox_t.c)).first()
+        return None if row is None else self._outbox(row)
+
     def outbox(self, state: str | None = None) -> list[OutboxRow]:
         q = sa.select(outbox_t).order_by(outbox_t.c.id)
         if state is not None:
@@ -305,27 +396,42 @@ class AlertStore:
     @staticmethod
     def _outbox(r: Any) -> OutboxRow:
         return OutboxRow(r.id, r.channel, r.payload, r.attempts, r.state, _utc(r.created_at),  # type: ignore[arg-type]
-                         _utc(r.next_attempt_at), r.last_error)  # type: ignore[arg-type]
+                         _utc(r.next_attempt_at), r.last_error, r.claims, r.takeovers)  # type: ignore[arg-type]
 
     def mark_outbox(self, row_id: int, *, state: str, attempts: int, now: dt.datetime,
-                    next_attempt_at: dt.datetime | None = None, error: str | None = None) -> None:
-        values: dict[str, Any] = {"state": state, "attempts": attempts, "last_error": error}
+                    next_attempt_at: dt.datetime | None = None, error: str | None = None,
+                    owner: str | None = None) -> bool:
+        """Record an attempt of row ``row_id``; with ``owner``, only while that instance still holds its claim.
+        False when the claim was lost (taken over: the row is another instance's now)."""
+        # The claim ends with the attempt: a row to retry is free for whichever instance is there at its next attempt.
+        values: dict[str, Any] = {"state": state, "attempts": attempts, "last_error": error, "claimed_until": None}
         if state == "delivered":
             values["delivered_at"] = now
         if next_attempt_at is not None:
             values["next_attempt_at"] = next_attempt_at
+        where = [outbox_t.c.id == row_id] + ([outbox_t.c.claimed_by == owner] if owner is not None else [])
         with self._begin() as c:
-            c.execute(outbox_t.update().where(outbox_t.c.id == row_id).values(**values))
+            return bool(c.execute(outbox_t.update().where(*where).values(**values)).rowcount)
 
-    def mark_delivered(self, rows: list[tuple[int, int]], now: dt.datetime) -> None:
-        """Mark ``(row id, attempts)`` delivered, all in one statement."""
+    def mark_delivered(self, rows: list[tuple[int, int]], now: dt.datetime, owner: str | None = None) -> bool:
+        """Mark ``(row id, attempts)`` delivered, all in one statement; with ``owner``, only the rows that instance
+        still holds the claim of. False when some were not (their claim was taken over)."""
         if not rows:
-            return
+            return True
+        where = [outbox_t.c.id == sa.bindparam("b_id")] + ([outbox_t.c.claimed_by == owner] if owner else [])
         with self._begin() as c:
-            c.execute(outbox_t.update().where(outbox_t.c.id == sa.bindparam("b_id"))
-                      .values(state="delivered", attempts=sa.bindparam("b_attempts"), last_error=None,
-                              delivered_at=now),
-                      [{"b_id": row_id, "b_attempts": attempts} for row_id, attempts in rows])
+            res = c.execute(outbox_t.update().where(*where)
+                            .values(state="delivered", attempts=sa.bindparam("b_attempts"), last_error=None,
+                                    delivered_at=now, claimed_until=None),
+                            [{"b_id": row_id, "b_attempts": attempts} for row_id, attempts in rows])
+            return res.rowcount in (-1, len(rows))
+
+    def renew_claim(self, row_id: int, owner: str, until: dt.datetime) -> bool:
+        """Extend ``owner``'s claim of row ``row_id`` to ``until`` (while a send lasts); False when it was lost."""
+        with self._begin() as c:
+            return bool(c.execute(outbox_t.update().where(
+                outbox_t.c.id == row_id, outbox_t.c.claimed_by == owner, outbox_t.c.state == "pending",
+                outbox_t.c.claimed_until.is_not(None)).values(claimed_until=until)).rowcount)
 
     def prune_outbox(self, before: dt.datetime) -> int:
         with self._begin() as c:
@@ -349,6 +455,45 @@ class AlertStore:
         except SQLAlchemyError as exc:
             raise StoreError(f"alert database {self.engine.url.render_as_string(hide_password=True)}: "
                              f"{exc}") from exc
+
+
+def _group(r: Any) -> Group:
+    return Group(r.key, r.labels, tuple(r.channels), _utc(r.first_pending_at), _utc(r.last_sent_at))
+
+
+def _write(c: sa.Connection, alerts: Iterable[Alert], groups: Iterable[Group],
+           outbox: Iterable[tuple[str, dict[str, Any]]], facts: Iterable[tuple[str, str, dict[str, Any] | None]],
+           now: dt.datetime) -> list[int]:
+    """Write changes and new outbox rows on ``c`` (in its transaction); the ids of the outbox rows.
+
+    One statement per table and kind of change, each executed for all its rows (executemany): a poll batch
+    of a thousand events is a handful of statements, not thousands compiled one by one.
+    """
+    alert_rows = {a.fingerprint: {
+        "fingerprint": a.fingerprint, "rule": a.rule, "labels": a.labels, "annotations": a.annotations,
+        "channels": list(a.channels), "group_key": a.group_key, "state": a.state, "starts_at": a.starts_at,
+        "ends_at": a.ends_at, "updated_at": a.updated_at, "notified": a.notified,
+        "last_notified_at": a.last_notified_at, "resolve_pending": a.resolve_pending} for a in alerts}
+    group_rows = {g.key: {"key": g.key, "labels": g.labels, "channels": list(g.channels),
+                          "first_pending_at": g.first_pending_at, "last_sent_at": g.last_sent_at} for g in groups}
+    fact_rows = {(kind, key): value for kind, key, value in facts}  # the last change of a fact wins
+    outbox_rows = [{"channel": channel, "payload": payload, "created_at": now, "state": "pending", "attempts": 0,
+                    "next_attempt_at": now, "group_key": payload.get("group_key"), "claims": 0}
+                   for channel, payload in outbox]
+    upsert(c, alerts_t, list(alert_rows.values()), keys=["fingerprint"])
+    upsert(c, groups_t, list(group_rows.values()), keys=["key"])
+    if fact_rows:
+        c.execute(facts_t.delete().where(facts_t.c.kind == sa.bindparam("b_kind"),
+                                         facts_t.c.key == sa.bindparam("b_key")),
+                  [{"b_kind": kind, "b_key": key} for kind, key in fact_rows])
+        kept = [{"kind": kind, "key": key, "value": value, "partition": value.get("partition")}
+                for (kind, key), value in fact_rows.items() if value is not None]
+        if kept:
+            c.execute(facts_t.insert(), kept)
+    if not outbox_rows:
+        return []
+    res = c.execute(outbox_t.insert().returning(outbox_t.c.id, sort_by_parameter_order=True), outbox_rows)
+    return [int(row[0]) for row in res]
 
 
 def _existing_sqlite(url: str, *, read_only: bool) -> sa.URL:

@@ -91,6 +91,14 @@ Optional hooks (the defaults do nothing, so a simple service ignores them):
 * ``on_revoke(partitions)``: those partitions go to another member; a
   buffering handler flushes (or drops) what it holds for them before the
   runtime commits their durable offsets.
+* ``on_assign(partitions)``: those partitions came to this member (after
+  their previous owner's ``on_revoke``, or after it died); a handler that
+  keeps state in a database shared by the members reads it again for them.
+  An error is logged, not raised (it runs inside the consumer's poll): a
+  handler whose read failed must refuse ``handle``/``batch_done`` (raise)
+  until it succeeds, so the runtime's retry path applies, and must not
+  save state it did not read. ``on_revoke`` is its counterpart: it drops
+  what it holds for the partitions that go.
 
 ``close()`` runs before the final commit, so what it flushes is committed.
 
@@ -195,6 +203,9 @@ class Handler:
 
     def on_revoke(self, partitions: list[tuple[str, int]]) -> None:
         """``partitions`` were taken away: flush or drop what is buffered for them."""
+
+    def on_assign(self, partitions: list[tuple[str, int]]) -> None:
+        """``partitions`` were given to this member: read again what other members may have saved for them."""
 
     def close(self) -> None:
         """Flush and release outputs. Called once at shutdown."""

@@ -317,6 +317,12 @@ class ConsumerRuntime(Polling):
         self._assigned.update((tp.topic, tp.partition) for tp in partitions)
         self._assigned_at = time.monotonic()
         log.info("assigned %s", ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions) or "nothing")
+        if partitions:
+            try:
+                self.handler.on_assign(sorted((tp.topic, tp.partition) for tp in partitions))
+            except Exception:  # noqa: BLE001 - the handler must block its work until it recovered (see base.py)
+                log.exception("service %s: on_assign of %s failed", self.service,
+                              ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions))
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         gone = {(tp.topic, tp.partition) for tp in partitions}

@@ -171,3 +171,24 @@ def test_db_commands_report_and_upgrade(tmp_path: pathlib.Path) -> None:
     assert res.exit_code == 0 and res.output.strip() == f"registry: already at {newest}"
     res = runner.invoke(main_group, ["db", "current", "--store", "registry", "--db-url", url])
     assert res.output.strip() == f"registry: {newest} (newest {newest}, up to date)"
+
+
+def test_alerting_0002_fills_the_group_key_of_outbox_rows_from_before(tmp_path: pathlib.Path) -> None:
+    """Rows written before 0002 get their group key from their payload, so a group's rows go out in order."""
+    url = f"sqlite:///{tmp_path / 'alerts.db'}"
+    store = load_store("alerting")
+    engine = sa.create_engine(url)
+    try:
+        upgrade(engine, store, "0001")
+        now = dt.datetime(2026, 11, 23, tzinfo=dt.UTC)
+        with engine.begin() as conn:
+            conn.execute(sa.text("INSERT INTO alerting_outbox (channel, payload, created_at, state, attempts, "
+                                 "next_attempt_at) VALUES (:ch, :p, :t, 'pending', 0, :t)"),
+                         [{"ch": "hook", "p": json.dumps({"group_key": f"g{i}", "alerts": []}), "t": now}
+                          for i in range(3)] + [{"ch": "hook", "p": json.dumps({"alerts": []}), "t": now}])
+        upgrade(engine, store)
+        with engine.connect() as conn:
+            keys = conn.execute(sa.text("SELECT group_key FROM alerting_outbox ORDER BY id")).scalars().all()
+        assert keys == ["g0", "g1", "g2", None]
+    finally:
+        engine.dispose()

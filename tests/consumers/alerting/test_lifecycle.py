@@ -213,3 +213,38 @@ def test_a_batch_is_saved_once_and_only_saved_notifications_are_delivered_before
     assert sorted(a.labels["job"] for n in rec.sent for a in n.alerts) == ["a", "b"]
     assert h.store.outbox("pending") == []
     h.close()
+
+
+def test_an_outbox_row_is_sent_by_the_instance_that_claimed_it_and_taken_over_after_its_lease(tmp_path) -> None:
+    """Two instances' outboxes on one database: a row claimed by one that then died (never marked) is not sent by
+    the other until the claim's lease ended, then once, with its claims counted; a group's later row waits for its
+    earlier one, whoever holds that."""
+    from lineagewire.consumers.alerting.outbox import Outbox
+
+    store = AlertStore(f"sqlite:///{tmp_path / 'alerts.db'}")
+    now = at(0)
+    payload = {"group_key": "g1", "group_labels": {}, "sent_at": "2026-11-23T12:00:00Z", "alerts": []}
+    first, second = store.save([], [], [("rec", payload), ("rec", {**payload, "sent_at": "2026-11-23T12:00:01Z"})],
+                               [], now)
+    dead = store.claim_outbox("dead", now, lease=30)
+    assert dead is not None and dead.id == first
+    rec = Recorder()
+    alive = Outbox(store, {"rec": rec}, owner="alive", lease=30)
+    assert alive.deliver(now + dt.timedelta(seconds=29)) == 0  # the first is claimed, the second waits behind it
+    assert alive.deliver(now + dt.timedelta(seconds=31)) == 2
+    assert [n.sent_at for n in rec.sent] == [at(0), at(1)]
+    rows = {r.id: r for r in store.outbox()}
+    assert rows[first].state == rows[second].state == "delivered"
+    assert (rows[first].claims, rows[second].claims) == (2, 1)
+    assert alive.deliver(now + dt.timedelta(seconds=120)) == 0
+    store.close()
+
+
+def test_a_claim_lease_no_longer_than_a_channel_timeout_is_refused() -> None:
+    from lineagewire.consumers.alerting.exceptions import RulesError
+
+    doc = {"claim_lease": "5s", "channels": {"hook": {"type": "webhook", "url": "http://127.0.0.1:9/x", "timeout": 5}},
+           "route": {"channels": ["hook"]}, "rules": [{"name": "failed", "kind": "run_failed"}]}
+    with pytest.raises(RulesError, match=r"claim_lease=5s: expected more than the 5s timeout of channels.hook"):
+        parse_config(doc)
+    assert parse_config({**doc, "claim_lease": "6s"}).claim_lease == 6.0

@@ -1,0 +1,209 @@
+"""Several ``consume alerting`` instances in one group, sharing one PostgreSQL database, page once per alert
+state change: the way an on-call team scales the service out.
+
+Each repetition starts 2 or 3 real service processes on a fresh 6-partition topic of the real broker, with a fresh
+database of a real PostgreSQL server and a webhook at a real HTTP receiver on 127.0.0.1, publishes failing runs
+of a dozen jobs, SIGKILLs an instance (two, with three instances) at random points (while joining, reading,
+claiming or posting), restarts it, and publishes good runs for half of the jobs. It then waits for every firing
+and every resolve and stops the instances: each (fingerprint, status, startsAt) must have reached the receiver
+exactly once, from exactly one outbox row. The one exception the docs allow is a notification whose claim was
+taken over from a killed instance (its row's ``takeovers`` > 0): the dead one may have posted it before the
+kill, so it may arrive once more per takeover. Kills happen when something was seen (the first firing at the
+receiver, a number of notifications), not after a sleep. Ten repetitions in one run, about 90 s in all.
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime as dt
+import os
+import pathlib
+import random
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+import sqlalchemy as sa
+import yaml
+
+from lineagewire.kafka.publisher import Publisher
+from lineagewire.processes import stop_process
+
+from .events import RunBuilder, error
+from .receivers import HttpReceiver
+
+REPETITIONS = 10
+JOBS = 6
+#: a member killed holds its partitions until its session ends: the broker's least (6 s), not the runtime's 10 s
+CONSUMER = ("--consumer-property", "session.timeout.ms=6000", "--consumer-property", "heartbeat.interval.ms=500")
+
+
+def _rules(folder: pathlib.Path, url: str) -> pathlib.Path:
+    rules = folder / "rules.yaml"
+    rules.write_text(yaml.safe_dump({
+        # a claim of a killed instance is taken over after 2 s (the webhook's attempts time out after 1 s)
+        "claim_lease": "2s",
+        "route": {"group_by": ["alertname", "job"], "group_wait": "0s", "group_interval": "1s",
+                  "repeat_interval": "4h", "channels": ["hook"]},
+        "channels": {"hook": {"type": "webhook", "url": url, "timeout": 1}},
+        "rules": [{"name": "failed", "kind": "run_failed"}],
+    }))
+    return rules
+
+
+class Instances:
+    """Service processes of one group; ``kill`` is a SIGKILL, ``start`` a (re)start with the same command."""
+
+    def __init__(self, settings, rules: pathlib.Path, db: str, group: str, log: pathlib.Path) -> None:  # noqa: ANN001
+        self.cmd = [sys.executable, "-m", "lineagewire", "--bootstrap-servers", settings.bootstrap_servers, "consume",
+                    "alerting", "--rules", str(rules), "--database", db, "--topic", settings.topics.jobs,
+                    "--group", group, "--no-dlq", "--notify-since", "1h", *CONSUMER]
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("LINEAGEWIRE_")}
+        self.cwd, self.log = rules.parent, log
+        self.procs: list[subprocess.Popen] = []
+        self.killed: list[int | None] = []
+
+    def start(self, i: int | None = None) -> None:
+        with open(self.log, "ab") as err:
+            proc = subprocess.Popen(self.cmd, cwd=self.cwd, env=self.env, stdout=subprocess.DEVNULL, stderr=err)
+        if i is None:
+            self.procs.append(proc)
+        else:
+            self.procs[i] = proc
+
+    def kill(self, i: int) -> None:
+        self.procs[i].kill()
+        self.killed.append(self.procs[i].wait(30))
+
+    def stop(self) -> None:
+        """SIGTERM the running ones: each must exit 0 (only the ones this test killed may have died of -9)."""
+        codes = [stop_process(p, 60) for p in self.procs]
+        assert all(c == 0 for c in codes) and all(c == -9 for c in self.killed), \
+            (codes, self.killed, self.log.read_text()[-4000:])
+
+
+def _publish(settings, events: list[dict]) -> None:  # noqa: ANN001
+    with Publisher(settings) as pub:
+        for e in events:
+            pub.publish(e)
+        pub.flush(60)
+
+
+def _received(receiver: HttpReceiver, path: str) -> collections.Counter[tuple[str, str, str]]:
+    return collections.Counter((a["fingerprint"], a["status"], a["startsAt"])
+                               for r in receiver.on(path) for a in r.json["alerts"])
+
+
+def _rows(db: str) -> dict[tuple[str, str, str], list[tuple[int, int]]]:
+    """(fingerprint, status, startsAt) -> (claims, takeovers) of each outbox row telling it."""
+    engine = sa.create_engine(db)
+    try:
+        with engine.connect() as c:
+            rows = c.execute(sa.text("SELECT payload, claims, takeovers, state FROM alerting_outbox")).all()
+    finally:
+        engine.dispose()
+    assert all(r.state == "delivered" for r in rows), [(r.payload, r.state) for r in rows if r.state != "delivered"]
+    out: dict[tuple[str, str, str], list[tuple[int, int]]] = {}
+    for r in rows:
+        for a in r.payload["alerts"]:
+            out.setdefault((a["fingerprint"], a["status"], a["startsAt"]), []).append((int(r.claims), int(r.takeovers)))
+    return out
+
+
+def check(got: collections.Counter[tuple[str, str, str]], rows: dict[tuple[str, str, str], list[tuple[int, int]]],
+          where: str) -> int:
+    """Every state change received once, from one outbox row, or once more per takeover of that row's claim from
+    a killed instance; how many takeovers there were."""
+    assert set(rows) == set(got), (where, set(rows) ^ set(got))
+    for key, times in got.items():
+        assert len(rows[key]) == 1, f"{where}: {key} was written to the outbox {len(rows[key])} times: {rows[key]}"
+        ((claims, takeovers),) = rows[key]
+        assert times <= 1 + takeovers, f"{where}: {key} received {times} times, claims {claims}, " \
+                                       f"taken over {takeovers} times"
+    return sum(t for r in rows.values() for _, t in r)
+
+
+def _repetition(n: int, rnd: random.Random, settings, postgres, receiver: HttpReceiver,  # noqa: ANN001
+                folder: pathlib.Path) -> tuple[int, int]:
+    """One run of the scenario; (notifications received, claims taken over)."""
+    folder.mkdir()
+    path = f"/hook/{n}"
+    count = 2 if n % 2 == 0 else 3
+    db, group = postgres.new_database(), f"alerting-ha-{uuid.uuid4().hex[:8]}"
+    fleet = Instances(settings, _rules(folder, receiver.url + path), db, group, folder / "services.log")
+    runs = {f"job{j:02d}": RunBuilder(f"job{j:02d}", namespace="prod") for j in range(JOBS)}
+    try:
+        for _ in range(count):
+            fleet.start()
+        now = dt.datetime.now(dt.UTC)
+        failures = [e for j, b in enumerate(runs.values()) for e in b.life(now + dt.timedelta(milliseconds=j), 1,
+                                                                          end="FAILED", error=error())]
+        # when to kill: after this many notifications reached the receiver (0: while the group forms); the first
+        # kill comes before the second half of the failures is published, so within what the first half pages
+        kills = [rnd.randrange(0, JOBS // 2)]
+        if count == 3:
+            kills.append(rnd.randrange(kills[0], JOBS))
+        _publish(settings, failures[: len(failures) // 2])
+        for k, seen in enumerate(kills):
+            victim = rnd.randrange(count)
+            if seen:
+                receiver.wait(path, lambda got, seen=seen: sum(len(r.json["alerts"]) for r in got) >= seen,
+                              timeout=60)
+            fleet.kill(victim)
+            if k == 0:
+                _publish(settings, failures[len(failures) // 2:])
+            fleet.start(victim)
+        firing = {("firing", job) for job in runs}
+        receiver.wait(path, lambda got: {(a["status"], a["labels"]["job"]) for r in got
+                                         for a in r.json["alerts"]} >= firing, timeout=60)
+        later = dt.datetime.now(dt.UTC)
+        good = [e for b in list(runs.values())[: JOBS // 2]
+                for e in RunBuilder(b.job, namespace="prod").life(later, 1)]
+        _publish(settings, good)
+        expected = len(runs) + JOBS // 2
+        receiver.wait(path, lambda got: len({(a["status"], a["labels"]["job"]) for r in got
+                                             for a in r.json["alerts"]}) >= expected, timeout=60)
+    finally:
+        fleet.stop()
+    got = _received(receiver, path)
+    statuses = collections.Counter(s for _, s, _ in got)
+    assert statuses == {"firing": JOBS, "resolved": JOBS // 2} and len(got) == expected, (n, got)
+    over = check(got, _rows(db), f"repetition {n} ({count} instances, kills after {kills} notifications)")
+    return sum(got.values()), over
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_instances_of_one_group_send_one_notification_per_alert_state_change_across_kills(
+        kafka_settings, topic_factory, postgres, tmp_path, http_receiver: HttpReceiver) -> None:  # noqa: ANN001
+    seed = int(os.environ.get("LINEAGEWIRE_TEST_SEED", random.randrange(1 << 30)))
+    rnd = random.Random(seed)
+    received = taken_over = 0
+    started = time.monotonic()
+    for n in range(REPETITIONS):
+        topic = topic_factory("alerting-ha", 6)
+        settings = kafka_settings.model_copy(
+            update={"topics": kafka_settings.topics.model_copy(update={"jobs": topic})})
+        try:
+            got, over = _repetition(n, rnd, settings, postgres, http_receiver, tmp_path / f"r{n}")
+        except AssertionError as exc:
+            raise AssertionError(f"seed {seed} (LINEAGEWIRE_TEST_SEED), repetition {n}: {exc}") from exc
+        received += got
+        taken_over += over
+    assert received >= REPETITIONS * (JOBS + JOBS // 2)
+    print(f"seed {seed}: {received} notifications, {taken_over} claim(s) taken over from killed instances, "
+          f"{time.monotonic() - started:.0f}s")
+
+
+def test_the_check_fails_on_a_state_change_written_twice_or_received_more_often_than_taken_over() -> None:
+    """What the stress test asserts, on made-up counts: two rows for one state change (two instances each paging
+    it) fail even when each was claimed once; a second receipt passes only for a row taken over."""
+    key = ("f1", "firing", "2026-11-23T12:00:00Z")
+    assert check(collections.Counter({key: 1}), {key: [(1, 0)]}, "once") == 0
+    assert check(collections.Counter({key: 2}), {key: [(2, 1)]}, "taken over") == 1
+    with pytest.raises(AssertionError, match="written to the outbox 2 times"):
+        check(collections.Counter({key: 2}), {key: [(1, 0), (1, 0)]}, "two rows")
+    with pytest.raises(AssertionError, match="received 2 times"):
+        check(collections.Counter({key: 2}), {key: [(2, 0)]}, "re-claimed after a failure, not taken over")
