@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -138,3 +139,47 @@ def test_without_the_key_set_to_true_the_job_runs_untouched(settings, tmp_path, 
     lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("lineagewire")]
     assert lines == ([said] if said else []), proc.stdout[-3000:]
     assert _events(settings) == []
+
+
+@pytest.fixture(scope="session")
+def jre(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    """A Java runtime without a compiler, as a cluster's driver container often has: jlink of this JDK's modules
+    less the compiler's (no bin/javac, no javax.tools compiler)."""
+    java_home = pathlib.Path(os.environ.get("JAVA_HOME") or pathlib.Path(shutil.which("java") or "java").resolve()
+                             .parent.parent)
+    jlink = java_home / "bin" / "jlink"
+    assert jlink.is_file(), f"no jlink in {java_home}: the test needs a JDK to make a JRE from"
+    listed = subprocess.run([str(java_home / "bin" / "java"), "--list-modules"], capture_output=True, text=True,
+                            check=True).stdout
+    tools = {"jdk.compiler", "jdk.javadoc", "jdk.jshell", "jdk.jdeps", "jdk.jlink", "jdk.jpackage", "jdk.jartool",
+             "jdk.jconsole", "jdk.hotspot.agent", "jdk.internal.ed", "jdk.internal.le", "jdk.internal.opt",
+             "jdk.editpad", "jdk.jstatd", "jdk.random"}
+    modules = [m.split("@")[0] for m in listed.split()]
+    out = tmp_path_factory.mktemp("jre") / "jre"
+    subprocess.run([str(jlink), "--add-modules", ",".join(m for m in modules if m not in tools), "--output", str(out),
+                    "--no-header-files", "--no-man-pages"], capture_output=True, text=True, check=True, timeout=300)
+    assert not (out / "bin" / "javac").exists()
+    return out
+
+
+def test_a_driver_without_a_jdk_reports_through_the_python_listener(settings, tmp_path, jre) -> None:  # noqa: ANN001
+    """No javac anywhere (JAVA_HOME a JRE, PATH without javac, an empty LINEAGEWIRE_HOME so no compiled classes are
+    cached): the emitter says so once and the run's statuses and lineage come through the fallback listener."""
+    path = tmp_path / "path"
+    path.mkdir()
+    for folder in dict.fromkeys(os.environ["PATH"].split(os.pathsep)):
+        for tool in pathlib.Path(folder).glob("*") if pathlib.Path(folder).is_dir() else ():
+            link = path / tool.name
+            if not tool.name.startswith("javac") and not link.exists():
+                link.symlink_to(tool)
+    script, out = tmp_path / "job.py", tmp_path / "out"
+    script.write_text(JOB)
+    env = {**_env(), "JAVA_HOME": str(jre), "PATH": str(path), "LINEAGEWIRE_HOME": str(tmp_path / "home")}
+    proc = subprocess.run([_spark_bin("spark-submit"), "--master", "local[1]", "--name", "no-jdk",
+                           *_confs(settings, tmp_path), str(script), str(out)],
+                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=400)
+    said = proc.stdout + proc.stderr
+    assert proc.returncode == 0, said[-3000:]
+    assert said.count("lineagewire's JVM SparkListener is unavailable (no javac in the driver's JDK") == 1, said[-3000:]
+    assert not (tmp_path / "home" / "jvm").exists() or not any((tmp_path / "home" / "jvm").rglob("*.class"))
+    _check_run(_events(settings), "no-jdk", out)
