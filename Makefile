@@ -84,7 +84,7 @@ else
 endif
 
 bench: kafka-jars
-	for b in codec roundtrip emitter lineage delivery consumers scheduler scheduler_ha datahub alerting archive registry ui; do \
+	for b in codec roundtrip activation emitter lineage delivery consumers scheduler scheduler_ha datahub alerting archive registry ui; do \
 	  test -f bench/$$b.py && $(BIN)/python -m bench.$$b || exit 1; done
 
 clean:

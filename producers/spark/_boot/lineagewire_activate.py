@@ -24,7 +24,7 @@ import importlib.machinery
 import os
 import sys
 
-__all__ = ["ENABLED_ENV", "ENABLED_KEY", "INSTRUMENT_ENV", "enabled", "install_hook"]
+__all__ = ["ENABLED_ENV", "ENABLED_KEY", "INSTRUMENT_ENV", "activate_if_enabled", "enabled", "install_hook"]
 
 ENABLED_KEY = "spark.lineagewire.enabled"
 ENABLED_ENV = "LINEAGEWIRE_ENABLED"
@@ -48,7 +48,9 @@ def enabled(conf_value, env=os.environ):
     return False
 
 
-def _activate(session):
+def activate_if_enabled(session):
+    """Start the emitter on ``session`` when the activation settings say so; one line on stderr otherwise
+    when they are wrong (the wrapped getOrCreate's whole work)."""
     try:
         # A conf look-up on a SparkSession: classic (py4j) or a Spark Connect client (an RPC to its server).
         wanted = enabled(session.conf.get(ENABLED_KEY, None))
@@ -78,7 +80,7 @@ def _patch(module):
     def getOrCreate(self):  # noqa: N802 - PySpark's name
         session = original(self)
         try:
-            _activate(session)
+            activate_if_enabled(session)
         except Exception as exc:  # noqa: BLE001 - activation must never break the job
             sys.stderr.write(f"lineagewire: not instrumenting this SparkSession: {exc}\n")
         return session
