@@ -204,9 +204,11 @@ class OutboxPublisher:
                  producer_config: dict[str, Any] | None = None, publisher: Publisher | None = None) -> None:
         self.settings = settings
         self.outbox = outbox
+        # A client error (a broker it cannot resolve or reach) is said at once, then a minute later at the soonest:
+        # in a job's driver log that is one line for a short job, and the outbox keeps every message meanwhile.
         self._publisher = publisher or Publisher(
             settings, producer_config={"message.timeout.ms": max(1000, int(delivery_timeout * 1000)),
-                                       **(producer_config or {})}, queue_full_timeout=0)
+                                       **(producer_config or {})}, queue_full_timeout=0, client_error_interval=60.0)
         self._lock = threading.Lock()
         self._inflight: set[str] = set()
         self._backlog = len(outbox) > 0
@@ -214,6 +216,9 @@ class OutboxPublisher:
         self._backoff = 0.5
         self.failed_deliveries = 0
         self.lost = 0
+        # One line per outage, not one per message: a job's driver log keeps the first failure, then the next
+        # lines say only what changed (a delivery again, or a message lost).
+        self._outage_said = False
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="lineagewire-outbox-delivery", daemon=True)
         self._thread.start()
@@ -253,6 +258,7 @@ class OutboxPublisher:
     def _acked(self, entry: OutboxEntry | None, d: Delivery) -> None:
         if d.error is None:
             self._backoff = 0.5
+            self._outage_said = False
             with self._lock:
                 if entry is not None:
                     self._inflight.discard(entry.name)
@@ -264,8 +270,10 @@ class OutboxPublisher:
             log.error("message lost: delivery to %s[%s] failed (%s) and the outbox was full", d.topic, d.partition,
                       d.error.str())
         elif not d.purged:
-            log.warning("delivery to %s[%s] failed: %s; the message waits in outbox %s", d.topic, d.partition,
-                        d.error.str(), self.outbox.folder)
+            level, self._outage_said = (logging.DEBUG if self._outage_said else logging.WARNING), True
+            log.log(level, "delivery to %s[%s] failed: %s; the message waits in outbox %s, and so will the next "
+                    "ones until the cluster answers (they are sent then, or by the next start)", d.topic, d.partition,
+                    d.error.str(), self.outbox.folder)
         self._failed(entry)
 
     # -- the delivery thread: serves acknowledgements and re-sends the outbox ---------------------

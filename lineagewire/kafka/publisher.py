@@ -165,10 +165,13 @@ class Publisher:
         on_error: Callable[[Delivery], None] | None = None,
         producer: Any = None,
         queue_full_timeout: float = 30.0,
+        client_error_interval: float = 1.0,
     ) -> None:
         self.settings = settings
         self.queue_full_timeout = queue_full_timeout
-        self._client_errors = ClientErrorLog(log, f"producer ({settings.bootstrap_servers})")
+        # client_error_interval: the first step of ClientErrorLog's backoff between two lines
+        self._client_errors = ClientErrorLog(log, f"producer ({settings.bootstrap_servers})",
+                                             first=client_error_interval)
         self.codec = codec or Codec(schema_registry_url=settings.schema_registry_url,
                                     registry_config=settings.registry_config())
         self._overrides = producer_config
@@ -198,7 +201,8 @@ class Publisher:
             self.delivered += 1
         elif not d.purged:
             self.failed += 1
-            log.warning("delivery failed %s", d)
+            # A caller with an on_error callback (the outbox) says what becomes of the message: one line, not two.
+            log.log(logging.DEBUG if callback is not None else logging.WARNING, "delivery failed %s", d)
             with self._lock:
                 self._failures += 1
                 if len(self._failed) < _KEEP_FAILED:  # named in flush()'s error; the rest only counted

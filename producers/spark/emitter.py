@@ -363,8 +363,11 @@ class Emitter(SparkCallbacks):
                 closer()
         for name, _listener, executor in self._listeners:
             if not executor.shutdown(max(0.0, deadline - time.monotonic())):
-                log.warning("listener %r did not finish within the flush timeout (%.1fs); %d event(s) dropped",
-                            name, self.config.flush_timeout, executor.pending() + executor.dropped)
+                # pending() counts the close itself too: the kafka listener's close waits for the broker while the
+                # events it took wait in its outbox (sent by the next start), so "dropped" would be wrong there.
+                log.warning("listener %r did not finish within the flush timeout (%.1fs): %d of its tasks (events, "
+                            "or its close) were unfinished, %d event(s) dropped before", name,
+                            self.config.flush_timeout, executor.pending(), executor.dropped)
         with process_hooks.INSTALL_LOCK:
             process_hooks.unregister(self)
             if getattr(self.spark, "_lineagewire_emitter", None) is self:

@@ -183,3 +183,18 @@ def test_a_driver_without_a_jdk_reports_through_the_python_listener(settings, tm
     assert said.count("lineagewire's JVM SparkListener is unavailable (no javac in the driver's JDK") == 1, said[-3000:]
     assert not (tmp_path / "home" / "jvm").exists() or not any((tmp_path / "home" / "jvm").rglob("*.class"))
     _check_run(_events(settings), "no-jdk", out)
+
+
+def test_a_broker_the_driver_cannot_resolve_is_one_line_and_the_events_wait(settings, tmp_path) -> None:  # noqa: ANN001
+    script, out = tmp_path / "job.py", tmp_path / "out"
+    script.write_text(JOB)
+    unresolvable = Settings(bootstrap_servers="nonexistent.invalid:9092")
+    proc = subprocess.run([_spark_bin("spark-submit"), "--master", "local[1]", *_confs(unresolvable, tmp_path),
+                           str(script), str(out)], env=_env(), cwd=tmp_path, capture_output=True, text=True,
+                          timeout=400)
+    said = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "job: done" in proc.stdout, said[-3000:]
+    resolve = [line for line in said.splitlines() if "nonexistent.invalid" in line]
+    assert len(resolve) == 1 and "Failed to resolve" in resolve[0], resolve
+    # created, RUNNING, FINISHED and the two writes: kept for the next start (or `lineagewire` outbox re-send)
+    assert len(list((tmp_path / "outbox").rglob("*.evt"))) >= 5
