@@ -37,6 +37,12 @@ class ServerProcess:
         with self._changed:
             self._changed.notify_all()
 
+    def __enter__(self) -> ServerProcess:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
     def wait_for(self, pattern: str, timeout: float) -> re.Match[str]:
         """The first line matching ``pattern`` (already printed or still to come)."""
         regex = re.compile(pattern)

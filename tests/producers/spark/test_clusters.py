@@ -11,6 +11,7 @@ from the session's Kafka broker. One cluster of each kind serves the whole sessi
 
 from __future__ import annotations
 
+import contextlib
 import pathlib
 import subprocess
 import sys
@@ -203,9 +204,9 @@ def assert_failed_in_udf(events: list[dict[str, Any]]) -> None:
 
 def test_yarn_cluster_job_publishes_its_run_and_lineage(mini_yarn, shipped_environment, kafka_bootstrap,  # noqa: ANN001
                                                          kafka_settings, topic, tmp_path, orders_csv) -> None:
-    submit = yarn_submit(mini_yarn, shipped_environment, kafka_bootstrap, topic, tmp_path, orders_csv, "ok")
-    app = submit.wait_for(r"Submitted application (application_\d+_\d+)", 120).group(1)
-    code = finished(submit)
+    with yarn_submit(mini_yarn, shipped_environment, kafka_bootstrap, topic, tmp_path, orders_csv, "ok") as submit:
+        app = submit.wait_for(r"Submitted application (application_\d+_\d+)", 120).group(1)
+        code = finished(submit)
     context = f"spark-submit: {submit.log}\n{mini_yarn.container_logs(app)}"
     assert code == 0, context
 
@@ -217,9 +218,9 @@ def test_yarn_cluster_job_publishes_its_run_and_lineage(mini_yarn, shipped_envir
 
 def test_yarn_cluster_job_failing_in_a_udf_ends_failed_with_the_executor_error(  # noqa: ANN201
         mini_yarn, shipped_environment, kafka_bootstrap, kafka_settings, topic, tmp_path, orders_csv):  # noqa: ANN001
-    submit = yarn_submit(mini_yarn, shipped_environment, kafka_bootstrap, topic, tmp_path, orders_csv, "fail")
-    app = submit.wait_for(r"Submitted application (application_\d+_\d+)", 120).group(1)
-    code = finished(submit)
+    with yarn_submit(mini_yarn, shipped_environment, kafka_bootstrap, topic, tmp_path, orders_csv, "fail") as submit:
+        app = submit.wait_for(r"Submitted application (application_\d+_\d+)", 120).group(1)
+        code = finished(submit)
     context = f"spark-submit: {submit.log}\n{mini_yarn.container_logs(app)}"
     assert code != 0, context
 
@@ -240,11 +241,17 @@ def test_yarn_application_killed_by_the_cluster_manager_ends_its_run_canceled(  
     event (``java.lang.InterruptedException``) comes after the CANCELED status and gets out only when the SIGKILL
     is late enough (seen both ways), so it is allowed, not required.
     """
-    submit = yarn_submit(mini_yarn, shipped_environment, kafka_bootstrap, topic, tmp_path, orders_csv, "hold")
-    app = submit.wait_for(r"Submitted application (application_\d+_\d+)", 120).group(1)
-    wait_for(lambda: ("CREATED", "RUNNING") in statuses(events_of(kafka_settings, topic)), timeout=150, every=1)
-    mini_yarn.kill(app)
-    code = finished(submit)
+    with yarn_submit(mini_yarn, shipped_environment, kafka_bootstrap, topic, tmp_path, orders_csv, "hold") as submit:
+        app = submit.wait_for(r"Submitted application (application_\d+_\d+)", 120).group(1)
+        try:
+            wait_for(lambda: ("CREATED", "RUNNING") in statuses(events_of(kafka_settings, topic)), timeout=150,
+                     every=1)
+        except AssertionError:
+            with contextlib.suppress(AssertionError):  # the held job would keep the cluster busy for an hour
+                mini_yarn.kill(app)
+            raise
+        mini_yarn.kill(app)
+        code = finished(submit)
     context = f"spark-submit: {submit.log}\n{mini_yarn.container_logs(app)}"
     assert code != 0 and f"Application {app} is killed" in submit.log.read_text(), context
 
@@ -265,8 +272,8 @@ def test_yarn_application_killed_by_the_cluster_manager_ends_its_run_canceled(  
 
 def test_standalone_client_job_publishes_its_run_and_lineage(spark_standalone, kafka_bootstrap,  # noqa: ANN001
                                                              kafka_settings, topic, tmp_path, orders_csv) -> None:
-    submit = standalone_submit(spark_standalone, kafka_bootstrap, topic, tmp_path, orders_csv, "ok")
-    assert finished(submit) == 0, f"see {submit.log}"
+    with standalone_submit(spark_standalone, kafka_bootstrap, topic, tmp_path, orders_csv, "ok") as submit:
+        assert finished(submit) == 0, f"see {submit.log}"
 
     events = events_of(kafka_settings, topic)
     assert_one_run(events, spark_standalone.master_url, "client", f"spark-submit: {submit.log}")
@@ -276,8 +283,8 @@ def test_standalone_client_job_publishes_its_run_and_lineage(spark_standalone, k
 
 def test_standalone_client_job_failing_in_a_udf_ends_failed_with_the_executor_error(  # noqa: ANN201
         spark_standalone, kafka_bootstrap, kafka_settings, topic, tmp_path, orders_csv):  # noqa: ANN001
-    submit = standalone_submit(spark_standalone, kafka_bootstrap, topic, tmp_path, orders_csv, "fail")
-    assert finished(submit) != 0, f"see {submit.log}"
+    with standalone_submit(spark_standalone, kafka_bootstrap, topic, tmp_path, orders_csv, "fail") as submit:
+        assert finished(submit) != 0, f"see {submit.log}"
 
     events = events_of(kafka_settings, topic)
     assert_one_run(events, spark_standalone.master_url, "client", f"spark-submit: {submit.log}")
