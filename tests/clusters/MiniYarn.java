@@ -54,8 +54,18 @@ public final class MiniYarn {
       while (System.in.read() != -1) {
         // the test session holds stdin open while it needs the cluster
       }
-    } finally {
+    } catch (Exception e) {
       cluster.stop();
+      throw e;
     }
+    // Every application has ended by now (each test waits for its own). A full stop would still wait about 20 s,
+    // mostly for the NodeManager's log retention of those applications: stop for a few seconds, then exit.
+    Thread stopper = new Thread(cluster::stop, "MiniYarn-stop");
+    stopper.setDaemon(true);
+    stopper.start();
+    stopper.join(5_000);
+    System.out.println(stopper.isAlive() ? "STOPPED (cut short after 5s)" : "STOPPED");
+    System.out.flush();
+    Runtime.getRuntime().halt(0);
   }
 }
