@@ -22,8 +22,10 @@ from tests.clusters.process import ServerProcess
 HADOOP_VERSION = "3.4.1"
 LAUNCHER = pathlib.Path(__file__).with_name("MiniYarn.java")
 #: What Maven says when it cannot reach Maven Central or Central has not the artifact: the tests skip then.
-_UNSERVED = re.compile(r"Could not (?:resolve|transfer)|UnknownHost|Connect(?:ion)? (?:refused|timed out)|"
-                       r"Network is unreachable|was not found in")
+# (with -q an unreachable Central shows only as Maven's own dependency plugin not found)
+_UNSERVED = re.compile(r"Could not (?:resolve|transfer|find artifact)|UnknownHost|Network is unreachable|"
+                       r"Connect(?:ion)? (?:refused|timed out)|was not found in|"
+                       r"No plugin found for prefix 'dependency'")
 # Hadoop 3.4's Guice and reflection need these on Java 17 (Spark passes the same for its own JVMs).
 JAVA_OPENS = [f"--add-opens=java.base/{p}=ALL-UNNAMED"
               for p in ("java.lang", "java.lang.reflect", "java.io", "java.net", "java.util", "java.util.concurrent")]
