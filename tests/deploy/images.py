@@ -82,14 +82,14 @@ def without_cargo(env: dict[str, str]) -> dict[str, str]:
     return {**env, "PATH": os.pathsep.join(folders)}
 
 
-def _uv() -> str:
+def uv() -> str:
     found = shutil.which("uv", path=str(pathlib.Path(sys.executable).parent)) or shutil.which("uv")
     if found is None:
         raise AssertionError("uv is not installed; it is a dev dependency: run make setup")
     return found
 
 
-def _source_digest() -> str:
+def source_digest() -> str:
     """What the install of ``.`` is made from: every file git tracks or would track, by content."""
     files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
                            capture_output=True, check=True).stdout.split(b"\0")
@@ -111,7 +111,7 @@ def stage_venv(stage: Stage) -> pathlib.Path:
     VENVS.mkdir(parents=True, exist_ok=True)
     venv = VENVS / stage.name
     spec_key = hashlib.sha256(repr((stage.base, stage.pip)).encode() + (ROOT / "pyproject.toml").read_bytes())
-    source_key = _source_digest()
+    source_key = source_digest()
     env = without_cargo({**os.environ, "UV_PYTHON_DOWNLOADS": "never"})
     env.pop("VIRTUAL_ENV", None)
     with open(VENVS / f".{stage.name}.lock", "w") as lock:
@@ -120,13 +120,13 @@ def stage_venv(stage: Stage) -> pathlib.Path:
         fresh = not (spec_file.exists() and spec_file.read_text() == spec_key.hexdigest())
         if fresh:
             shutil.rmtree(venv, ignore_errors=True)
-            subprocess.run([_uv(), "venv", "-q", "--python", stage.python or "3", str(venv)], env=env, check=True,
+            subprocess.run([uv(), "venv", "-q", "--python", stage.python or "3", str(venv)], env=env, check=True,
                            capture_output=True)
         elif source_file.exists() and source_file.read_text() == source_key:
             return venv
         for requirements in stage.pip:
             args = [host_requirement(r, stage.workdir) for r in requirements]
-            install = [_uv(), "pip", "install", "-q", "--python", str(venv / "bin" / "python"),
+            install = [uv(), "pip", "install", "-q", "--python", str(venv / "bin" / "python"),
                        *([] if fresh else ["--reinstall-package", "lineagewire"]), *args]
             # From uv's cache first: online, uv revalidates PySpark's source release and builds its 450 MB wheel
             # again (about 90 s here); the index is asked only for what the cache does not hold.
