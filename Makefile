@@ -54,8 +54,9 @@ layers: setup
 
 # Sets everything up, then runs every test (the session starts its own broker), then the Spark
 # tests again on the newest PySpark 4.x (the main venv has the oldest) and on PySpark 3.5: a failure of any fails.
+# The cluster tests (YARN, standalone: four minutes) run once, on 3.5, the Spark of EMR, Dataproc and Glue.
 test: system-deps kafka-jars lint layers
-	$(BIN)/pytest
+	$(BIN)/pytest -m "not cluster"
 	$(MAKE) --no-print-directory test-spark-newest
 	$(MAKE) --no-print-directory test-spark-35
 

@@ -40,11 +40,6 @@ def python_tag() -> str:
     return f"python{sys.version_info.major}.{sys.version_info.minor}"
 
 
-def boot_dir_in_environment() -> str:
-    """lineagewire's ``_boot`` folder inside the unpacked environment, relative to a YARN container's folder."""
-    return f"./environment/lib/{python_tag()}/site-packages/lineagewire/producers/spark/_boot"
-
-
 def _install(venv: pathlib.Path, requirement: str, override: pathlib.Path) -> None:
     env = without_cargo({**os.environ, "UV_PYTHON_DOWNLOADS": "never"})
     env.pop("VIRTUAL_ENV", None)

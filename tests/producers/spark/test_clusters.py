@@ -22,15 +22,14 @@ import pytest
 
 from lineagewire.config import Settings
 from lineagewire.kafka.reader import TopicReader
-from lineagewire.producers.spark.instrument import child_environment
 from lineagewire.schemas import Codec
 from tests.clusters.process import ServerProcess
-from tests.clusters.pyenv import boot_dir_in_environment, packed_environment, pyspark_archives
+from tests.clusters.pyenv import packed_environment, pyspark_archives
 from tests.clusters.standalone import SparkStandalone, spark_environment, spark_home
 from tests.clusters.yarn import HadoopJarsUnavailable, MiniYarn
 from tests.helpers import wait_for
 
-pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow, pytest.mark.cluster]
 
 JOB = pathlib.Path(__file__).with_name("cluster_jobs") / "orders.py"
 NAMESPACE = "clusters"
@@ -78,15 +77,12 @@ def orders_csv(tmp_path: pathlib.Path) -> pathlib.Path:
 
 def activation(deploy_mode: str, bootstrap_servers: str, topic: str, outbox: pathlib.Path,
                ) -> tuple[dict[str, str], dict[str, str]]:
-    """What turns the emitter on in a submitted job, as ``(spark conf, environment of spark-submit)``.
-
-    The one place to change when activation by Spark conf alone (``spark.lineagewire.enabled=true``) lands.
-    Today the driver's Python needs lineagewire's ``_boot`` folder first on PYTHONPATH and
-    ``LINEAGEWIRE_INSTRUMENT=1`` (what ``lineagewire instrument`` sets): in cluster mode the driver runs in the
-    ApplicationMaster's container, so both go through ``spark.yarn.appMasterEnv.*`` with the folder inside the
-    shipped environment; in client mode the driver is spark-submit's own child, so they go in its environment.
-    """
+    """What turns the emitter on in a submitted job, as ``(spark conf, environment of spark-submit)``: Spark
+    configuration alone (docs/platforms.md), in client and cluster deploy mode alike. The driver's Python has
+    lineagewire installed (the shipped environment in cluster mode, this venv in client mode), whose start-up
+    hook reads ``spark.lineagewire.enabled``."""
     conf = {
+        "spark.lineagewire.enabled": "true",
         "spark.lineagewire.bootstrap_servers": bootstrap_servers,
         "spark.lineagewire.topic": topic,
         "spark.lineagewire.namespace": NAMESPACE,
@@ -94,11 +90,7 @@ def activation(deploy_mode: str, bootstrap_servers: str, topic: str, outbox: pat
         # a generous extraction budget: the machine is shared, and these tests check lineage, not speed
         "spark.lineagewire.time_budget_ms": "10000",
     }
-    if deploy_mode == "cluster":
-        conf["spark.yarn.appMasterEnv.PYTHONPATH"] = boot_dir_in_environment()
-        conf["spark.yarn.appMasterEnv.LINEAGEWIRE_INSTRUMENT"] = "1"
-        return conf, {}
-    return conf, child_environment({})
+    return conf, {}
 
 
 def _submit(options: list[str], conf: dict[str, str], env: dict[str, str], log: pathlib.Path,
