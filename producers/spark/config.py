@@ -57,11 +57,11 @@ class EmitterConfig(BaseSettings):
     # below as it is, instead of pydantic-settings' JSON decoding.
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", validate_default=True)
 
+    listeners: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["kafka"],
+                                 description="listener names or dotted paths; empty starts none")
     enabled: bool = Field(False, description="Spark configuration alone turns the emitter on in any driver whose "
                           "Python has lineagewire installed (spark-submit, the pyspark shell, a notebook); "
                           "install() and lineagewire instrument start it whatever this says")
-    listeners: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["kafka"],
-                                 description="listener names or dotted paths; empty starts none")
     namespace: str = Field("spark", description="job namespace of every run")
     job_name: str | None = Field(None, description="job name of the application run (default: spark.app.name)")
     run_id: str | None = Field(None, description="run id of the application run (default: a new UUID)")
