@@ -203,6 +203,7 @@ def test_a_dataset_shows_its_schema_history_and_versions(tmp_path: pathlib.Path)
 
 
 @pytest.mark.slow
+@pytest.mark.postgres
 def test_every_page_answers_on_postgresql() -> None:
     from tests.consumers.audit.test_registry import history
     from tests.postgres import LocalPostgres, find_bin_dir
