@@ -118,6 +118,7 @@ def test_a_fresh_deployment_pages_only_what_is_still_open_once_and_a_restart_sen
     assert plan["done"] and sum(plan["ends"].values()) == len(history)
 
 
+@pytest.mark.slow
 def test_a_restart_in_the_middle_of_history_carries_on_silently_and_notify_since_lets_newer_alerts_through(
         settings, topic_factory, tmp_path, http_receiver: HttpReceiver) -> None:  # noqa: ANN001
     """A new group on a 4-partition topic stops after 25 of 66 events (committed offsets exist then); the next

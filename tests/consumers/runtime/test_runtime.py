@@ -92,6 +92,7 @@ def test_poison_messages_go_to_the_dlq_with_headers_and_the_rest_flows(settings,
     assert rt.stats.dead_lettered == 2
 
 
+@pytest.mark.slow
 def test_redelivered_event_is_handled_once(settings, group_id) -> None:  # noqa: ANN001
     e = status_event()
     publish(settings, [e, e, status_event()])
