@@ -89,7 +89,7 @@ class CatchUp:
         md = client.list_topics(timeout=self.timeout)
         tps = [TopicPartition(t, p) for t in self.topics if t in md.topics and md.topics[t].error is None
                for p in sorted(md.topics[t].partitions)]
-        committed = []
+        committed: list[TopicPartition] = []
         if tps:
             asked = client.list_consumer_group_offsets([ConsumerGroupTopicPartitions(self.group, tps)],
                                                        request_timeout=self.timeout)
