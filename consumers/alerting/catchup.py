@@ -28,10 +28,14 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
     from lineagewire.config import Settings
 
 log = logging.getLogger(__name__)
@@ -91,9 +95,7 @@ class CatchUp:
                for p in sorted(md.topics[t].partitions)]
         committed: list[TopicPartition] = []
         if tps:
-            asked = client.list_consumer_group_offsets([ConsumerGroupTopicPartitions(self.group, tps)],
-                                                       request_timeout=self.timeout)
-            committed = asked[self.group].result().topic_partitions or []
+            committed = self._committed(client, ConsumerGroupTopicPartitions(self.group, tps))
         if any(tp.offset >= 0 for tp in committed):
             log.log(logging.WARNING if self.notify_since else logging.INFO, "alerting: group %s has committed "
                     "offsets: notifying as before, no catch-up%s", self.group,
@@ -110,3 +112,24 @@ class CatchUp:
         log.info("alerting: new group %s: reading the history of %d partition(s) silently (alerts before %s), "
                  "then notifying the alerts still open", self.group, len(ends), since.isoformat())
         return CatchUpPlan(since, ends, done=not ends)
+
+    def _committed(self, client: AdminClient, request: ConsumerGroupTopicPartitions) -> list[TopicPartition]:
+        """The group's committed offsets. A coordinator still loading (a fresh broker, a moved coordinator)
+        answers with an error that the admin API hands back, where a consumer waits it out: ask again until
+        ``timeout``, as the consumer did."""
+        from confluent_kafka import KafkaError, KafkaException
+
+        moving = {KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE,
+                  KafkaError.NOT_COORDINATOR}
+        deadline, pause = time.monotonic() + self.timeout, 0.05
+        while True:
+            try:
+                answer = client.list_consumer_group_offsets([request], request_timeout=self.timeout)
+                return answer[self.group].result().topic_partitions or []
+            except KafkaException as exc:
+                err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+                passing = err is not None and (err.retriable() or err.code() in moving)
+                if not passing or time.monotonic() + pause > deadline:
+                    raise
+            time.sleep(pause)  # the coordinator gives no signal to wait on
+            pause = min(pause * 2, 1.0)
