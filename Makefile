@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: setup system-deps kafka-jars test test-spark-newest test-spark-35 demo lint layers bench clean
+.PHONY: setup system-deps kafka-jars test test-fast test-spark-newest test-spark-35 demo lint layers bench clean
 
 setup: $(VENV)/.installed
 
@@ -59,6 +59,11 @@ test: system-deps kafka-jars lint layers
 	$(BIN)/pytest -m "not cluster"
 	$(MAKE) --no-print-directory test-spark-newest
 	$(MAKE) --no-print-directory test-spark-35
+
+# The edit loop: every test that needs no SparkSession, browser or PostgreSQL and is not marked slow (the
+# session still starts its own broker). `make test` is what CI runs.
+test-fast: kafka-jars lint layers
+	$(BIN)/pytest -m "not spark and not slow and not browser and not postgres"
 
 # The emitter and lineage tests on the newest PySpark 4.x, in a second
 # virtualenv, .venv-spark-newest (made once, again when pyproject.toml changes; see the script).

@@ -28,10 +28,14 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
     from lineagewire.config import Settings
 
 log = logging.getLogger(__name__)
@@ -79,31 +83,53 @@ class CatchUp:
         """A new plan: done if the group has committed offsets, else every non-empty partition's end now.
 
         Kafka errors propagate (the runtime retries the event with backoff)."""
-        from confluent_kafka import Consumer, TopicPartition
+        from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+        from confluent_kafka.admin import OffsetSpec
 
-        from lineagewire.kafka.errors import QUIET_LOGGER
+        from lineagewire.kafka.cluster import admin
 
-        # A consumer of the same group that never subscribes: it reads the group's offsets without joining it.
-        consumer = Consumer({**self.settings.as_librdkafka_dict(), "group.id": self.group,
-                             "enable.auto.commit": False, "logger": QUIET_LOGGER})
-        try:
-            md = consumer.list_topics(timeout=self.timeout)
-            tps = [TopicPartition(t, p) for t in self.topics if t in md.topics and md.topics[t].error is None
-                   for p in sorted(md.topics[t].partitions)]
-            committed = consumer.committed(tps, timeout=self.timeout) if tps else []
-            if any(tp.offset >= 0 for tp in committed):
-                log.log(logging.WARNING if self.notify_since else logging.INFO, "alerting: group %s has committed "
-                        "offsets: notifying as before, no catch-up%s", self.group,
-                        " (--notify-since is for a new group only)" if self.notify_since else "")
-                return CatchUpPlan(None, {}, done=True)
-            ends: dict[str, int] = {}
-            for tp in tps:
-                low, high = consumer.get_watermark_offsets(tp, timeout=self.timeout)
-                if high > low:
-                    ends[partition_key(tp.topic, tp.partition)] = int(high)
-        finally:
-            consumer.close()
+        # The admin API reads the group's offsets and the partitions' ends without joining the group.
+        client = admin(self.settings)
+        md = client.list_topics(timeout=self.timeout)
+        tps = [TopicPartition(t, p) for t in self.topics if t in md.topics and md.topics[t].error is None
+               for p in sorted(md.topics[t].partitions)]
+        committed: list[TopicPartition] = []
+        if tps:
+            committed = self._committed(client, ConsumerGroupTopicPartitions(self.group, tps))
+        if any(tp.offset >= 0 for tp in committed):
+            log.log(logging.WARNING if self.notify_since else logging.INFO, "alerting: group %s has committed "
+                    "offsets: notifying as before, no catch-up%s", self.group,
+                    " (--notify-since is for a new group only)" if self.notify_since else "")
+            return CatchUpPlan(None, {}, done=True)
+
+        def offsets(spec: OffsetSpec) -> dict[tuple[str, int], int]:
+            asked = client.list_offsets({tp: spec for tp in tps}, request_timeout=self.timeout) if tps else {}
+            return {(tp.topic, tp.partition): int(f.result().offset) for tp, f in asked.items()}
+
+        lows, highs = offsets(OffsetSpec.earliest()), offsets(OffsetSpec.latest())
+        ends = {partition_key(*key): highs[key] for key in sorted(highs) if highs[key] > lows[key]}
         since = self.notify_since or started
         log.info("alerting: new group %s: reading the history of %d partition(s) silently (alerts before %s), "
                  "then notifying the alerts still open", self.group, len(ends), since.isoformat())
         return CatchUpPlan(since, ends, done=not ends)
+
+    def _committed(self, client: AdminClient, request: ConsumerGroupTopicPartitions) -> list[TopicPartition]:
+        """The group's committed offsets. A coordinator still loading (a fresh broker, a moved coordinator)
+        answers with an error that the admin API hands back, where a consumer waits it out: ask again until
+        ``timeout``, as the consumer did."""
+        from confluent_kafka import KafkaError, KafkaException
+
+        moving = {KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE,
+                  KafkaError.NOT_COORDINATOR}
+        deadline, pause = time.monotonic() + self.timeout, 0.05
+        while True:
+            try:
+                answer = client.list_consumer_group_offsets([request], request_timeout=self.timeout)
+                return answer[self.group].result().topic_partitions or []
+            except KafkaException as exc:
+                err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+                passing = err is not None and (err.retriable() or err.code() in moving)
+                if not passing or time.monotonic() + pause > deadline:
+                    raise
+            time.sleep(pause)  # the coordinator gives no signal to wait on
+            pause = min(pause * 2, 1.0)

@@ -268,9 +268,3 @@ class Dispatcher:
         views = tuple(a.view() for a in self.alerts.values()
                       if a.state == "firing" and a.notified and channel in a.channels and not muted(a))
         return Notification(f"resend:{channel}", {}, views, now) if views else None
-
-    def take_changes(self) -> tuple[list[Alert], list[Group]]:
-        alerts, groups = list(self.changed_alerts.values()), list(self.changed_groups.values())
-        self.changed_alerts.clear()
-        self.changed_groups.clear()
-        return alerts, groups

@@ -130,9 +130,6 @@ class SinksConfig(BaseModel):
     def _file(cls, v: Any) -> Any:
         return {"path": v} if isinstance(v, str | pathlib.Path) else v
 
-    def selected(self) -> list[str]:
-        return [name for name in ("file", "rest", "kafka") if getattr(self, name) is not None]
-
 
 class DataHubConfig(BaseModel):
     """How events become DataHub entities (see the module docstring for the YAML form)."""

@@ -53,7 +53,6 @@ import logging
 import signal
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -516,8 +515,3 @@ def _what(event_id: str | None) -> str:
 
 def _reason(exc: PermanentError) -> str:
     return "handler-bug" if isinstance(exc, HandlerBugError) else "permanent"
-
-
-def new_group_id(service: str) -> str:
-    """A throwaway group id (tests, one-off runs)."""
-    return f"lineagewire-{service}-{uuid.uuid4().hex[:8]}"

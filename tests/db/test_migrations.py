@@ -52,7 +52,7 @@ OPEN: dict[str, Callable[[str], None]] = {"registry": _open_registry, "alerting"
                                           "scheduler": _open_scheduler}
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def db_url(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'store.db'}"

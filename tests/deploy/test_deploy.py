@@ -208,6 +208,7 @@ def _run(venv: pathlib.Path, argv: list[str], env: dict[str, str], cwd: pathlib.
                           capture_output=True, text=True, timeout=120, check=False)
 
 
+@pytest.mark.slow  # the fixture installs each image's virtualenv (about a minute)
 @pytest.mark.parametrize("name", sorted(OURS))
 def test_each_command_runs_in_a_virtualenv_installed_as_its_image(name: str, venvs: dict[str, pathlib.Path],
                                                                   compose_db: str | None,

@@ -56,6 +56,7 @@ def test_cli_starts_creates_topics_reports_status_and_stops(tmp_path, kafka_boot
     assert _lw(tmp_path, "kafka", "status", "--port", str(port)).returncode == 1
 
 
+@pytest.mark.slow
 def test_broker_down_gives_clear_errors() -> None:
     dead = Settings(bootstrap_servers=f"127.0.0.1:{free_port()}")
     with pytest.raises(BrokerUnavailableError, match="no broker answered"):

@@ -56,6 +56,7 @@ def test_current_schemas_equal_the_latest_release_or_are_compatible() -> None:
         assert_resolves_both_ways(old.schema, _repository.current()[name].schema, examples=5)
 
 
+@pytest.mark.slow
 def test_a_version_ahead_of_the_release_is_still_checked(monkeypatch: pytest.MonkeyPatch) -> None:
     """Once SCHEMA_VERSION moves past the latest release, an incompatible current schema still fails."""
     import copy

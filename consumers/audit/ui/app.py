@@ -186,10 +186,10 @@ def add_ui(app: FastAPI, store: RegistryStore, *, alerts_db: str | None = None, 
 
         event = _revive(read(q.event_body, event_id))
         try:  # the OpenLineage service's own rendering, through the runtime's handler registry
-            cls = load_handler_class("openlineage")
-            cls.prepare_process()
-            texts = cls.from_options().render(Record(topic="registry", partition=0, offset=0, key=None,
-                                                     timestamp_ms=0, event=event))
+            # not prepare_process(): its GC and switch-interval tuning is for the service's own process, not this one
+            handler = load_handler_class("openlineage").from_options()
+            texts = handler.render(Record(topic="registry", partition=0, offset=0, key=None, timestamp_ms=0,
+                                          event=event))
         except (LineagewireError, ImportError) as exc:
             return JSONResponse({"detail": f"no OpenLineage rendering: {exc}"}, status_code=501)
         return Response("[" + ",\n".join(texts) + "]", media_type="application/json")

@@ -18,7 +18,7 @@ import pytest
 import sqlalchemy as sa
 import yaml
 
-from lineagewire.consumers.alerting.catchup import CatchUp
+from lineagewire.consumers.alerting.catchup import CatchUp, CatchUpPlan
 from lineagewire.consumers.alerting.config import parse_config
 from lineagewire.consumers.alerting.service import AlertingHandler
 from lineagewire.consumers.runtime import ConsumerRuntime
@@ -118,6 +118,7 @@ def test_a_fresh_deployment_pages_only_what_is_still_open_once_and_a_restart_sen
     assert plan["done"] and sum(plan["ends"].values()) == len(history)
 
 
+@pytest.mark.slow
 def test_a_restart_in_the_middle_of_history_carries_on_silently_and_notify_since_lets_newer_alerts_through(
         settings, topic_factory, tmp_path, http_receiver: HttpReceiver) -> None:  # noqa: ANN001
     """A new group on a 4-partition topic stops after 25 of 66 events (committed offsets exist then); the next
@@ -215,3 +216,25 @@ def test_instances_sharing_a_database_hold_history_until_all_partitions_are_read
     assert len(recs[0].sent) == 0 and len(recs[1].sent) == 3
     for h in handlers:
         h.close()
+
+
+def test_the_plan_reads_the_partition_ends_for_a_new_group_and_is_done_for_one_with_committed_offsets(
+        settings) -> None:  # noqa: ANN001
+    """``CatchUp.plan`` on the real broker: a new group catches up to each non-empty partition's end; once the
+    group committed an offset, there is nothing to catch up."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    topic = settings.topics.jobs
+    history = _failure("old", at(0))
+    _publish(settings, history)
+    group, started = f"g-{uuid.uuid4().hex[:8]}", dt.datetime.now(dt.UTC)
+    plan = CatchUp(settings, group, [topic, "no.such.topic"]).plan(started)
+    assert not plan.done and plan.since == started and sum(plan.ends.values()) == len(history)
+    assert set(plan.ends) <= {f"{topic}[{p}]" for p in range(3)}
+
+    committer = Consumer({**settings.as_librdkafka_dict(), "group.id": group, "enable.auto.commit": False})
+    try:
+        committer.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)
+    finally:
+        committer.close()
+    assert CatchUp(settings, group, [topic]).plan(started) == CatchUpPlan(None, {}, done=True)

@@ -176,6 +176,7 @@ def _repetition(n: int, rnd: random.Random, settings, postgres, receiver: HttpRe
 
 @pytest.mark.integration
 @pytest.mark.slow
+@pytest.mark.postgres
 def test_instances_of_one_group_send_one_notification_per_alert_state_change_across_kills(
         kafka_settings, topic_factory, postgres, tmp_path, http_receiver: HttpReceiver) -> None:  # noqa: ANN001
     seed = int(os.environ.get("LINEAGEWIRE_TEST_SEED", random.randrange(1 << 30)))

@@ -94,6 +94,7 @@ def test_a_failing_spark_job_pages_and_its_next_good_run_resolves_with_no_duplic
     assert [r.json["status"] for r in http_receiver.on("/hook")] == ["firing", "resolved"]
 
 
+@pytest.mark.slow
 def test_a_missed_scheduled_refresh_raises_refresh_missed(settings, topic_factory, tmp_path,  # noqa: ANN001
                                                          http_receiver: HttpReceiver) -> None:
     # The scheduler's side is played by publishing what it and the refresh runner publish, with the

@@ -165,6 +165,7 @@ def test_rest_reads_are_open_and_writes_need_the_token_first(server) -> None:  #
 
 
 @pytest.mark.slow
+@pytest.mark.postgres
 def test_the_registry_on_postgresql() -> None:
     bin_dir = find_bin_dir()
     if bin_dir is None:
@@ -246,6 +247,7 @@ def test_read_commands_neither_create_the_database_nor_its_tables(tmp_path, comm
 
 
 @pytest.mark.slow
+@pytest.mark.postgres
 def test_read_commands_on_postgresql_create_nothing() -> None:
     from tests.consumers.audit.test_verify_query import cli_result
 

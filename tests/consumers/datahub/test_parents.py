@@ -129,6 +129,7 @@ def test_orchestrator_cluster_is_checked_like_cluster() -> None:
 
 
 @pytest.mark.integration
+@pytest.mark.slow
 def test_consume_datahub_file_links_the_spark_run_to_the_airflow_task(settings, tmp_path, monkeypatch) -> None:  # noqa: ANN001
     from .test_service import consume_into_file, publish
 

@@ -145,6 +145,7 @@ def test_a_record_gms_refuses_is_dead_lettered_and_the_rest_of_its_batch_deliver
     assert headers["lineagewire.original.offset"] == str(original.offset())
 
 
+@pytest.mark.slow
 def test_give_up_after_with_gms_down_dead_letters_exactly_the_records_never_confirmed(settings, group_id) -> None:  # noqa: ANN001
     from tests.helpers import read_topic
 

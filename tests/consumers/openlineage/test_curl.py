@@ -18,6 +18,7 @@ from .receiver import Receiver
 pytestmark = pytest.mark.integration
 
 
+@pytest.mark.slow
 def test_sockets_libcurl_closes_while_idle_do_not_leave_their_numbers_unwatched() -> None:
     # 8 connections for each burst, 1 kept between bursts: libcurl closes 7 idle sockets after every burst
     # (the backend did not close them, so their readers never fired) and opens 7 new ones, mostly under the

@@ -155,6 +155,7 @@ def test_a_transport_that_cannot_confirm_each_event_is_refused_at_start(tmp_path
         assert "Traceback" not in r.stderr
 
 
+@pytest.mark.slow
 def test_kafka_transport_commits_only_what_the_broker_acknowledged(settings, group_id) -> None:  # noqa: ANN001
     events = app_run(actions=1)
     publish(settings, events)
@@ -247,6 +248,7 @@ def test_an_event_the_backend_refuses_is_dead_lettered_as_consumed_and_nothing_s
     assert (headers["lineagewire.original.partition"], headers["lineagewire.original.offset"]) == tuple(map(str, bad))
 
 
+@pytest.mark.slow
 def test_give_up_after_dead_letters_the_records_never_confirmed_not_later_ones(settings, group_id) -> None:  # noqa: ANN001
     events = interleaved_runs(6)
     publish(settings, events)

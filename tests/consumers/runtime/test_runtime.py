@@ -92,6 +92,7 @@ def test_poison_messages_go_to_the_dlq_with_headers_and_the_rest_flows(settings,
     assert rt.stats.dead_lettered == 2
 
 
+@pytest.mark.slow
 def test_redelivered_event_is_handled_once(settings, group_id) -> None:  # noqa: ANN001
     e = status_event()
     publish(settings, [e, e, status_event()])
@@ -100,6 +101,7 @@ def test_redelivered_event_is_handled_once(settings, group_id) -> None:  # noqa:
     assert stats.consumed == 3 and stats.duplicates == 1 and len(h.seen) == 2
 
 
+@pytest.mark.slow
 def test_stop_while_output_down_leaves_the_event_for_the_next_run(settings, group_id) -> None:  # noqa: ANN001
     events = events_for(1, 3)
     publish(settings, events)
@@ -135,6 +137,7 @@ def test_metrics_and_healthz_on_loopback(settings, group_id) -> None:  # noqa: A
     assert "lineagewire_consumer_lag{" in text
 
 
+@pytest.mark.slow
 def test_give_up_after_dead_letters_and_goes_on(settings, group_id) -> None:  # noqa: ANN001
     events = events_for(1, 2)
     publish(settings, events)

@@ -50,7 +50,7 @@ def db_url(tmp_path: pathlib.Path) -> str:
     return f"sqlite:///{tmp_path / 'scheduler.db'}"
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def shared_db(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> str:
     """A database URL several scheduler instances share: a SQLite file, or a fresh PostgreSQL database."""
     if request.param == "sqlite":

@@ -99,6 +99,7 @@ def test_authentication_comes_before_the_body_and_bodies_are_capped(http: httpx.
     assert r.status_code == 413
 
 
+@pytest.mark.slow
 def test_validate_rejects_what_the_service_rejects(tmp_path: pathlib.Path) -> None:
     def validate(text: str) -> str:
         f = tmp_path / "t.yaml"

@@ -194,6 +194,7 @@ def test_two_instances_on_one_database_fire_once_per_nominal_time(lw_settings: S
     assert {(w, t.isoformat().replace("+00:00", "Z")) for w, t in fires} == db_fires
 
 
+@pytest.mark.postgres
 def test_high_availability_on_postgresql(lw_settings: Settings, tables_file: pathlib.Path, tmp_path: pathlib.Path,
                                          procs: list[Proc], postgres: LocalPostgres) -> None:
     """A 1-second cron, two instances, one SIGKILLed and restarted midway: no duplicate, no missed nominal time.

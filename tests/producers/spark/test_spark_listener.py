@@ -44,6 +44,7 @@ def _failing_javac(folder: pathlib.Path) -> str:
     return str(script)
 
 
+@pytest.mark.slow
 def test_compile_writes_the_class_once_and_reuses_it(tmp_path, monkeypatch) -> None:  # noqa: ANN001
     monkeypatch.setenv("LINEAGEWIRE_HOME", str(tmp_path / "home"))
     info = _pyspark_info()

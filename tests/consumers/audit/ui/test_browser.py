@@ -22,7 +22,7 @@ from tests.consumers.openlineage.samples import app_run
 
 from .conftest import UiServer
 
-pytestmark = [pytest.mark.integration]
+pytestmark = [pytest.mark.integration, pytest.mark.browser]
 
 from playwright.sync_api import expect  # noqa: E402 - dev installs it: missing fails, it does not skip
 

@@ -1,11 +1,14 @@
 """The UI's server over real HTTP on 127.0.0.1: auth, read-only, the command's checks, jobs table filters,
-dataset lookup by name, and the refresh health read from a scheduler's REST API."""
+dataset lookup by name, the refresh health read from a scheduler's REST API, and the OpenLineage page leaving
+the process's GC and interpreter settings alone."""
 
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import pathlib
 import re
+import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -200,6 +203,7 @@ def test_a_dataset_shows_its_schema_history_and_versions(tmp_path: pathlib.Path)
 
 
 @pytest.mark.slow
+@pytest.mark.postgres
 def test_every_page_answers_on_postgresql() -> None:
     from tests.consumers.audit.test_registry import history
     from tests.postgres import LocalPostgres, find_bin_dir
@@ -230,3 +234,34 @@ def test_every_page_answers_on_postgresql() -> None:
                                                                  "/data/report", "daily_orders", "report"]
             found = client.get("/ui/search", params={"q": "amount"}).text
             assert "/data/daily_orders_out</a>" in found
+
+
+@pytest.fixture
+def known_process_settings() -> Iterator[tuple[tuple[int, int, int], float]]:
+    """Python's default GC thresholds and switch interval for the test, whatever an earlier test left (``consume
+    openlineage``'s own set-up, as ``replay`` makes it, sets 0.2 ms), and the earlier values back afterwards."""
+    threshold, interval = gc.get_threshold(), sys.getswitchinterval()
+    gc.set_threshold(700, 10, 10)
+    sys.setswitchinterval(0.005)
+    try:
+        yield gc.get_threshold(), sys.getswitchinterval()
+    finally:
+        gc.set_threshold(*threshold)
+        sys.setswitchinterval(interval)
+
+
+def test_the_openlineage_page_leaves_the_gc_and_interpreter_settings_alone(
+        tmp_path: pathlib.Path, known_process_settings: tuple[tuple[int, int, int], float]) -> None:
+    """The page renders as ``consume openlineage`` does, but the service's process-wide tuning (``gc.freeze``,
+    thresholds, switch interval) is for that service's process, never for the web server's."""
+    events = app_run("rendered")
+    frozen = gc.get_freeze_count()
+    rendered = []
+    with UiServer(filled(tmp_path, events)) as srv, httpx.Client(base_url=srv.url) as client:
+        for e in events:
+            answer = client.get(f"/ui/events/{e['header']['event_id']}/openlineage.json")
+            assert answer.status_code == 200, answer.text
+            rendered += answer.json()
+    assert rendered and all(ev["job"]["name"].startswith("rendered") for ev in rendered)
+    assert (gc.get_threshold(), sys.getswitchinterval()) == known_process_settings
+    assert gc.get_freeze_count() == frozen
