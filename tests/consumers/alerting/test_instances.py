@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
-import time
 
 import pytest
 
@@ -15,6 +14,7 @@ from lineagewire.consumers.alerting.model import Notification
 from lineagewire.consumers.alerting.outbox import Outbox
 from lineagewire.consumers.alerting.service import AlertingHandler
 from lineagewire.consumers.alerting.store import AlertStore
+from tests.helpers import latency, wait_for
 
 from .events import RunBuilder, at
 from .fakes import Clock, Recorder, record
@@ -107,7 +107,7 @@ class Slow(Recorder):
         self.seconds = seconds
 
     def send(self, notification: Notification) -> None:
-        time.sleep(self.seconds)
+        latency(self.seconds)  # a slow channel: the simulated time of its send
         super().send(notification)
 
 
@@ -122,13 +122,10 @@ def test_a_live_instances_send_longer_than_the_lease_keeps_its_claim(tmp_path) -
     b = Outbox(store, {"rec": other}, owner="b", lease=0.9)
     sending = threading.Thread(target=lambda: a.deliver(dt.datetime.now(dt.UTC)))
     sending.start()
-    while not store.outbox()[0].claims:  # A claimed it and is sending
-        time.sleep(0.01)
-    deadline = time.monotonic() + 1.8
-    while time.monotonic() < deadline:  # B looks again and again while A's send lasts twice the lease
+    wait_for(lambda: store.outbox()[0].claims, timeout=10, every=0.01)  # A claimed it and is sending
+    while sending.is_alive():  # B looks again and again while A's send lasts twice the lease
         b.deliver(dt.datetime.now(dt.UTC))
-        time.sleep(0.1)
-    sending.join()
+        sending.join(0.1)
     assert len(slow.sent) == 1 and other.sent == []
     (row,) = store.outbox()
     assert (row.state, row.claims, row.takeovers) == ("delivered", 1, 0)

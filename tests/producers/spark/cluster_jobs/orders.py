@@ -5,8 +5,8 @@
 is killed (the test kills it through the cluster manager).
 """
 
+import signal
 import sys
-import time
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -20,7 +20,7 @@ def checked(amount: float) -> float:
 
 
 def held(amount: float) -> float:
-    time.sleep(3600)  # until the cluster manager kills the application
+    signal.pause()  # until the cluster manager's signal ends the application
     return amount
 
 
