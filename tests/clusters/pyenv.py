@@ -25,7 +25,7 @@ import subprocess
 import sys
 import zipfile
 
-from tests.deploy.images import ROOT, source_digest, uv, without_cargo
+from tests.deploy.images import ROOT, source_digest, uv, uv_install, without_cargo
 
 CACHE = ROOT / "build" / "cluster-env"
 #: The extras the shipped environment is installed with.
@@ -43,15 +43,7 @@ def python_tag() -> str:
 def _install(venv: pathlib.Path, requirement: str, override: pathlib.Path) -> None:
     env = without_cargo({**os.environ, "UV_PYTHON_DOWNLOADS": "never"})
     env.pop("VIRTUAL_ENV", None)
-    install = [uv(), "pip", "install", "-q", "--python", str(venv / "bin" / "python"), "--override", str(override),
-               requirement]
-    # from uv's cache first, as tests/deploy does; the index only for what the cache lacks
-    run = subprocess.run([*install, "--offline"], env=env, capture_output=True, text=True, check=False)
-    if run.returncode != 0:
-        run = subprocess.run(install, env=env, capture_output=True, text=True, check=False)
-    if run.returncode != 0:
-        raise AssertionError(f"uv pip install {requirement} (the cluster job's environment) failed:\n"
-                             f"{run.stderr[-3000:]}")
+    uv_install(venv, ["--override", str(override), requirement], env, "the cluster job's environment")
 
 
 def packed_environment() -> pathlib.Path:

@@ -101,6 +101,18 @@ def source_digest() -> str:
     return digest.hexdigest()
 
 
+def uv_install(venv: pathlib.Path, args: list[str], env: dict[str, str], what: str) -> None:
+    """``uv pip install args`` into ``venv``, from uv's cache first: online, uv revalidates PySpark's source release
+    and builds its 450 MB wheel again (about 90 s here); the index is asked only for what the cache does not hold.
+    AssertionError with uv's words, naming ``what`` the environment is for."""
+    install = [uv(), "pip", "install", "-q", "--python", str(venv / "bin" / "python"), *args]
+    run = subprocess.run([*install, "--offline"], env=env, capture_output=True, text=True, check=False)
+    if run.returncode != 0:
+        run = subprocess.run(install, env=env, capture_output=True, text=True, check=False)
+    if run.returncode != 0:
+        raise AssertionError(f"uv pip install {' '.join(args)} ({what}) failed:\n{run.stderr[-3000:]}")
+
+
 def stage_venv(stage: Stage) -> pathlib.Path:
     """A virtualenv installed as ``stage`` installs the image: its ``pip install`` lines, run by uv with the
     stage's Python minor version, from the worktree (``.`` is the WORKDIR the source is copied to), without
@@ -126,16 +138,8 @@ def stage_venv(stage: Stage) -> pathlib.Path:
             return venv
         for requirements in stage.pip:
             args = [host_requirement(r, stage.workdir) for r in requirements]
-            install = [uv(), "pip", "install", "-q", "--python", str(venv / "bin" / "python"),
-                       *([] if fresh else ["--reinstall-package", "lineagewire"]), *args]
-            # From uv's cache first: online, uv revalidates PySpark's source release and builds its 450 MB wheel
-            # again (about 90 s here); the index is asked only for what the cache does not hold.
-            run = subprocess.run([*install, "--offline"], env=env, capture_output=True, text=True, check=False)
-            if run.returncode != 0:
-                run = subprocess.run(install, env=env, capture_output=True, text=True, check=False)
-            if run.returncode != 0:
-                raise AssertionError(f"uv pip install {' '.join(args)} (Dockerfile stage {stage.name}) failed:\n"
-                                     f"{run.stderr[-3000:]}")
+            uv_install(venv, [*([] if fresh else ["--reinstall-package", "lineagewire"]), *args], env,
+                       f"Dockerfile stage {stage.name}")
         spec_file.write_text(spec_key.hexdigest())
         source_file.write_text(source_key)
     return venv
