@@ -4,6 +4,8 @@
   ``HttpConfig``: url, endpoint, timeout, verify, sslContext, auth, compression,
   custom headers), sent through libcurl (``curl.CurlPool``, pycurl): one pool of
   kept-alive connections, as many requests in flight as ``InFlight`` has lanes.
+  ``curl_options`` turns those settings into libcurl's options (timeouts, TLS,
+  redirects, proxies), the same for every request.
   A request counts as confirmed on a 2xx answer. A 4xx other than 401, 403,
   407, 408 and 429 raises ``RefusedError`` (a ``PermanentError``): the backend
   will never take that event, so its record is dead-lettered and its lane goes
@@ -33,9 +35,11 @@ from __future__ import annotations
 import asyncio
 import gzip
 import logging
+import ssl
+import urllib.request
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlsplit
 
 from lineagewire.exceptions import ConfigError, LineagewireError, MissingExtraError
 
@@ -68,7 +72,6 @@ class HttpDelivery:
 
     def __init__(self, config: Any, *, concurrency: int = 32, trust_env: bool = False) -> None:
         self.url = urljoin(config.url.strip(), config.endpoint)
-        self.timeout = float(config.timeout)
         self.auth = config.auth
         self.compression = str(config.compression) if config.compression else None
         self.custom_headers = dict(config.custom_headers or {})
@@ -81,19 +84,15 @@ class HttpDelivery:
             self.base_headers["Content-Encoding"] = "gzip"
         # openlineage-python's order: its own headers, then the token's Authorization, then custom_headers
         self.headers = {**self.base_headers, **self.custom_headers}
-        self.tls = _tls(config)
+        self.options = curl_options(config, self.url, trust_env)
         self.concurrency = concurrency
-        self.trust_env = trust_env
         self._pool: Any = None
         self._slots: asyncio.Semaphore | None = None
 
     async def open(self) -> None:
-        from lineagewire import __version__
-
         from .curl import CurlPool
 
-        self._pool = CurlPool(self.url, headers=self.headers, timeout=self.timeout, connections=self.concurrency,
-                              tls=self.tls, trust_env=self.trust_env, user_agent=f"lineagewire/{__version__}")
+        self._pool = CurlPool(self.options, headers=header_lines(self.headers), connections=self.concurrency)
         # InFlight has more lanes than connections: the lanes past ``concurrency`` wait here, not inside libcurl,
         # whose timeout would count the wait for a connection as the request's own time.
         self._slots = asyncio.Semaphore(self.concurrency)
@@ -105,7 +104,7 @@ class HttpDelivery:
 
     async def send(self, batch: list[Rendered]) -> None:
         """POST each event of ``batch`` in order; raise ``EmitError`` unless the backend answered 2xx."""
-        from .curl import CurlError, header_lines
+        from .curl import CurlError
 
         pool, slots = self._pool, self._slots
         assert slots is not None  # noqa: S101 - set by open()
@@ -138,15 +137,58 @@ def status_error(item: Rendered, url: str, status: int, reason: str | None, answ
                         "means the backend will never take this event, so it is dead-lettered")
 
 
-def _tls(config: Any) -> Any:
-    from .curl import TlsSettings
+def curl_options(config: Any, url: str, trust_env: bool) -> dict[int, Any]:
+    """The libcurl options of every request for openlineage-python's ``HttpConfig`` ``config``: its timeout (to
+    connect, and for the whole request), TLS, redirects, and with ``trust_env`` the proxy variables and
+    ``~/.netrc`` (proxies as ``urllib`` reads them: ``HTTP_PROXY`` too, which libcurl ignores, and ``NO_PROXY``)."""
+    from lineagewire import __version__
 
+    from .curl import pycurl  # (which says what to install when pycurl is missing)
+
+    ms = max(int(float(config.timeout) * 1000), 1)
+    parts = urlsplit(url)
+    proxy = urllib.request.getproxies().get(parts.scheme) if trust_env else None
+    if proxy and urllib.request.proxy_bypass(parts.netloc):
+        proxy = None
+    options = {pycurl.URL: url, pycurl.POST: 1, pycurl.USERAGENT: f"lineagewire/{__version__}", pycurl.NOSIGNAL: 1,
+               pycurl.TIMEOUT_MS: ms, pycurl.CONNECTTIMEOUT_MS: ms,
+               pycurl.PROXY: proxy or "",  # "" is no proxy: libcurl would read http_proxy itself
+               pycurl.NETRC: pycurl.NETRC_OPTIONAL if trust_env else pycurl.NETRC_IGNORED}
     ctx = getattr(config, "ssl_context", None)
-    ca_file = getattr(ctx, "ca_cert_path", None) or None
+    ca_file, cert, key = (getattr(ctx, name, None) or None
+                          for name in ("ca_cert_path", "client_cert_path", "client_key_path"))
     # As openlineage-python's http transport: a CA bundle of its own turns verification on, whatever ``verify`` says.
-    return TlsSettings(verify=bool(config.verify) or ca_file is not None, ca_file=ca_file,
-                       client_cert=getattr(ctx, "client_cert_path", None) or None,
-                       client_key=getattr(ctx, "client_key_path", None) or None)
+    if not config.verify and ca_file is None:
+        options.update({pycurl.SSL_VERIFYPEER: 0, pycurl.SSL_VERIFYHOST: 0})
+    ca_file, ca_dir = (ca_file, None) if ca_file else system_ca()
+    for option, value in ((pycurl.CAINFO, ca_file), (pycurl.CAPATH, ca_dir), (pycurl.SSLCERT, cert),
+                          (pycurl.SSLKEY, key if cert else None)):
+        if value:
+            options[option] = value
+    if not cert:  # never with a client certificate, as openlineage-python: it would be shown to another endpoint
+        # A redirect is followed as a POST with its body: a 2xx from a GET would not mean the event was taken.
+        options.update({pycurl.FOLLOWLOCATION: 1, pycurl.MAXREDIRS: 5, pycurl.POSTREDIR: pycurl.REDIR_POST_ALL})
+    return options
+
+
+def system_ca() -> tuple[str | None, str | None]:
+    """The CA bundle and folder Python's ``ssl`` uses (``SSL_CERT_FILE`` and ``SSL_CERT_DIR``, else OpenSSL's own),
+    and certifi's bundle when there is no such file: pycurl's wheels bring a libcurl that looks where the wheel was
+    built (a RHEL path), which other systems lack."""
+    paths = ssl.get_default_verify_paths()
+    if paths.cafile is None:
+        try:
+            import certifi
+        except ImportError:  # pragma: no cover - requests, which openlineage-python needs, needs certifi
+            return None, paths.capath
+        return certifi.where(), paths.capath
+    return paths.cafile, paths.capath
+
+
+def header_lines(headers: dict[str, str]) -> list[str]:
+    """libcurl's ``HTTPHEADER`` lines for ``headers``: an empty value as ``Name;`` (libcurl drops ``Name:`` with
+    nothing after it), and ``Expect:`` so a large body is not held back for a ``100 Continue``."""
+    return [f"{k}: {v}" if str(v) else f"{k};" for k, v in headers.items()] + ["Expect:"]
 
 
 def kafka_message_key(event: Any, message_key: str | None = None) -> str:

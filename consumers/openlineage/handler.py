@@ -303,6 +303,7 @@ class OpenLineageHandler(Handler):
         """The RunEvents of ``record`` as OpenLineage JSON (openlineage-python's ``Serde.to_json``)."""
         from openlineage.client.serde import Serde
 
+        assert record.event is not None  # the runtime hands this handler decoded events only
         return [Serde.to_json(ev) for ev in self.translator.translate(record.event)]
 
     @property
@@ -368,6 +369,7 @@ class OpenLineageHandler(Handler):
                 self._confirm_kafka_children(child)
 
     def handle(self, record: Record) -> int:
+        assert record.event is not None  # the runtime hands this handler decoded events only
         events = self.translator.translate(record.event)
         if self._enrich is None:
             for ev in events:

@@ -22,7 +22,8 @@ class Receiver:
     ``answered`` counts it), e.g. 400 for one invalid event or 503 for one job whose store is down. ``tls``: serve
     HTTPS with that context. ``close``: end each connection after its answer, saying so (``"header"``:
     ``Connection: close``) or not (``"silent"``, as a backend whose idle connections time out). ``requests``
-    keeps each request's path and headers; gzip bodies are unpacked.
+    keeps each request's path and headers, ``peers`` the client address of each connection; gzip bodies are
+    unpacked.
     """
 
     def __init__(self, down_after: int | None = None, *, delay: float = 0.0,
@@ -41,6 +42,7 @@ class Receiver:
         self.status_of = status_of
         self.answered: list[tuple[int, dict[str, Any]]] = []  # (status, event) of every event not kept
         self.redirect: tuple[int, str] | None = None  # (status, base URL): answer every POST with that redirect
+        self.peers: set[tuple[str, int]] = set()  # the client address of every connection a request came on
         self._lock = threading.Lock()
         outer = self
 
@@ -53,6 +55,7 @@ class Receiver:
                     body = gzip.decompress(body)
                 with outer._lock:
                     outer.requests.append((self.path, dict(self.headers)))
+                    outer.peers.add(self.client_address)
                 if outer.redirect is not None:
                     self.send_response(outer.redirect[0])
                     self.send_header("Location", outer.redirect[1] + self.path)

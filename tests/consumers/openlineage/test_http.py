@@ -1,9 +1,11 @@
-"""The OpenLineage service's HTTP delivery (libcurl, ``curl.CurlPool``) against real servers on 127.0.0.1.
+"""The OpenLineage service's HTTP delivery (``delivery.HttpDelivery``: libcurl through ``curl.CurlPool``) against real
+servers on 127.0.0.1.
 
 What users set in openlineage-python's ``http`` transport arrives (auth, custom headers, gzip); TLS with a CA of
-their own, without it and with ``verify: false``; proxies only with ``trust_env``; the timeout; a backend that
-closes its connections after each answer, with and without saying so (sockets closed and their numbers reused
-under many requests in flight); and an error answer named with its status and body.
+their own, without it (the CA bundle Python's ``ssl`` uses) and with ``verify: false``; proxies only with
+``trust_env``; the timeout; a backend that closes its connections after each answer, with and without saying so
+(sockets closed and their numbers reused under many requests in flight); and an error answer named with its status
+and body.
 """
 
 from __future__ import annotations
@@ -138,8 +140,8 @@ def test_an_error_answer_is_named_with_its_status_and_body(receiver: Receiver) -
 @pytest.mark.parametrize("close", ["header", "silent"])
 def test_a_backend_that_closes_each_connection_still_gets_every_event(close: str) -> None:
     # Every answer ends its connection: libcurl opens hundreds of sockets, whose numbers the kernel hands out
-    # again; a parked reader of an old socket must not stand for the new one (curl.CurlPool._watch), or the new
-    # socket is never watched and its request times out (deliver_all fails on any failed request).
+    # again; a watch of an old socket must not stand for the new one, or the new socket is never watched and its
+    # request times out (deliver_all fails on any failed request).
     events = [e for i in range(60) for e in app_run(f"job{i}", actions=1)]  # 240 events
     with Receiver(close=close) as rx:
         h = handler({"url": rx.url, "timeout": 5}, concurrency=8)
@@ -212,6 +214,19 @@ def test_tls_with_the_users_ca_without_it_and_unverified(tls_receiver: Receiver,
     finally:
         h.close()
     assert len(tls_receiver.snapshot()) == 2
+
+
+def test_without_a_ca_of_its_own_the_ca_python_uses_is_trusted(tls_receiver: Receiver, certificate: tuple[str, str],
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    # pycurl's wheels bring a libcurl that looks for CAs where the wheel was built (a RHEL path): the delivery
+    # gives it the bundle Python's ssl uses, which SSL_CERT_FILE names (here: the test's CA, as a system's would be).
+    monkeypatch.setenv("SSL_CERT_FILE", certificate[0])
+    h = handler({"url": tls_receiver.url})
+    try:
+        h.handle(record(0))
+    finally:
+        h.close()
+    assert len(tls_receiver.snapshot()) == 1
 
 
 def test_a_request_that_outlasts_the_timeout_fails_at_the_timeout() -> None:
