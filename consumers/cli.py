@@ -105,7 +105,7 @@ class _ServiceGroup(click.Group):
             return super().get_command(ctx, name)
         module, _, attr = SERVICES[name].partition(":")
         try:
-            return getattr(importlib.import_module(module), attr)  # type: ignore[no-any-return]
+            return getattr(importlib.import_module(module), attr)
         except ModuleNotFoundError as exc:
             if exc.name and module.startswith(exc.name):
                 return None  # that service is not built yet

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import logging
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -117,6 +118,27 @@ def settings_from(ctx: click.Context, **more: Any):  # noqa: ANN201 - Settings
     obj = ctx.find_root().obj or {}
     flags = {name: obj.get(name) for name in ("bootstrap_servers", "schema_registry_url", "connect_timeout")}
     return load_settings(obj.get("config_file"), **{**flags, **more})
+
+
+def env_fallback(new: str, default: Any = None, *, required: bool = False) -> Callable[..., Any]:
+    """A click ``callback=`` for an option or argument whose ``envvar=`` is ``new``: without the flag and ``new``,
+    the value of a variable renamed ``new`` (``lineagewire.config.RENAMED_VARIABLES``), with its warning, else
+    ``default``; a ``required`` one that is still missing is click's usual error. (A callback, not a callable
+    ``default=``: click 8.3 takes a callable default's None for a value, so ``required=True`` would no longer be
+    checked.)"""
+    from lineagewire.config import RENAMED_VARIABLES, renamed
+
+    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        if ctx.get_parameter_source(param.name or "") is not click.core.ParameterSource.COMMANDLINE:
+            for old in (o for o, to in RENAMED_VARIABLES.items() if to == new):
+                found = renamed(old, new)  # warns when ``old`` is set, also when ``new`` wins
+                value = found if value is None and found is not None else value
+        value = default if value is None else value
+        if value is None and required:
+            raise click.MissingParameter(ctx=ctx, param=param)
+        return value
+
+    return callback
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -16,31 +16,126 @@ Secrets are ``SecretStr``: printed as ``**********``, revealed only in
 Every service's own settings follow the same rule under its section: flags, then
 ``LINEAGEWIRE_<SECTION>__<FIELD>`` (nested with ``__``, values read as YAML scalars,
 so ``5``, ``true`` and ``[a, b]`` have their types), then the service's YAML file, then
-defaults. Services built on pydantic-settings get it from their ``env_prefix``
-(``Settings``, the scheduler, the emitter); services whose settings are a YAML
+defaults. Models built on pydantic-settings (``Settings``, the scheduler, the emitter)
+subclass ``SettingsBase``, whose one ``settings_customise_sources`` builds that order
+from their ``env_prefix`` and ``config_section``; services whose settings are a YAML
 document (DataHub's config, the alerting rules file) get it from ``layered``, which
-also says where each value came from, so an error names the variable or the file.
-The table of every variable is docs/settings.md.
+also says where each value came from, so an error names the variable or the file;
+command-line options that read a variable name it in ``envvar=``, with ``lineagewire.cli.env_fallback``.
+
+Variables renamed to follow the rule (``RENAMED_VARIABLES``, the emitter's flat
+``LINEAGEWIRE_<KEY>``) are still read, below their new name, with a logged warning
+naming the new one (``renamed``). A warning on the ``logging`` module, not a
+``DeprecationWarning``: Python hides those outside ``__main__``, so neither a CLI user
+nor a Spark job's author would see it, while a ``WARNING`` record reaches the
+terminal even where nothing configured logging.
+
+docs/settings.md is generated from these models (``python -m lineagewire.settings_doc``).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import pathlib
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import yaml
 from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, YamlConfigSettingsSource
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
 from lineagewire.exceptions import ConfigError
 
-__all__ = ["ENV_PREFIX", "KafkaSecurity", "Layered", "Settings", "TopicNames", "find_config_file", "layered",
-           "load_settings"]
+__all__ = ["ENV_PREFIX", "RENAMED_VARIABLES", "KafkaSecurity", "Layered", "Settings", "SettingsBase", "TopicNames",
+           "find_config_file", "layered", "load_settings", "read_section", "renamed"]
+
+log = logging.getLogger(__name__)
 
 ENV_PREFIX = "LINEAGEWIRE_"
 CONFIG_ENV = "LINEAGEWIRE_CONFIG"
 DEFAULT_CONFIG_FILE = "lineagewire.yaml"
+
+#: Variables renamed to follow ``LINEAGEWIRE_<SECTION>__<KEY>``: old name -> new name. The old one is still
+#: read, with a warning naming the new one, which wins when both are set (the emitter's flat names are
+#: ``EmitterConfig.renamed_variables()``; ``LINEAGEWIRE_DB_URL`` became each store's own, lineagewire.db.cli).
+RENAMED_VARIABLES: dict[str, str] = {
+    "LINEAGEWIRE_ARCHIVE": "LINEAGEWIRE_AUDIT__ARCHIVE",
+    "LINEAGEWIRE_ALERTS_DB": "LINEAGEWIRE_ALERTING__DATABASE",
+    "LINEAGEWIRE_REGISTRY_DB_URL": "LINEAGEWIRE_REGISTRY__DB_URL",
+    "LINEAGEWIRE_REGISTRY_TOKEN": "LINEAGEWIRE_REGISTRY__TOKEN",
+    "LINEAGEWIRE_UI_TOKEN": "LINEAGEWIRE_UI__TOKEN",
+    "LINEAGEWIRE_SCHEDULER_URL": "LINEAGEWIRE_SCHEDULER__URL",
+    "LINEAGEWIRE_SCHEDULER_TOKEN": "LINEAGEWIRE_SCHEDULER__TOKEN",
+    "DATAHUB_GMS_TOKEN": "LINEAGEWIRE_DATAHUB__SINKS__REST__TOKEN",
+}
+
+
+def renamed(old: str, new: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The value of ``old``, the deprecated name of the variable ``new``, when only ``old`` is set (else None),
+    with a warning naming ``new`` whenever ``old`` is set."""
+    env = os.environ if environ is None else environ
+    if old not in env:
+        return None
+    if new in env:
+        log.warning("%s is deprecated and ignored: %s is set, and wins", old, new)
+        return None
+    log.warning("%s is deprecated; use %s", old, new)
+    return env[old]
+
+
+class _RenamedVariables(PydanticBaseSettingsSource):
+    """A model's fields from their deprecated variable names (``SettingsBase.renamed_variables``)."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # __call__ reads the variables by name
+
+    def __call__(self) -> dict[str, Any]:
+        cls = self.settings_cls
+        prefix = str(cls.model_config.get("env_prefix") or "")
+        out: dict[str, Any] = {}
+        renames = cls.renamed_variables() if issubclass(cls, SettingsBase) else {}
+        for old, new in renames.items():
+            value = renamed(old, new)
+            if value is not None:
+                _put(out, [p.lower() for p in new[len(prefix):].split("__")], value, old)
+        return out
+
+
+class SettingsBase(BaseSettings):
+    """Base of every pydantic-settings model of lineagewire: the one source order, highest first:
+
+    1. values passed in code or as flags;
+    2. the variables ``<env_prefix><FIELD>`` (the model's own ``env_prefix``, e.g. ``LINEAGEWIRE_SCHEDULER__``);
+    3. their deprecated names (``renamed_variables``), each with a warning naming the new one;
+    4. the ``config_section`` of the YAML config file (``config_file`` when passed, else ``find_config_file()``);
+    5. the defaults.
+    """
+
+    #: the section of the YAML config file with this model's settings; None: its top level
+    config_section: ClassVar[str | None] = None
+
+    @classmethod
+    def renamed_variables(cls) -> dict[str, str]:
+        """Deprecated variable -> the variable of this model that replaces it (``RENAMED_VARIABLES``' share)."""
+        prefix = str(cls.model_config.get("env_prefix") or "")
+        return {old: new for old, new in RENAMED_VARIABLES.items()
+                if new.startswith(prefix) and new[len(prefix):].split("__")[0].lower() in cls.model_fields}
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        path = getattr(init_settings, "init_kwargs", {}).get("config_file") or find_config_file()
+        section = read_section(path, cls.config_section, cls)
+        return (init_settings, env_settings, _RenamedVariables(settings_cls),
+                InitSettingsSource(settings_cls, init_kwargs=section))
 
 
 class KafkaSecurity(BaseModel):
@@ -94,7 +189,7 @@ class TopicNames(BaseModel):
         return f"{topic}.dlq.{service}"
 
 
-class Settings(BaseSettings):
+class Settings(SettingsBase):
     """Everything lineagewire needs to talk to Kafka and the schema registry."""
 
     model_config = SettingsConfigDict(
@@ -125,21 +220,6 @@ class Settings(BaseSettings):
             if not sep or not host or not port.isdigit():
                 raise ValueError(f"bootstrap_servers entry {part!r}; expected host:port[,host:port]")
         return v
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        path = getattr(init_settings, "init_kwargs", {}).get("config_file") or find_config_file()
-        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
-        if path is not None:
-            sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=path))
-        return tuple(sources)
 
     def as_librdkafka_dict(self) -> dict[str, str]:
         """The librdkafka properties for a producer, consumer or admin client."""
@@ -177,8 +257,6 @@ def load_settings(config_file: str | os.PathLike[str] | None = None, **overrides
     Raises ConfigError naming the setting, the value and what was expected.
     """
     path = find_config_file(config_file)
-    if path is not None:
-        _check_yaml(path)
     try:
         return Settings(config_file=path, **{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as exc:
@@ -189,8 +267,33 @@ def load_settings(config_file: str | os.PathLike[str] | None = None, **overrides
         raise ConfigError(f"invalid lineagewire settings: {problems}") from None
 
 
-def _check_yaml(path: pathlib.Path) -> None:
-    """A config file must be a YAML mapping (or empty); say where it is not, before pydantic-settings reads it."""
+def read_section(path: pathlib.Path | None, section: str | None, model: type[BaseModel]) -> dict[str, Any]:
+    """The mapping at ``section`` of the YAML config file ``path`` (its top level when None; {} without a file or
+    section). ConfigError naming the file when it is not a YAML mapping, and, for a model that forbids unknown
+    keys, the keys it does not know."""
+    if path is None:
+        return {}
+    found: Any = _read_yaml(path)
+    where = f"config file {str(path)!r}"
+    if section is not None:
+        found = found.get(section)
+        if found is None:
+            return {}
+        if not isinstance(found, dict):
+            raise ConfigError(f"{where}: '{section}' holds a YAML {type(found).__name__}; expected a mapping of "
+                              f"{section} settings")
+        where += f", section '{section}'"
+    if model.model_config.get("extra") == "forbid":
+        known = [k for k, f in model.model_fields.items() if not f.exclude]
+        unknown = sorted(str(k) for k in found if k not in known)
+        if unknown:
+            raise ConfigError(f"{where}: unknown {section or 'top-level'} setting(s) {', '.join(unknown)}; expected "
+                              f"some of {', '.join(known)}")
+    return found
+
+
+def _read_yaml(path: pathlib.Path) -> dict[str, Any]:
+    """A config file must be a YAML mapping (or empty); say where it is not."""
     try:
         loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
@@ -204,6 +307,7 @@ def _check_yaml(path: pathlib.Path) -> None:
     if loaded is not None and not isinstance(loaded, dict):
         raise ConfigError(f"config file {str(path)!r} holds a YAML {type(loaded).__name__}; expected a mapping of "
                           "settings such as 'bootstrap_servers: host:9092'")
+    return loaded or {}
 
 
 class Layered:
@@ -235,8 +339,9 @@ class Layered:
 
 def layered(section: str, document: dict[str, Any] | None, source: str, flags: dict[str, Any] | None = None, *,
             environ: dict[str, str] | None = None) -> Layered:
-    """``document`` (read from ``source``, a YAML file), then ``LINEAGEWIRE_<SECTION>__*`` variables, then
-    ``flags`` (None values ignored, dotted keys nest), each layer over the one before.
+    """``document`` (read from ``source``, a YAML file), then ``LINEAGEWIRE_<SECTION>__*`` variables (and their
+    deprecated names, ``RENAMED_VARIABLES``), then ``flags`` (None values ignored, dotted keys nest), each layer
+    over the one before.
 
     Raises ConfigError naming a variable whose value is not YAML, or a variable that would set a key inside
     a value that is not a mapping.
@@ -245,10 +350,11 @@ def layered(section: str, document: dict[str, Any] | None, source: str, flags: d
     prefix = f"{ENV_PREFIX}{section.upper()}__"
     data: dict[str, Any] = dict(document or {})
     origins: dict[str, str] = {}
-    for name in sorted(env):
-        if not name.startswith(prefix) or name == prefix:
-            continue
-        path = [part.lower() for part in name[len(prefix):].split("__")]
+    # Deprecated names first (only those whose new name is unset), so that the new names go over them.
+    olds = [old for old, new in RENAMED_VARIABLES.items() if new.startswith(prefix)
+            and renamed(old, new, env) is not None]
+    for name in [*olds, *sorted(n for n in env if n.startswith(prefix) and n != prefix)]:
+        path = [part.lower() for part in RENAMED_VARIABLES.get(name, name)[len(prefix):].split("__")]
         try:
             value = yaml.safe_load(env[name]) if env[name] != "" else ""
         except yaml.YAMLError:

@@ -1,7 +1,8 @@
 """``lineagewire consume alerting`` (the service) and ``lineagewire alerts ...`` (list, show, silence).
 
-The alert database comes from ``--database``, else the rules file's
-``database:`` (``--rules``), else ``sqlite:///lineagewire-alerting.db``.
+The alert database comes from ``--database``, else ``LINEAGEWIRE_ALERTING__DATABASE``, else the rules
+file's ``database:`` (``--rules``), else ``sqlite:///lineagewire-alerting.db``: the read commands
+(``alerts ...``) find it where the service does.
 """
 
 from __future__ import annotations
@@ -13,9 +14,13 @@ from typing import Any
 
 import click
 
+from lineagewire.cli import env_fallback
 from lineagewire.consumers.cli import run_service, runtime_options
 
-__all__ = ["alerting", "alerts"]
+__all__ = ["DATABASE_ENV", "alerting", "alerts"]
+
+#: the service reads it through its rules file's layers (``layered``); ``alerts`` through ``--database``
+DATABASE_ENV = "LINEAGEWIRE_ALERTING__DATABASE"
 
 
 @click.command("alerting")
@@ -94,7 +99,8 @@ def _parse_matchers(matches: tuple[str, ...]) -> dict[str, str]:
 
 
 @click.group("alerts")
-@click.option("--database", default=None, help="SQLAlchemy URL of the alert database.")
+@click.option("--database", envvar=DATABASE_ENV, callback=env_fallback(DATABASE_ENV),
+              help=f"SQLAlchemy URL of the alert database (env {DATABASE_ENV}, as the service reads it).")
 @click.option("--rules", "rules_path", type=click.Path(dir_okay=False, exists=True), default=None,
               help="Take the database from this rules file.")
 @click.pass_context

@@ -98,14 +98,15 @@ class AlertingConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
-    database: str | None = None
+    database: str | None = Field(None, description="SQLAlchemy URL of the alert database, which `alerts` and `ui` "
+                                 "read too (default sqlite:///lineagewire-alerting.db)")
     templates: str | None = None
     route: Route = Route()
     channels: dict[str, dict[str, Any]] = {}
     rules: list[RuleSpec] = []
     inhibit_rules: list[InhibitRule] = Field(default_factory=lambda: list(DEFAULT_INHIBIT))
-    #: seconds an instance's claim of an outbox row lasts: a claim of an instance that died is taken over after it
-    claim_lease: float = 30.0
+    claim_lease: float = Field(30.0, description="how long an instance's claim of an outbox row lasts (`30s`); a "
+                               "dead instance's claim is taken over after it (docs/alerting.md, \"Several instances\")")
 
     @field_validator("claim_lease", mode="before")
     @classmethod

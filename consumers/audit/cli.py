@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from lineagewire.cli import settings_from
+from lineagewire.cli import env_fallback, settings_from
 from lineagewire.consumers.cli import run_service, runtime_options
 
 # The registry's commands live in registry_cli; lineagewire.cli.COMMANDS and consumers.cli.SERVICES name them here.
@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 __all__ = ["ARCHIVE_ENV", "archive", "audit", "jobs", "lineage", "registry", "registry_group", "runs"]
 
 #: where ``--archive`` / ``--to`` default from
-ARCHIVE_ENV = "LINEAGEWIRE_ARCHIVE"
+ARCHIVE_ENV = "LINEAGEWIRE_AUDIT__ARCHIVE"
 
 
 def _pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
@@ -47,7 +47,8 @@ storage_option = click.option(
 
 
 @click.command("archive")
-@click.option("--to", "location", envvar=ARCHIVE_ENV, required=True, metavar="DIR_OR_URL",
+@click.option("--to", "location", envvar=ARCHIVE_ENV, callback=env_fallback(ARCHIVE_ENV, required=True),
+              metavar="DIR_OR_URL",
               help=f"Archive folder or fsspec URL (s3://, gs://, abfs://; env {ARCHIVE_ENV}).")
 @click.option("--roll-mb", type=click.FloatRange(min=0.001), default=64.0, show_default=True,
               help="Close a file when its records reach this many MiB.")
@@ -80,7 +81,8 @@ def audit() -> None:
 
 
 @audit.command("verify")
-@click.argument("location", metavar="DIR_OR_URL", envvar=ARCHIVE_ENV)
+@click.argument("location", metavar="DIR_OR_URL", envvar=ARCHIVE_ENV, required=False,
+                callback=env_fallback(ARCHIVE_ENV, required=True))
 @storage_option
 def verify(location: str, storage_options: tuple[str, ...]) -> None:
     """Re-read every archived file and check it against the hash-chained manifests; exit 1 on any finding, 2 when
@@ -105,7 +107,8 @@ def verify(location: str, storage_options: tuple[str, ...]) -> None:
 
 
 @audit.command("query")
-@click.option("--archive", "location", envvar=ARCHIVE_ENV, required=True, metavar="DIR_OR_URL",
+@click.option("--archive", "location", envvar=ARCHIVE_ENV, callback=env_fallback(ARCHIVE_ENV, required=True),
+              metavar="DIR_OR_URL",
               help=f"The archive (env {ARCHIVE_ENV}).")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True,
               help="table: aligned text; json: one object per line; csv. Bytes are base64.")

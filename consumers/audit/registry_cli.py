@@ -1,6 +1,6 @@
 """Commands of the job registry: ``consume registry``, ``jobs``, ``runs``, ``lineage``, ``registry serve``.
 
-Every command takes ``--db-url`` (env ``LINEAGEWIRE_REGISTRY_DB_URL``; default
+Every command takes ``--db-url`` (env ``LINEAGEWIRE_REGISTRY__DB_URL``; default
 the local SQLite file ``lineagewire-registry.db``).
 """
 
@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 
+from lineagewire.cli import env_fallback
 from lineagewire.consumers.cli import run_service, runtime_options
 from lineagewire.exceptions import ConfigError
 from lineagewire.kafka.reader import parse_position
@@ -23,11 +24,12 @@ log = logging.getLogger(__name__)
 
 __all__ = ["DB_URL_ENV", "jobs", "lineage", "registry", "registry_group", "runs"]
 
-DB_URL_ENV = "LINEAGEWIRE_REGISTRY_DB_URL"
-TOKEN_ENV = "LINEAGEWIRE_REGISTRY_TOKEN"
+DB_URL_ENV = "LINEAGEWIRE_REGISTRY__DB_URL"
+TOKEN_ENV = "LINEAGEWIRE_REGISTRY__TOKEN"
+DEFAULT_DB_URL = "sqlite:///lineagewire-registry.db"
 
-db_url_option = click.option("--db-url", envvar=DB_URL_ENV, default="sqlite:///lineagewire-registry.db",
-                             show_default=True, help=f"SQLAlchemy URL of the registry (env {DB_URL_ENV}).")
+db_url_option = click.option("--db-url", envvar=DB_URL_ENV, callback=env_fallback(DB_URL_ENV, DEFAULT_DB_URL),
+                             show_default=DEFAULT_DB_URL, help=f"SQLAlchemy URL of the registry (env {DB_URL_ENV}).")
 format_option = click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
                              show_default=True)
 
@@ -225,7 +227,7 @@ def registry_group() -> None:
 @db_url_option
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (loopback by default).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8766, show_default=True)
-@click.option("--token", envvar=TOKEN_ENV, default=None,
+@click.option("--token", envvar=TOKEN_ENV, callback=env_fallback(TOKEN_ENV),
               help=f"Bearer token for changes (env {TOKEN_ENV}; default: a generated one, logged once).")
 def serve(db_url: str, host: str, port: int, token: str | None) -> None:
     """REST API over the registry (OpenAPI docs at /docs); reads are open, changes need the token."""

@@ -10,15 +10,18 @@ import click
 from lineagewire.cli import settings_from
 from lineagewire.consumers.cli import run_service, runtime_options
 
-__all__ = ["datahub"]
+__all__ = ["TOKEN_ENV", "datahub"]
+
+#: the rest sink's token, as the service reads it from the environment (LINEAGEWIRE_DATAHUB__<KEY>)
+TOKEN_ENV = "LINEAGEWIRE_DATAHUB__SINKS__REST__TOKEN"
 
 
 @click.command("datahub")
 @click.option("--file", "file_path", type=click.Path(dir_okay=False, path_type=pathlib.Path), default=None,
               help="Write proposals to this JSON file (what `datahub ingest` and `datahub check metadata-file` read).")
 @click.option("--gms-url", default=None, help="Send proposals to DataHub GMS, e.g. http://127.0.0.1:8080.")
-@click.option("--token", default=None, envvar="DATAHUB_GMS_TOKEN", show_envvar=True,
-              help="DataHub access token for --gms-url.")
+@click.option("--token", default=None, help=f"DataHub access token for --gms-url (env {TOKEN_ENV}, which also "
+              "sets the token of a rest sink in --config).")
 @click.option("--kafka-schema-registry", "schema_registry", default=None,
               help="Produce proposals to DataHub's MetadataChangeProposal_v1 topic (on lineagewire's cluster), "
                    "using this schema registry.")

@@ -16,6 +16,8 @@ Kafka connection of the MCP sink defaults to lineagewire's own ``Settings``.
     platform_instances: {postgres: main-db}
     platform_aliases: {lakefs: s3}   # namespace scheme -> DataHub platform
     table_platform: hive          # platform of catalog tables (TABLE symlinks); null: keep the path
+    iceberg_platform_instances: {lake: prod-lake}   # Spark catalog -> platform instance of its Iceberg tables
+                                  # (platform iceberg, name db.table); a catalog not listed is its own instance
     strip_partitions: true        # /data/orders/date=2026-11-01 -> /data/orders
     path_specs:                   # per platform, DataHub agent style: the name ends at {table}
       s3: ["bucket/warehouse/*/{table}"]
@@ -82,8 +84,8 @@ class DeliveryConfig(BaseModel):
 class RestSinkConfig(DeliveryConfig):
     """DataHub GMS through acryl-datahub's ``DatahubRestEmitter`` (``ingestProposalBatch``)."""
 
-    gms_url: str
-    token: SecretStr | None = None
+    gms_url: str = Field(description="DataHub GMS, e.g. http://127.0.0.1:8080 (`consume datahub --gms-url`)")
+    token: SecretStr | None = Field(None, description="DataHub access token (`consume datahub --token`)")
     timeout_sec: float = Field(10.0, gt=0)
 
     @field_validator("gms_url")
@@ -147,6 +149,10 @@ class DataHubConfig(BaseModel):
     platform_instances: dict[str, str] = Field(default_factory=dict)
     platform_aliases: dict[str, str] = Field(default_factory=dict)
     table_platform: str | None = "hive"
+    iceberg_platform_instances: dict[str, str] = Field(
+        default_factory=dict, description="Spark catalog name -> DataHub platform instance of its Iceberg tables, "
+        "which are named as DataHub's Iceberg source names them (platform iceberg, name db.table); a catalog not "
+        "listed is its own platform instance")
     strip_partitions: bool = True
     path_specs: dict[str, list[str]] = Field(default_factory=dict)
     include_indirect: bool = True
@@ -180,6 +186,16 @@ class DataHubConfig(BaseModel):
                 raise ValueError(f"platform {key!r}; expected a lower-case platform or scheme name")
         return {k.lower(): val for k, val in v.items()}
 
+    @field_validator("iceberg_platform_instances")
+    @classmethod
+    def _iceberg_instances(cls, v: dict[str, str]) -> dict[str, str]:
+        for catalog, instance in v.items():
+            if not catalog or not instance or any(c in instance for c in ",()"):
+                raise ValueError(f"iceberg_platform_instances[{catalog!r}]={instance!r}; expected a Spark catalog "
+                                 "name mapped to a non-empty platform instance without commas or parentheses (it is "
+                                 "part of a URN)")
+        return v
+
     @field_validator("table_platform")
     @classmethod
     def _table_platform(cls, v: str | None) -> str | None:
@@ -201,7 +217,8 @@ class DataHubConfig(BaseModel):
 def load_config(path: str | pathlib.Path | None = None, **overrides: Any) -> DataHubConfig:
     """The configuration: defaults, then the YAML file (optional), then ``LINEAGEWIRE_DATAHUB__*`` variables
     (``LINEAGEWIRE_DATAHUB__ENV=DEV``, ``LINEAGEWIRE_DATAHUB__SINKS__REST__GMS_URL=...``), then ``overrides``
-    (flags; None values ignored; ``file``, ``rest`` and ``kafka`` each replace that sink whole)."""
+    (flags; None values ignored; ``file``, ``rest`` and ``kafka`` each replace that sink whole, but a ``rest``
+    without a token keeps the one ``LINEAGEWIRE_DATAHUB__SINKS__REST__TOKEN`` sets, as ``--gms-url`` always has)."""
     data: dict[str, Any] = {}
     if path is not None:
         p = pathlib.Path(path)
@@ -220,7 +237,13 @@ def load_config(path: str | pathlib.Path | None = None, **overrides: Any) -> Dat
                           "with file, rest and/or kafka")
     data = {**data, "sinks": sinks}
     flags = {(f"sinks.{k}" if k in ("file", "rest", "kafka") else k): v for k, v in overrides.items()}
-    doc = layered("datahub", data, str(path), flags)
+    doc = layered("datahub", data, str(path))
+    rest = flags.get("sinks.rest")
+    if rest is not None and "token" not in rest and "sinks.rest.token" in doc.origins:
+        flags["sinks.rest"] = {**rest, "token": doc.data["sinks"]["rest"]["token"]}
+    origins = doc.origins
+    doc = layered("datahub", doc.data, str(path), flags, environ={})
+    doc.origins = {**origins, **doc.origins}
     try:
         return DataHubConfig.model_validate(doc.data)
     except ValidationError as exc:

@@ -4,7 +4,8 @@ Three services keep state in an SQL database: the scheduler (workflows, refreshe
 service (alerts, silences, outbox, facts) and the job registry (jobs, runs, datasets, lineage). Each
 is a ``Store``: its SQLAlchemy metadata and an Alembic migration history in a ``migrations/`` folder
 beside its code, with its own version table (``lineagewire_<name>_version``), so two stores can share
-one database and be upgraded apart.
+one database and be upgraded apart. The refresh runner's small SQLite file of completed commands is a
+``Store`` too (upgraded when the runner opens it; no ``lineagewire db`` command, being a local file).
 
 * ``upgrade(engine, store)`` brings a database to the newest schema; each service calls it at
   start, and ``lineagewire db upgrade`` lets an operator do it ahead of a deployment. A database made

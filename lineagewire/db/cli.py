@@ -2,15 +2,18 @@
 
 The services upgrade their own database at start; these commands let an operator do it ahead of a
 deployment (one upgrade, then every instance starts on the new schema) or see where a database is.
+``--db-url`` defaults to the variable the store's own service reads (``DB_URL_ENV``).
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 
 import click
 import sqlalchemy as sa
 
+from lineagewire.config import renamed
 from lineagewire.exceptions import ConfigError
 
 from .migrate import Store, current, head, upgrade
@@ -22,11 +25,30 @@ STORES: dict[str, str] = {
     "scheduler": "lineagewire.producers.scheduler.store:STORE",
 }
 
+#: store name -> the variable its service reads its database from; ``--db-url``'s default
+DB_URL_ENV: dict[str, str] = {
+    "registry": "LINEAGEWIRE_REGISTRY__DB_URL",
+    "alerting": "LINEAGEWIRE_ALERTING__DATABASE",
+    "scheduler": "LINEAGEWIRE_SCHEDULER__DB_URL",
+}
+#: the one variable these commands read before, whatever the store (deprecated: it names no store)
+OLD_DB_URL_ENV = "LINEAGEWIRE_DB_URL"
+
 _store_option = click.option("--store", "store_name", required=True, type=click.Choice(sorted(STORES)),
                              help="Which service's tables.")
-_url_option = click.option("--db-url", required=True, envvar="LINEAGEWIRE_DB_URL",
+_url_option = click.option("--db-url", default=None,
                            help="SQLAlchemy URL of the database (e.g. sqlite:///registry.db, "
-                                "postgresql+psycopg://user@host/db).")
+                                "postgresql+psycopg://user@host/db; default: the store's variable, "
+                                f"{', '.join(DB_URL_ENV.values())}).")
+
+
+def db_url_of(store_name: str, db_url: str | None) -> str:
+    """``--db-url``, else the variable the store's service reads, else the deprecated ``LINEAGEWIRE_DB_URL``."""
+    env = DB_URL_ENV[store_name]
+    found = db_url or os.environ.get(env) or renamed(OLD_DB_URL_ENV, env)
+    if not found:
+        raise click.UsageError(f"no database for --store {store_name}: expected --db-url or {env}")
+    return found
 
 
 def load_store(name: str) -> Store:
@@ -51,8 +73,9 @@ def db() -> None:
 @_store_option
 @_url_option
 @click.option("--revision", default="head", show_default=True, help="Upgrade to this revision.")
-def upgrade_command(store_name: str, db_url: str, revision: str) -> None:
+def upgrade_command(store_name: str, db_url: str | None, revision: str) -> None:
     """Bring a database to the newest schema (a database made before migrations existed is adopted)."""
+    db_url = db_url_of(store_name, db_url)
     store = load_store(store_name)
     engine = _engine(db_url)
     try:
@@ -67,8 +90,9 @@ def upgrade_command(store_name: str, db_url: str, revision: str) -> None:
 @db.command("current")
 @_store_option
 @_url_option
-def current_command(store_name: str, db_url: str) -> None:
+def current_command(store_name: str, db_url: str | None) -> None:
     """The revision a database is at, and the newest this lineagewire knows."""
+    db_url = db_url_of(store_name, db_url)
     store = load_store(store_name)
     engine = _engine(db_url)
     try:

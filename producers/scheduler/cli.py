@@ -7,11 +7,15 @@ from typing import Any
 
 import click
 
-from lineagewire.cli import settings_from
+from lineagewire.cli import env_fallback, settings_from
 
 from .exceptions import SchedulerError
 
 __all__ = ["scheduler", "workflows"]
+
+#: the service's token variable (ServiceConfig), and the URL ``workflows`` and ``ui`` find the service at
+TOKEN_ENV = "LINEAGEWIRE_SCHEDULER__TOKEN"
+URL_ENV = "LINEAGEWIRE_SCHEDULER__URL"
 
 
 @click.group()
@@ -54,10 +58,19 @@ def serve(ctx: click.Context, tables_file: str | None, db_url: str | None, host:
 
 
 @scheduler.command("validate")
-@click.argument("tables_file", type=click.Path(dir_okay=False))
-def validate(tables_file: str) -> None:
-    """Check a materialized-tables file and list what it declares."""
+@click.argument("tables_file", type=click.Path(dir_okay=False), required=False)
+@click.pass_context
+def validate(ctx: click.Context, tables_file: str | None) -> None:
+    """Check a materialized-tables file (default: the service's, LINEAGEWIRE_SCHEDULER__TABLES or the config
+    file's scheduler.tables) and list what it declares."""
+    from .settings import ServiceConfig
     from .tables import load_tables
+
+    if tables_file is None:
+        tables_file = ServiceConfig.load((ctx.find_root().obj or {}).get("config_file")).tables
+        if tables_file is None:
+            raise click.UsageError("no tables file: expected TABLES_FILE, LINEAGEWIRE_SCHEDULER__TABLES or "
+                                   "scheduler.tables in the config file")
 
     for t in load_tables(tables_file):
         parts = ", ".join(f"{k}={v}" for k, v in t.partition_fields.items()) or "-"
@@ -105,10 +118,10 @@ def _refresh_line(r: dict[str, Any]) -> str:
 
 
 @click.group()
-@click.option("--url", envvar="LINEAGEWIRE_SCHEDULER_URL", default="http://127.0.0.1:8765", show_default=True,
-              help="Scheduler service URL (env LINEAGEWIRE_SCHEDULER_URL).")
-@click.option("--token", envvar=["LINEAGEWIRE_SCHEDULER__TOKEN", "LINEAGEWIRE_SCHEDULER_TOKEN"], default=None,
-              help="Bearer token for changes (env LINEAGEWIRE_SCHEDULER__TOKEN or LINEAGEWIRE_SCHEDULER_TOKEN).")
+@click.option("--url", envvar=URL_ENV, callback=env_fallback(URL_ENV, "http://127.0.0.1:8765"),
+              show_default="http://127.0.0.1:8765", help=f"Scheduler service URL (env {URL_ENV}).")
+@click.option("--token", envvar=TOKEN_ENV, callback=env_fallback(TOKEN_ENV),
+              help=f"Bearer token for changes (env {TOKEN_ENV}, as the service reads it).")
 @click.option("--json", "as_json", is_flag=True, help="Print the service's JSON answer.")
 @click.pass_context
 def workflows(ctx: click.Context, url: str, token: str | None, as_json: bool) -> None:

@@ -4,8 +4,8 @@ Highest first (the same rule as ``lineagewire.config.Settings``):
 
 1. values passed in code or as ``lineagewire scheduler serve`` flags;
 2. environment variables ``LINEAGEWIRE_SCHEDULER__<FIELD>`` (nested with ``__``), e.g.
-   ``LINEAGEWIRE_SCHEDULER__DB_URL``, ``LINEAGEWIRE_SCHEDULER__MISFIRE_GRACE``; the token also as
-   ``LINEAGEWIRE_SCHEDULER_TOKEN``, which the ``workflows`` CLI reads too;
+   ``LINEAGEWIRE_SCHEDULER__DB_URL``, ``LINEAGEWIRE_SCHEDULER__MISFIRE_GRACE``; the token's, which the
+   ``workflows`` CLI reads too, also under its deprecated name ``LINEAGEWIRE_SCHEDULER_TOKEN``;
 3. the ``scheduler:`` section of the YAML config file (``config_file``; the CLI passes ``--config``, else
    ``$LINEAGEWIRE_CONFIG``, else ``./lineagewire.yaml`` when it exists);
 4. the defaults below.
@@ -22,11 +22,10 @@ import pathlib
 from typing import Any
 
 import sqlalchemy as sa
-import yaml
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, YamlConfigSettingsSource
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import SettingsConfigDict
 
-from lineagewire.config import find_config_file
+from lineagewire.config import SettingsBase, find_config_file
 from lineagewire.exceptions import ConfigError
 
 from .options import SchedulerOptions
@@ -36,19 +35,18 @@ __all__ = ["ENV_PREFIX", "ServiceConfig"]
 ENV_PREFIX = "LINEAGEWIRE_SCHEDULER__"
 
 
-class ServiceConfig(BaseSettings, SchedulerOptions):
+class ServiceConfig(SettingsBase, SchedulerOptions):
     """Settings of ``lineagewire scheduler serve``; see the module docstring for where they come from."""
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid",
-                                      populate_by_name=True, validate_default=True)
+                                      validate_default=True)
+    config_section = "scheduler"
 
     config_file: pathlib.Path | None = Field(None, exclude=True,
                                              description="YAML file whose 'scheduler:' section is read")
     db_url: str = Field("sqlite:///lineagewire-scheduler.db", description="Any SQLAlchemy URL")
     tables: str | None = Field(None, description="YAML file declaring the materialized tables")
-    token: SecretStr | None = Field(None, description="Bearer token required for changes",
-                                    validation_alias=AliasChoices("token", f"{ENV_PREFIX}TOKEN",
-                                                                  "LINEAGEWIRE_SCHEDULER_TOKEN"))
+    token: SecretStr | None = Field(None, description="Bearer token required for changes")
     host: str = "127.0.0.1"
     port: int = Field(8765, ge=0, le=65535)
     lead: float = Field(2.0, ge=0, le=60,
@@ -75,21 +73,6 @@ class ServiceConfig(BaseSettings, SchedulerOptions):
         return v
 
     @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
-        path = getattr(init_settings, "init_kwargs", {}).get("config_file")
-        if path is not None:
-            sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=path, yaml_config_section="scheduler"))
-        return tuple(sources)
-
-    @classmethod
     def load(cls, config_file: str | os.PathLike[str] | None = None, **flags: Any) -> ServiceConfig:
         """Settings from ``flags`` (None values ignored), the environment and the config file's ``scheduler:``
         section; ConfigError naming each bad setting."""
@@ -100,8 +83,6 @@ class ServiceConfig(BaseSettings, SchedulerOptions):
             problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'scheduler'}: {e['msg']}"
                                  f"{_got(e)}" for e in exc.errors())
             raise ConfigError(f"invalid scheduler settings: {problems}") from None
-        except (OSError, ValueError, yaml.YAMLError) as exc:  # an unreadable or malformed YAML file
-            raise ConfigError(f"config file {str(path)!r} cannot be read: {exc}") from None
 
     def options(self) -> SchedulerOptions:
         """The scheduling options of this configuration."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from typing import Any
 
 import click
 
@@ -19,7 +20,7 @@ __all__ = ["connect_server", "instrument"]
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--listeners", default=None, help="Listener names or dotted paths, comma-separated "
-              "(default: $LINEAGEWIRE_LISTENERS, else kafka). '' starts none.")
+              "(default: $LINEAGEWIRE_EMITTER__LISTENERS, else kafka). '' starts none.")
 @click.option("--namespace", default=None, help="Job namespace of the runs (default: spark).")
 @click.option("--job-name", default=None, help="Job name of the application run (default: spark.app.name).")
 @click.option("--topic", default=None, help="Topic for the events (default: the jobs topic).")
@@ -34,7 +35,7 @@ def instrument(ctx: click.Context, listeners: str | None, namespace: str | None,
     The script is not changed: every SparkSession it builds publishes its run's status and each
     action's lineage. The exit code is the script's.
     """
-    settings_vars: dict[str, str | None] = {"listeners": listeners, "namespace": namespace, "job_name": job_name,
+    settings_vars: dict[str, Any] = {"listeners": listeners, "namespace": namespace, "job_name": job_name,
                                             "topic": topic}
     for item in extra:
         key, sep, value = item.partition("=")

@@ -7,10 +7,13 @@ are its code and its Spark conf. Highest first:
 
 1. arguments of ``install()`` / ``job_run()`` (``listeners=``, ``job_name=``, ``config={...}``);
 2. Spark conf ``spark.lineagewire.<key>`` (usable with ``spark-submit --conf``);
-3. environment ``LINEAGEWIRE_<KEY>`` (upper case; read by pydantic-settings);
+3. environment ``LINEAGEWIRE_EMITTER__<KEY>`` (upper case; read by pydantic-settings), then the
+   deprecated flat ``LINEAGEWIRE_<KEY>``, with a warning naming the new one (``lineagewire.config.renamed``);
 4. the ``emitter:`` section of the YAML config file (``$LINEAGEWIRE_CONFIG``,
    else ``./lineagewire.yaml``; the file ``Settings`` reads);
 5. the defaults below.
+
+The order is ``lineagewire.config.SettingsBase``'s, as for every other service.
 
 Kafka itself (bootstrap servers, security, schema registry, topic names) comes
 from ``lineagewire.config.Settings``; the keys ``bootstrap_servers`` and
@@ -26,17 +29,10 @@ import re
 from collections.abc import Mapping
 from typing import Annotated, Any
 
-import yaml
 from pydantic import Field, ValidationError, field_validator
-from pydantic_settings import (
-    BaseSettings,
-    InitSettingsSource,
-    NoDecode,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-)
+from pydantic_settings import NoDecode, SettingsConfigDict
 
-from lineagewire.config import find_config_file
+from lineagewire.config import SettingsBase
 from lineagewire.exceptions import ConfigError
 from lineagewire.redact import Redactor
 
@@ -45,17 +41,18 @@ from .exceptions import EmitterConfigError
 __all__ = ["CONF_PREFIX", "ENV_PREFIX", "EmitterConfig", "conf_snapshot", "resolve_config"]
 
 CONF_PREFIX = "spark.lineagewire."
-ENV_PREFIX = "LINEAGEWIRE_"
-#: the section of the YAML config file with the emitter's settings
-FILE_SECTION = "emitter"
+ENV_PREFIX = "LINEAGEWIRE_EMITTER__"
+#: the emitter's variables before they followed LINEAGEWIRE_<SECTION>__<KEY>, still read (with a warning)
+OLD_ENV_PREFIX = "LINEAGEWIRE_"
 
 
-class EmitterConfig(BaseSettings):
+class EmitterConfig(SettingsBase):
     """Typed emitter settings (see the module docstring for where each comes from)."""
 
     # Lists come as text from conf keys and variables ("kafka,log"): NoDecode hands it to the validators
     # below as it is, instead of pydantic-settings' JSON decoding.
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", validate_default=True)
+    config_section = "emitter"
 
     listeners: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["kafka"],
                                  description="listener names or dotted paths; empty starts none")
@@ -67,8 +64,9 @@ class EmitterConfig(BaseSettings):
     run_id: str | None = Field(None, description="run id of the application run (default: a new UUID)")
     bootstrap_servers: str | None = Field(None, description="overrides Settings.bootstrap_servers")
     topic: str | None = Field(None, description="overrides Settings.topics.jobs")
-    flush_timeout: float = Field(5.0, ge=0, description="seconds the exit flush may take, all listeners together")
-    time_budget_ms: float = Field(1000.0, gt=0, description="hard time budget of lineage extraction per action")
+    flush_timeout: float = Field(10.0, ge=0, description="seconds close() and the exit flush may take: the first half "
+                                 "for actions still being extracted, the rest for the listeners")
+    time_budget_ms: float = Field(5000.0, gt=0, description="hard time budget of lineage extraction per action")
     queue_size: int = Field(1000, ge=1, description="events each listener may have queued before new ones drop")
     action_queue_size: int = Field(64, ge=1, description="Spark actions awaiting extraction before they are "
                                    "sent without lineage")
@@ -145,15 +143,11 @@ class EmitterConfig(BaseSettings):
         return v.upper()
 
     @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings, env_settings, InitSettingsSource(settings_cls, init_kwargs=_file_section()))
+    def renamed_variables(cls) -> dict[str, str]:
+        """The flat ``LINEAGEWIRE_<KEY>`` of every setting but ``bootstrap_servers``, whose flat name is Kafka's own
+        (``Settings``), which the emitter falls back to."""
+        return {f"{OLD_ENV_PREFIX}{k.upper()}": f"{ENV_PREFIX}{k.upper()}" for k in cls.model_fields
+                if k != "bootstrap_servers"}
 
     def outbox_path(self, job_name: str) -> pathlib.Path:
         """The outbox folder for the application ``job_name``."""
@@ -163,38 +157,6 @@ class EmitterConfig(BaseSettings):
 
         safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{self.namespace}.{job_name}")[:120]
         return home() / "outbox" / safe
-
-
-def _config_file() -> pathlib.Path | None:
-    # The file lineagewire.config.Settings reads (a Spark driver gets no --config flag: the variable or ./).
-    try:
-        return find_config_file()
-    except ConfigError as exc:
-        raise EmitterConfigError(str(exc)) from None
-
-
-def _file_section() -> dict[str, Any]:
-    """The ``emitter:`` mapping of the config file ({} without a file or section); bad content names the file."""
-    path = _config_file()
-    if path is None:
-        return {}
-    try:
-        loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        why = str(exc).splitlines()[0] if str(exc) else repr(exc)
-        raise EmitterConfigError(f"config file {str(path)!r} cannot be read as YAML: {why}; "
-                                 "expected a YAML mapping") from None
-    section = loaded.get(FILE_SECTION) if isinstance(loaded, dict) else None
-    if section is None:
-        return {}
-    if not isinstance(section, dict):
-        raise EmitterConfigError(f"config file {str(path)!r}: '{FILE_SECTION}' holds a YAML "
-                                 f"{type(section).__name__}; expected a mapping of emitter settings")
-    unknown = sorted(str(k) for k in section if k not in EmitterConfig.model_fields)
-    if unknown:
-        raise EmitterConfigError(f"config file {str(path)!r}, section '{FILE_SECTION}': unknown emitter setting(s) "
-                                 f"{', '.join(unknown)}; expected some of {', '.join(EmitterConfig.model_fields)}")
-    return section
 
 
 def _strip(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -221,6 +183,10 @@ def resolve_config(*, spark_conf: Mapping[str, str] | None = None, config: Mappi
             f"{', '.join(CONF_PREFIX + k for k in EmitterConfig.model_fields)}")
     try:
         return EmitterConfig(**merged)
+    except EmitterConfigError:
+        raise
+    except ConfigError as exc:  # the config file (lineagewire.config.read_section)
+        raise EmitterConfigError(str(exc)) from None
     except ValidationError as exc:
         problems = "; ".join(
             f"{CONF_PREFIX}{'.'.join(str(p) for p in err['loc'])}={err.get('input')!r}: {err['msg']}"

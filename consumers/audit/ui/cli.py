@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from lineagewire.cli import env_fallback
 from lineagewire.exceptions import ConfigError
 
 from ..registry_cli import db_url_option
@@ -16,7 +17,10 @@ log = logging.getLogger(__name__)
 
 __all__ = ["TOKEN_ENV", "ui"]
 
-TOKEN_ENV = "LINEAGEWIRE_UI_TOKEN"
+TOKEN_ENV = "LINEAGEWIRE_UI__TOKEN"
+#: the variables of the alerting service's database and of the scheduler's URL, as their own commands read them
+ALERTS_DB_ENV = "LINEAGEWIRE_ALERTING__DATABASE"
+SCHEDULER_URL_ENV = "LINEAGEWIRE_SCHEDULER__URL"
 
 
 def _loopback(host: str) -> bool:
@@ -30,13 +34,15 @@ def _loopback(host: str) -> bool:
 
 @click.command("ui")
 @db_url_option
-@click.option("--alerts-db", default=None, envvar="LINEAGEWIRE_ALERTS_DB",
-              help="SQLAlchemy URL of the alerting service's database (its rules file's `database`); read only.")
-@click.option("--scheduler-url", default=None, help="The scheduler's REST API, for refresh workflows and health.")
+@click.option("--alerts-db", envvar=ALERTS_DB_ENV, callback=env_fallback(ALERTS_DB_ENV),
+              help=f"SQLAlchemy URL of the alerting service's database (its rules file's `database`, env "
+                   f"{ALERTS_DB_ENV}); read only.")
+@click.option("--scheduler-url", envvar=SCHEDULER_URL_ENV, callback=env_fallback(SCHEDULER_URL_ENV),
+              help=f"The scheduler's REST API, for refresh workflows and health (env {SCHEDULER_URL_ENV}).")
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to bind (loopback by default; any other needs --token).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8767, show_default=True)
-@click.option("--token", envvar=TOKEN_ENV, default=None,
+@click.option("--token", envvar=TOKEN_ENV, callback=env_fallback(TOKEN_ENV),
               help=f"Require this token on every request: 'Authorization: Bearer TOKEN', or basic auth with it as "
                    f"password (env {TOKEN_ENV}; at least 16 characters).")
 def ui(db_url: str, alerts_db: str | None, scheduler_url: str | None, host: str, port: int,
