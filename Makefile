@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: setup system-deps kafka-jars test test-fast test-spark-newest test-spark-35 demo lint layers bench clean
+.PHONY: setup system-deps kafka-jars test test-main test-services test-producers test-spark-lines test-fast test-spark-newest test-spark-35 demo lint layers installed-layout bench settings-doc clean
 
 setup: $(VENV)/.installed
 
@@ -42,23 +42,47 @@ system-deps:
 kafka-jars: setup
 	$(BIN)/lineagewire kafka fetch
 
-lint: setup
+# ruff, then mypy (pyproject.toml's [tool.mypy]) on the package laid out as installed (see layers).
+lint: setup installed-layout
 	$(BIN)/ruff check .
+	cd build/layers && $(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/pyproject.toml --cache-dir $(CURDIR)/.mypy_cache -p lineagewire
 
-# The import-linter contracts (pyproject.toml). import-linter walks folders, and the package maps
-# schemas/, producers/ and consumers/ under lineagewire, so the check runs on a copy laid out as installed.
-layers: setup
-	rm -rf build/layers && mkdir -p build/layers
-	cp -r lineagewire build/layers/ && for d in schemas producers consumers; do cp -r $$d build/layers/lineagewire/$$d; done
+# The import-linter contracts (pyproject.toml).
+layers: setup installed-layout
 	cd build/layers && PYTHONPATH=$$PWD $(CURDIR)/$(BIN)/lint-imports --config $(CURDIR)/pyproject.toml --no-cache
 
-# Sets everything up, then runs every test (the session starts its own broker), then the Spark
-# tests again on the newest PySpark 4.x (the main venv has the oldest) and on PySpark 3.5: a failure of any fails.
+# import-linter and mypy walk folders, and the package maps schemas/, producers/ and consumers/ under
+# lineagewire, so they check a copy laid out as installed.
+installed-layout:
+	rm -rf build/layers && mkdir -p build/layers
+	cp -r lineagewire build/layers/ && for d in schemas producers consumers; do cp -r $$d build/layers/lineagewire/$$d; done
+
+# Sets everything up, then runs every test (each pytest session starts its own broker) in three runs side by side:
+# the services' tests, the producers' (emitter, lineage, scheduler, refresh runner), and the Spark tests again on
+# PySpark 3.5 and on the newest PySpark 4.x (the main venv has the oldest). A failure of any fails.
 # The cluster tests (YARN, standalone: four minutes) run once, on 3.5, the Spark of EMR, Dataproc and Glue.
+# The runs mostly wait (on brokers, JVMs, servers): one after another they took 35 minutes here, 14 of them CPU.
+# Each run's output is printed whole when it ends.
 test: system-deps kafka-jars lint layers
-	$(BIN)/pytest -m "not cluster"
-	$(MAKE) --no-print-directory test-spark-newest
+	@echo "make test: three runs side by side (services, producers, the other Spark lines);"
+	@echo "each prints its output when it ends"
+	$(MAKE) --no-print-directory -j3 --output-sync=target test-services test-producers test-spark-lines
+
+# The main venv's tests, in two sessions (`make -j2 test-main` runs them side by side).
+test-main: test-services test-producers
+
+test-services: kafka-jars
+	$(BIN)/pytest -p no:cacheprovider -m "not cluster" --ignore=tests/producers
+
+test-producers: kafka-jars
+	$(BIN)/pytest -p no:cacheprovider -m "not cluster" tests/producers
+
+# Both venvs first (their installs build the worktree, which the main run's deploy tests also do), then the tests.
+test-spark-lines: kafka-jars
+	PYTHON=$(PYTHON) bash tests/spark_line.sh 3.5 --setup-only
+	PYTHON=$(PYTHON) bash tests/spark_line.sh newest --setup-only
 	$(MAKE) --no-print-directory test-spark-35
+	$(MAKE) --no-print-directory test-spark-newest
 
 # The edit loop: every test that needs no SparkSession, browser or PostgreSQL and is not marked slow (the
 # session still starts its own broker). `make test` is what CI runs.
@@ -92,6 +116,10 @@ endif
 bench: kafka-jars
 	for b in codec roundtrip activation emitter lineage delivery consumers scheduler scheduler_ha datahub alerting archive registry ui; do \
 	  test -f bench/$$b.py && $(BIN)/python -m bench.$$b || exit 1; done
+
+# docs/settings.md from the settings models and the commands' options (tests/core/test_settings_doc.py checks it).
+settings-doc: setup
+	$(BIN)/python -m lineagewire.settings_doc docs/settings.md
 
 clean:
 	rm -rf $(VENV) .venv-spark-newest .venv-spark35 build *.egg-info .pytest_cache .ruff_cache .mypy_cache native/target schemas/*.so

@@ -11,6 +11,7 @@ Which broker (``LINEAGEWIRE_TEST_KAFKA`` forces one: docker, local, external):
 from __future__ import annotations
 
 import os
+import pathlib
 import shutil
 import subprocess
 import uuid
@@ -96,6 +97,16 @@ def topic(topic_factory) -> str:  # noqa: ANN001
 def settings(kafka_settings: Settings, topic: str) -> Settings:
     """Settings whose jobs topic is this test's fresh topic."""
     return kafka_settings.model_copy(update={"topics": kafka_settings.topics.model_copy(update={"jobs": topic})})
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path) -> pytest.MonkeyPatch:
+    """No LINEAGEWIRE_* variable (but LINEAGEWIRE_HOME) and no ./lineagewire.yaml but those a test sets."""
+    for name in list(os.environ):
+        if name.startswith("LINEAGEWIRE_") and name != "LINEAGEWIRE_HOME":
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    return monkeypatch
 
 
 @pytest.fixture

@@ -135,9 +135,9 @@ class Dispatcher:
             self.groups[g.key] = g
         for a in alerts:
             self.alerts[a.fingerprint] = a
-            g = self.groups.get(a.group_key)
-            if g is None:
-                g = self.groups[a.group_key] = self._new_group(a.labels, a.channels)
+            known = self.groups.get(a.group_key)
+            g = known if known is not None else self._new_group(a.labels, a.channels)
+            self.groups[a.group_key] = g
             g.members.add(a.fingerprint)
             if not a.notified or a.resolve_pending:
                 self._active.add(g.key)

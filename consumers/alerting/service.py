@@ -194,8 +194,9 @@ class AlertingHandler(Handler):
         new = {partition_key(t, p) for t, p in partitions}
         if facts.owned is None:
             facts.owned = set()
-            facts.drop({f.partition for f in (*facts.runs.values(), *facts.jobs.values(), *facts.refreshes.values())
-                        if f.partition is not None} - new)
+            held = ({r.partition for r in facts.runs.values()} | {j.partition for j in facts.jobs.values()}
+                    | {r.partition for r in facts.refreshes.values()})
+            facts.drop({p for p in held if p is not None} - new)
         facts.owned |= new
         self._reload_pending |= new
         self._reload()
@@ -274,7 +275,7 @@ class AlertingHandler(Handler):
         """Rows saving how far this instance read each partition of the plan (other instances read them)."""
         if not self.catching_up or self.catch_up is None or self.plan is None:
             return []
-        out = []
+        out: list[tuple[str, str, dict[str, Any] | None]] = []
         for (topic, partition), pos in self._handled.items():
             key = partition_key(topic, partition)
             if key in self.plan.ends and self._positions_saved.get(key) != pos:

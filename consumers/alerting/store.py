@@ -216,7 +216,7 @@ class AlertStore:
 
     def catchup(self, group: str) -> dict[str, Any] | None:
         with self._conn() as c:
-            return c.execute(sa.select(facts_t.c.value).where(facts_t.c.kind == CATCHUP,  # type: ignore[no-any-return]
+            return c.execute(sa.select(facts_t.c.value).where(facts_t.c.kind == CATCHUP,
                                                               facts_t.c.key == group)).scalar()
 
     def start_catchup(self, group: str, plan: dict[str, Any]) -> dict[str, Any]:

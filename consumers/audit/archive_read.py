@@ -22,7 +22,7 @@ import hashlib
 import queue
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import IO, Any, TypeVar
 
 import pyarrow as pa
@@ -181,7 +181,7 @@ def _batches(storage: Storage, where: str, files: list[tuple[str, str | None]],
 _END = object()
 
 
-def _prefetched(items: Iterator[T], depth: int = 2) -> Iterator[T]:
+def _prefetched(items: Iterator[T], depth: int = 2) -> Generator[T, None, None]:
     """``items``, made on a background thread up to ``depth`` ahead of the caller; an error making them is
     raised here. Closing this generator stops the thread after the item it is making (Parquet reading and
     decompressing release the GIL, so it runs beside the decoding on another core)."""

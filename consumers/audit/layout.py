@@ -20,7 +20,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-from typing import Any
+from typing import Any, cast
 
 from lineagewire.exceptions import MissingExtraError
 
@@ -165,7 +165,7 @@ def records_to_batch(records: list[Record]) -> pa.RecordBatch:
            pa.array([r.key for r in rs], pa.string()), pa.array([r.decode_error for r in rs], pa.string())]
     events = [r.event for r in rs]
     if all(e is not None for e in events):
-        decoded = _decoded_arrays(events)
+        decoded = _decoded_arrays(cast(list[dict[str, Any]], events))
     else:
         # Decode the decodable ones, then spread them out with nulls where a record was not decodable.
         ok = [e for e in events if e is not None]

@@ -61,19 +61,19 @@ def create_app(store: RegistryStore, token: str) -> FastAPI:
 
     @app.get("/jobs")
     def jobs() -> list[dict[str, Any]]:
-        return read(q.list_jobs)  # type: ignore[no-any-return]
+        return read(q.list_jobs)
 
     @app.get("/jobs/{job:path}/history")
     def history(job: str) -> dict[str, Any]:
-        return read(q.job_history, job)  # type: ignore[no-any-return]
+        return read(q.job_history, job)
 
     @app.get("/jobs/{job:path}")
     def job(job: str) -> dict[str, Any]:
-        return read(q.job_runs, job)  # type: ignore[no-any-return]
+        return read(q.job_runs, job)
 
     @app.get("/runs/{run_id}")
     def run(run_id: str) -> dict[str, Any]:
-        return read(q.run_detail, run_id)  # type: ignore[no-any-return]
+        return read(q.run_detail, run_id)
 
     @app.get("/lineage/{direction}")
     def lineage(direction: str, dataset: str, namespace: str | None = None, column: str | None = None,
@@ -83,7 +83,7 @@ def create_app(store: RegistryStore, token: str) -> FastAPI:
                 since: dt.datetime | None = None) -> dict[str, Any]:
         if since is not None and since.tzinfo is None:
             since = since.replace(tzinfo=dt.UTC)
-        return read(q.lineage, dataset, direction=direction, namespace=namespace,  # type: ignore[no-any-return]
+        return read(q.lineage, dataset, direction=direction, namespace=namespace,
                     column=column, depth=depth, since=since)
 
     @app.post("/events", dependencies=[Depends(auth)], status_code=200)

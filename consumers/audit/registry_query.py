@@ -207,6 +207,10 @@ def _chunks(ids: list[Any]) -> Iterable[list[Any]]:
         yield ids[i:i + _CHUNK]
 
 
+#: a node of the walk: (dataset id, column or None)
+_Node = tuple[int, str | None]
+
+
 def lineage(conn: Connection, dataset: str, *, direction: str, namespace: str | None = None,
             column: str | None = None, depth: int | None = DEFAULT_DEPTH,
             since: dt.datetime | None = None) -> dict[str, Any]:
@@ -229,69 +233,100 @@ def lineage(conn: Connection, dataset: str, *, direction: str, namespace: str | 
     root_id, root_ns, root_name = resolve_dataset(conn, dataset, namespace)
     if column:
         _check_column(conn, root_id, root_ns, root_name, column)
-    table = m.column_edges if column else m.dataset_edges
-    c = table.c
-    here, there = (c.source_id, c.sink_id) if direction == "downstream" else (c.sink_id, c.source_id)
-    cols = [here, there, c.job_id]
-    if column:
-        here_f, there_f = ((c.source_field, c.sink_field) if direction == "downstream"
-                           else (c.sink_field, c.source_field))
-        cols += [here_f, there_f, c.transformation]
-    base = sa.select(*cols)
-    if since is not None:
-        # Stored in UTC; SQLite keeps no zone, so compare UTC with UTC.
-        base = base.where(c.last_seen >= since.astimezone(dt.UTC).replace(tzinfo=None)
-                          if conn.dialect.name == "sqlite" else since)
+    walk = _Walk(conn, direction, column, since)
     root = (root_id, column)
-    depth_of: dict[tuple[int, str | None], int] = {root: 0}
-    edges: dict[tuple[Any, Any], list[Any]] = {}  # (here, there) -> [job ids, transformation]
-    frontier = [root]
-    level = 0
-    while frontier and (depth is None or level < depth):
-        level += 1
-        found: list[tuple[int, str | None]] = []
-        wanted = set(frontier)
-        for part in _chunks(sorted({node[0] for node in frontier})):
-            rows = conn.execute(base.where(here.in_(part))).fetchall()
-            if column:
-                rows = [((r[0], r[3]), (r[1], r[4]), r[2], r[5]) for r in rows if (r[0], r[3]) in wanted]
+    walk.run(root, depth)
+    more = bool(walk.frontier) and _has_edges(conn, walk.base, walk.here, column, walk.frontier)
+    names = _dataset_names(conn, walk.depth_of)
+    ids = {n: f"{names[n[0]][0]} {names[n[0]][1]}" + (f" {n[1]}" if n[1] is not None else "") for n in walk.depth_of}
+    nodes = [{"id": ids[n], "namespace": names[n[0]][0], "name": names[n[0]][1], "field": n[1], "depth": dep}
+             for n, dep in sorted(walk.depth_of.items(), key=lambda kv: (kv[1], names[kv[0][0]], kv[0][1] or ""))]
+    return {"root": ids[root], "root_namespace": root_ns, "root_name": root_name, "direction": direction,
+            "column": column, "nodes": nodes, "edges": _edges_out(conn, walk.edges, ids, direction, column),
+            "depth": depth, "more": more}
+
+
+class _Walk:
+    """The breadth-first walk of ``lineage`` over the edge table: the depth each node was first reached at,
+    and the edges followed (``(here, there) -> [job ids, transformation]``)."""
+
+    def __init__(self, conn: Connection, direction: str, column: str | None, since: dt.datetime | None) -> None:
+        self.conn, self.column = conn, column
+        c = (m.column_edges if column else m.dataset_edges).c
+        self.here, there = (c.source_id, c.sink_id) if direction == "downstream" else (c.sink_id, c.source_id)
+        cols = [self.here, there, c.job_id]
+        if column:
+            cols += ([c.source_field, c.sink_field] if direction == "downstream"
+                     else [c.sink_field, c.source_field]) + [c.transformation]
+        base = sa.select(*cols)
+        if since is not None:
+            # Stored in UTC; SQLite keeps no zone, so compare UTC with UTC.
+            base = base.where(c.last_seen >= (since.astimezone(dt.UTC).replace(tzinfo=None)
+                                              if conn.dialect.name == "sqlite" else since))
+        self.base = base
+        self.depth_of: dict[_Node, int] = {}
+        self.edges: dict[tuple[_Node, _Node], list[Any]] = {}
+        self.frontier: list[_Node] = []
+
+    def run(self, root: _Node, depth: int | None) -> None:
+        """Walk from ``root`` for at most ``depth`` hops; ``frontier`` is then the last level found."""
+        self.depth_of[root] = 0
+        self.frontier = [root]
+        level = 0
+        while self.frontier and (depth is None or level < depth):
+            level += 1
+            self.frontier = self._step(level)
+
+    def _step(self, level: int) -> list[_Node]:
+        """One level: the edges leaving the frontier, and the nodes they reach first (the next frontier)."""
+        found: list[_Node] = []
+        for src, dst, job, transformation in self._rows():
+            edge = self.edges.get((src, dst))
+            if edge is None:
+                self.edges[(src, dst)] = [{job}, transformation]
             else:
-                rows = [((r[0], None), (r[1], None), r[2], None) for r in rows]
-            for src, dst, job, transformation in rows:
-                edge = edges.get((src, dst))
-                if edge is None:
-                    edge = edges[(src, dst)] = [{job}, transformation]
-                else:
-                    edge[0].add(job)
-                    edge[1] = transformation
-                if dst not in depth_of:
-                    depth_of[dst] = level
-                    found.append(dst)
-        frontier = found
-    more = bool(frontier) and _has_edges(conn, base, here, column, frontier)
-    d, j = m.datasets.c, m.jobs.c
+                edge[0].add(job)
+                edge[1] = transformation
+            if dst not in self.depth_of:
+                self.depth_of[dst] = level
+                found.append(dst)
+        return found
+
+    def _rows(self) -> Iterable[tuple[_Node, _Node, Any, Any]]:
+        """``(here node, there node, job id, transformation)`` of every edge leaving the frontier."""
+        wanted = set(self.frontier)
+        for part in _chunks(sorted({node[0] for node in self.frontier})):
+            rows = self.conn.execute(self.base.where(self.here.in_(part))).fetchall()
+            if self.column:
+                yield from (((r[0], r[3]), (r[1], r[4]), r[2], r[5]) for r in rows if (r[0], r[3]) in wanted)
+            else:
+                yield from (((r[0], None), (r[1], None), r[2], None) for r in rows)
+
+
+def _dataset_names(conn: Connection, nodes: Iterable[_Node]) -> dict[int, tuple[str, str]]:
+    """dataset id -> (namespace, name) of the datasets of ``nodes``."""
+    d = m.datasets.c
     names: dict[int, tuple[str, str]] = {}
-    for part in _chunks(sorted({node[0] for node in depth_of})):
+    for part in _chunks(sorted({node[0] for node in nodes})):
         names.update({row[0]: (row[1], row[2]) for row in
                       conn.execute(sa.select(d.id, d.namespace, d.name).where(d.id.in_(part))).fetchall()})
+    return names
+
+
+def _edges_out(conn: Connection, edges: dict[tuple[_Node, _Node], list[Any]], ids: dict[_Node, str],
+               direction: str, column: str | None) -> list[dict[str, Any]]:
+    """The walk's edges as ``lineage`` returns them: source to sink whatever the direction, jobs by name."""
+    j = m.jobs.c
     job_names: dict[int, str] = {}
     for part in _chunks(sorted({job for e in edges.values() for job in e[0]})):
         job_names.update({row[0]: f"{row[1]}/{row[2]}" for row in
                           conn.execute(sa.select(j.id, j.namespace, j.name).where(j.id.in_(part))).fetchall()})
-    ids = {}
-    for n in depth_of:
-        ns, name = names[n[0]]
-        ids[n] = f"{ns} {name}" + (f" {n[1]}" if n[1] is not None else "")
-    nodes = [{"id": ids[n], "namespace": names[n[0]][0], "name": names[n[0]][1], "field": n[1], "depth": dep}
-             for n, dep in sorted(depth_of.items(), key=lambda kv: (kv[1], names[kv[0][0]], kv[0][1] or ""))]
     downstream = direction == "downstream"
     keyed = sorted(((ids[s], ids[t]), e) for (s, t), e in edges.items())
-    out_edges = [{"source": a if downstream else b, "sink": b if downstream else a,
-                  "jobs": sorted([job_names[x] for x in e[0]]) if len(e[0]) > 1 else [job_names[x] for x in e[0]],
-                  **({"transformation": e[1]} if column else {})}
-                 for (a, b), e in keyed]
-    return {"root": ids[root], "root_namespace": root_ns, "root_name": root_name, "direction": direction,
-            "column": column, "nodes": nodes, "edges": out_edges, "depth": depth, "more": more}
+    return [{"source": a if downstream else b, "sink": b if downstream else a,
+             "jobs": sorted([job_names[x] for x in e[0]]) if len(e[0]) > 1 else [job_names[x] for x in e[0]],
+             **({"transformation": e[1]} if column else {})}
+            for (a, b), e in keyed]
 
 
 def _check_column(conn: Connection, dataset_id: int, namespace: str, name: str, column: str) -> None:

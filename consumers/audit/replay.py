@@ -18,7 +18,7 @@ Outputs (``--into``):
 so a replay that fails leaves F as it was; an existing F without either flag
 is refused. ``--to`` before ``--from`` is refused too (exit 2).
 
-With ``--archive DIR_OR_URL`` (or ``LINEAGEWIRE_ARCHIVE``) the part of the
+With ``--archive DIR_OR_URL`` (or ``LINEAGEWIRE_AUDIT__ARCHIVE``) the part of the
 range older than the topic's earliest offset is read from the audit archive
 and the rest from the topic, each (partition, offset) once
 (``archive_read.read_across``); every target and filter works the same.
@@ -48,7 +48,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import click
 
-from lineagewire.cli import settings_from
+from lineagewire.cli import env_fallback, settings_from
 from lineagewire.config import Settings
 from lineagewire.consumers.runtime import OutputError, load_handler_class
 from lineagewire.consumers.runtime.record import Record
@@ -56,6 +56,7 @@ from lineagewire.exceptions import ConfigError, LineagewireError
 from lineagewire.kafka.reader import Position, TopicReader, parse_position
 from lineagewire.schemas import kind_of
 
+from .cli import ARCHIVE_ENV
 from .exceptions import ArchiveError
 from .subscribe import read_events
 
@@ -136,6 +137,7 @@ def replay_range(settings: Settings, topic: str, *, start: Position, end: Positi
                    read_events(settings, topic, start=start, end=end, job=job, errors=errors))  # type: ignore[arg-type]
         for rec in records:
             summary.events += 1
+            assert rec.event is not None  # both readers yield decoded records only
             summary.per_kind[kind_of(rec.event)] += 1
             try:
                 summary.outputs += sink(rec)
@@ -253,8 +255,8 @@ def _openlineage_sink(url: str | None, ol_config: str | None) -> tuple[Sink, Cal
               help="The file for --into file (JSON lines), written in full or not at all.")
 @click.option("--force", is_flag=True, help="For --into file: replace an existing --output file.")
 @click.option("--append", is_flag=True, help="For --into file: add to an existing --output file.")
-@click.option("--archive", "archive", envvar="LINEAGEWIRE_ARCHIVE", default=None, metavar="DIR_OR_URL",
-              help="The audit archive (env LINEAGEWIRE_ARCHIVE): the range older than the topic's earliest "
+@click.option("--archive", "archive", envvar=ARCHIVE_ENV, callback=env_fallback(ARCHIVE_ENV), metavar="DIR_OR_URL",
+              help=f"The audit archive (env {ARCHIVE_ENV}): the range older than the topic's earliest "
                    "offset is read from it, the rest from the topic, each record once.")
 @click.option("--url", default=None, help="For --into openlineage: the OpenLineage HTTP backend.")
 @click.option("--openlineage-config", "ol_config", type=click.Path(dir_okay=False, exists=True), default=None,

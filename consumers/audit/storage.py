@@ -77,7 +77,7 @@ class Storage:
     def get(self, rel: str) -> bytes | None:
         """The bytes at ``rel``, or None if there is no such file."""
         try:
-            return self.fs.cat_file(self.path(rel))  # type: ignore[no-any-return]
+            return self.fs.cat_file(self.path(rel))
         except FileNotFoundError:
             return None
 

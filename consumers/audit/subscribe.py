@@ -19,7 +19,7 @@ from lineagewire.cli import settings_from
 from lineagewire.config import Settings
 from lineagewire.consumers.runtime.record import Record
 from lineagewire.exceptions import DecodeError
-from lineagewire.kafka.reader import Position, TopicReader, parse_position
+from lineagewire.kafka.reader import Position, TopicReader, offset_of, parse_position, partition_of
 from lineagewire.schemas import Codec, kind_of, summary
 
 __all__ = ["Record", "read_events", "subscribe"]
@@ -47,7 +47,7 @@ def read_events(settings: Settings, topic: str, *, start: Position, end: Positio
     errors = errors or sys.stderr
     with TopicReader(settings, topic, start=start, end=end) as reader:
         for msg in reader.messages(idle_timeout=idle_timeout):
-            if skip_through and msg.offset() <= skip_through.get(msg.partition(), -1):
+            if skip_through and offset_of(msg) <= skip_through.get(partition_of(msg), -1):
                 continue
             where = f"{msg.topic()}[{msg.partition()}]@{msg.offset()}"
             try:
@@ -57,12 +57,11 @@ def read_events(settings: Settings, topic: str, *, start: Position, end: Positio
                 continue
             if not matches(event, job, status):
                 continue
-            key = msg.key()
-            yield Record(msg.topic(), msg.partition(), msg.offset(),
-                         key.decode("utf-8", "replace") if key is not None else None, msg.timestamp()[1], event)
+            yield Record.from_message(msg, event)
 
 
 def format_table_row(rec: Record) -> str:
+    assert rec.event is not None  # read_events yields decoded records only
     h = rec.event["header"]
     t = h["event_time"].strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
     return (f"{t}  {rec.partition:>3}:{rec.offset:<7} {kind_of(rec.event)[:22]:<22} "

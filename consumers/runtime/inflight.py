@@ -87,7 +87,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
@@ -100,6 +100,7 @@ log = logging.getLogger(__name__)
 __all__ = ["HeldBack", "InFlight", "Position", "Rejected", "blocking"]
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 class Position(Protocol):
@@ -257,11 +258,11 @@ class InFlight(Generic[T]):
         ready.wait()
         return self
 
-    def call(self, coro: Awaitable[T]) -> T:
+    def call(self, coro: Coroutine[Any, Any, R]) -> R:
         """Run ``coro`` on the loop and return its result (e.g. to open or close a client bound to the loop)."""
         if self._loop is None:
             raise RuntimeError("InFlight.call before start()")
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()  # type: ignore[arg-type]
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     def close(self, timeout: float = 10.0, *, then: Callable[[], Awaitable[Any]] | None = None) -> None:
         """Wait up to ``timeout`` s for every pending output (sending failed ones again once), run ``then()`` on

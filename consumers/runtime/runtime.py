@@ -427,6 +427,7 @@ class ConsumerRuntime(Polling):
             # A handler that keeps every message (the archive) gets the undecodable one as it is.
             event, decode_error = None, f"{exc.reason}: {exc}"
         else:
+            assert event is not None  # a decoder returns an event or raises
             event_id = event["header"]["event_id"]
             if event_id in self.dedup:
                 self.stats.duplicates += 1

@@ -13,7 +13,7 @@ import logging
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
@@ -166,21 +166,21 @@ class TopicReader:
             err = msg.error()
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:
-                    if self._stop_at is not None and msg.offset() >= self._stop_at.get(msg.partition(), 0):
-                        self._active.discard(msg.partition())
+                    if self._stop_at is not None and offset_of(msg) >= self._stop_at.get(partition_of(msg), 0):
+                        self._active.discard(partition_of(msg))
                     continue
                 log.warning("%s[%s]: %s", msg.topic(), msg.partition(), err.str())
                 continue
             last = time.monotonic()
-            p = msg.partition()
+            p = partition_of(msg)
             if self._stop_at is not None:
                 if p not in self._active:
                     continue
-                if msg.offset() >= self._stop_at[p]:
+                if offset_of(msg) >= self._stop_at[p]:
                     self._active.discard(p)
                     continue
                 yield msg
-                if msg.offset() + 1 >= self._stop_at[p]:
+                if offset_of(msg) + 1 >= self._stop_at[p]:
                     self._active.discard(p)
             else:
                 yield msg
@@ -195,3 +195,13 @@ class TopicReader:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def partition_of(msg: Message) -> int:
+    """A consumed message's partition (confluent-kafka types it optional: None only on messages it made up)."""
+    return cast(int, msg.partition())
+
+
+def offset_of(msg: Message) -> int:
+    """A consumed message's offset (typed optional, as ``partition_of``)."""
+    return cast(int, msg.offset())

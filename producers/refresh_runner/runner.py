@@ -42,9 +42,10 @@ import collections
 import contextlib
 import datetime as dt
 import logging
-import sqlite3
 import threading
 from typing import Any
+
+import sqlalchemy as sa
 
 from lineagewire.config import Settings
 from lineagewire.consumers.runtime import ConsumerRuntime, Handler, OutputError, PermanentError, Record, RetryPolicy
@@ -130,7 +131,7 @@ class RefreshHandler(Handler):
         cid = command["command_id"]
         try:
             done = self.state.completed(cid)
-        except sqlite3.Error as exc:
+        except sa.exc.SQLAlchemyError as exc:
             raise OutputError(f"{record.where}: the completed-commands store {self.state.path} failed: {exc}") from exc
         if done:
             log.info("%s: refresh %s of %s already completed; duplicate skipped", record.where, cid, command["table"])
@@ -262,7 +263,7 @@ class RefreshHandler(Handler):
             sc.removeJobTag(tag)
         try:
             self.state.mark(cid, attempt)
-        except sqlite3.Error as exc:
+        except sa.exc.SQLAlchemyError as exc:
             # The refresh is done and reported; only the duplicate guard is lost (a rerun overwrites the same rows).
             log.error("refresh %s completed but could not be recorded in %s: %s", cid, self.state.path, exc)
         return self._outcome(cid, "COMPLETED")

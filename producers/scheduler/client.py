@@ -42,7 +42,7 @@ class SchedulerClient:
             resp = self._http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
             raise ServiceError(0, f"cannot reach the scheduler at {self.url}{path}: {exc}; is "
-                               "`lineagewire scheduler serve` running (or set LINEAGEWIRE_SCHEDULER_URL)?") from exc
+                               "`lineagewire scheduler serve` running (or set LINEAGEWIRE_SCHEDULER__URL)?") from exc
         if resp.status_code >= 400:
             try:
                 detail = resp.json().get("detail", resp.text)

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from .cron import CronSchedule, zone
 from .exceptions import CronError, TableDeclarationError, UnknownTableError
@@ -59,8 +60,6 @@ _TEXT_LIMITS = {"identifier": MAX_TABLE, "query": 256 * 1024, "owner": 200, "des
                 "format": 40, "cron": MAX_CRON, "time_zone": MAX_ZONE, "freshness": 40}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*){0,2}$")
 _COLUMN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_KNOWN_KEYS = {"identifier", "query", "partition_fields", "cron", "freshness", "time_zone", "owner", "misfire_policy",
-               "catchup_cap", "dynamic_options", "execution_config", "namespace", "format", "description"}
 
 # Java DateTimeFormatter letters -> strftime; longest first so 'yyyy' wins over 'yy'.
 _JAVA = [
@@ -181,85 +180,178 @@ class MaterializedTable:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
-def _table(raw: Any, where: str) -> MaterializedTable:
-    if not isinstance(raw, dict):
-        raise TableDeclarationError(f"{where}: expected a mapping with identifier and query, got {raw!r}")
-    unknown = sorted(set(raw) - _KNOWN_KEYS)
-    name = raw.get("identifier")
-    if not isinstance(name, str) or not _IDENT.match(name):
-        raise TableDeclarationError(f"{where}: identifier={name!r}; expected [catalog.]db.table made of letters, "
-                                    "digits and _")
-    where = f"{where} ({name})"
-    if unknown:
-        raise TableDeclarationError(f"{where}: unknown field(s) {', '.join(unknown)}; expected some of "
-                                    f"{', '.join(sorted(_KNOWN_KEYS))}")
-    query = raw.get("query")
-    if not isinstance(query, str) or not query.strip():
-        raise TableDeclarationError(f"{where}: query={query!r}; expected a non-empty Spark SQL SELECT")
-    if query.strip().rstrip(";").count(";"):
-        raise TableDeclarationError(f"{where}: query has more than one statement; expected a single SELECT")
-    parts = raw.get("partition_fields") or {}
-    if not isinstance(parts, dict):
-        raise TableDeclarationError(f"{where}: partition_fields={parts!r}; expected a mapping column -> "
-                                    "date formatter such as {{dt: yyyy-MM-dd}}")
-    tz = raw.get("time_zone", "UTC")
-    try:
-        zone(str(tz))
-    except CronError as exc:
-        raise TableDeclarationError(f"{where}: {exc}") from exc
-    probe = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
-    for col, fmt in parts.items():
-        if not isinstance(col, str) or not _COLUMN.match(col):
-            raise TableDeclarationError(f"{where}: partition field {col!r}; expected a column name")
-        if not isinstance(fmt, str) or not fmt:
-            raise TableDeclarationError(f"{where}: partition_fields.{col}.date-formatter={fmt!r}; expected a "
-                                        "pattern such as 'yyyy-MM-dd'")
+class _Unnamed(ValueError):
+    """A declaration's problem found before it has a name to show (not a mapping, no valid identifier)."""
+
+
+def _within_limit(key: str, value: Any) -> Any:
+    if value is not None and len(str(value)) > _TEXT_LIMITS[key]:
+        raise ValueError(f"{key} has {len(str(value))} characters; expected at most {_TEXT_LIMITS[key]}")
+    return value
+
+
+class TableDeclaration(BaseModel):
+    """One table as a file declares it. Each field is checked by a validator that raises the message naming
+    the field, the value and what was expected (``_table`` adds the file and the table): pydantic's own type
+    messages never show, so a validator runs before its field's type (``mode="before"``) and on defaults too.
+    A check that needs another field (a formatter or a cron in the time zone) reads it from ``info.data``,
+    so fields are declared in the order they are checked in."""
+
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+    identifier: str = None  # type: ignore[assignment]  # required: its validator says so, in its words
+    query: str = None  # type: ignore[assignment]
+    time_zone: str = "UTC"
+    partition_fields: dict[str, str] = Field(default_factory=dict)
+    freshness: Any = None
+    cron: str | None = None
+    misfire_policy: str = "fire_once"
+    catchup_cap: int = 10
+    owner: str | None = None
+    description: Any = None
+    namespace: str = "lineagewire"
+    format: str = "parquet"
+    dynamic_options: dict[str, str] = Field(default_factory=dict)
+    execution_config: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _mapping(cls, raw: Any) -> Any:
+        if not isinstance(raw, dict):
+            raise _Unnamed(f"expected a mapping with identifier and query, got {raw!r}")
+        return raw
+
+    @field_validator("identifier", mode="before")
+    @classmethod
+    def _identifier(cls, name: Any) -> str:
+        if not isinstance(name, str) or not _IDENT.match(name):
+            raise _Unnamed(f"identifier={name!r}; expected [catalog.]db.table made of letters, digits and _")
+        return _within_limit("identifier", name)
+
+    @field_validator("query", mode="before")
+    @classmethod
+    def _query(cls, query: Any) -> str:
+        if not isinstance(query, str) or not query.strip():
+            raise ValueError(f"query={query!r}; expected a non-empty Spark SQL SELECT")
+        if query.strip().rstrip(";").count(";"):
+            raise ValueError("query has more than one statement; expected a single SELECT")
+        return _within_limit("query", query).strip().rstrip(";").strip()
+
+    @field_validator("time_zone", mode="before")
+    @classmethod
+    def _time_zone(cls, tz: Any) -> str:
         try:
-            format_partition(fmt, probe, str(tz))
-        except ValueError as exc:
-            raise TableDeclarationError(f"{where}: partition_fields.{col}.date-formatter={fmt!r}: {exc}") from exc
-    cron, freshness = raw.get("cron"), raw.get("freshness")
-    if cron is not None and freshness is not None:
-        raise TableDeclarationError(f"{where}: both cron={cron!r} and freshness={freshness!r}; expected one of them")
-    if freshness is not None:
-        try:
-            cron = parse_freshness(str(freshness))
-        except ValueError as exc:
-            raise TableDeclarationError(f"{where}: freshness: {exc}") from exc
-    if cron is not None and not str(cron).strip():
-        raise TableDeclarationError(f"{where}: cron={cron!r} is empty; expected 5 fields, or 6 with seconds first, "
-                                    "or leave cron out")
-    if cron is not None:
-        try:
-            CronSchedule(str(cron), str(tz))
+            zone(str(tz))
         except CronError as exc:
-            raise TableDeclarationError(f"{where}: {exc}") from exc
-    policy = str(raw.get("misfire_policy", "fire_once")).lower()
-    if policy not in MISFIRE_POLICIES:
-        raise TableDeclarationError(f"{where}: misfire_policy={policy!r}; expected one of "
-                                    f"{', '.join(MISFIRE_POLICIES)}")
-    cap = raw.get("catchup_cap", 10)
-    if not isinstance(cap, int) or isinstance(cap, bool) or not 1 <= cap <= MAX_CATCHUP_CAP:
-        raise TableDeclarationError(f"{where}: catchup_cap={cap!r}; expected an integer from 1 to {MAX_CATCHUP_CAP}")
-    for key, limit in _TEXT_LIMITS.items():
-        if raw.get(key) is not None and len(str(raw[key])) > limit:
-            raise TableDeclarationError(f"{where}: {key} has {len(str(raw[key]))} characters; expected at most "
-                                        f"{limit}")
-    maps: dict[str, dict[str, str]] = {}
-    for key in ("dynamic_options", "execution_config"):
-        value = raw.get(key) or {}
+            raise ValueError(str(exc)) from None
+        return str(_within_limit("time_zone", tz))
+
+    @field_validator("partition_fields", mode="before")
+    @classmethod
+    def _partition_fields(cls, parts: Any, info: ValidationInfo) -> dict[str, str]:
+        parts = parts or {}
+        if not isinstance(parts, dict):
+            raise ValueError(f"partition_fields={parts!r}; expected a mapping column -> date formatter such as "
+                             "{{dt: yyyy-MM-dd}}")  # sic: the text the loader has always given
+        probe = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
+        for col, fmt in parts.items():
+            if not isinstance(col, str) or not _COLUMN.match(col):
+                raise ValueError(f"partition field {col!r}; expected a column name")
+            if not isinstance(fmt, str) or not fmt:
+                raise ValueError(f"partition_fields.{col}.date-formatter={fmt!r}; expected a pattern such as "
+                                 "'yyyy-MM-dd'")
+            try:
+                format_partition(fmt, probe, info.data.get("time_zone", "UTC"))
+            except ValueError as exc:
+                raise ValueError(f"partition_fields.{col}.date-formatter={fmt!r}: {exc}") from None
+        return {str(k): str(v) for k, v in parts.items()}
+
+    @field_validator("cron", mode="before")
+    @classmethod
+    def _cron(cls, cron: Any, info: ValidationInfo) -> str | None:
+        """The cron expression, or the one the freshness stands for: the freshness (declared before, taken as
+        it is) is checked here, as the two answer one question, when the table refreshes."""
+        freshness = info.data.get("freshness")
+        if cron is not None and freshness is not None:
+            raise ValueError(f"both cron={cron!r} and freshness={freshness!r}; expected one of them")
+        given = cron
+        if freshness is not None:
+            try:
+                cron = parse_freshness(str(freshness))
+            except ValueError as exc:
+                raise ValueError(f"freshness: {exc}") from None
+        if cron is None:
+            return None
+        if not str(cron).strip():
+            raise ValueError(f"cron={cron!r} is empty; expected 5 fields, or 6 with seconds first, or leave cron out")
+        if "time_zone" in info.data:  # a bad time zone is reported as such
+            try:
+                CronSchedule(str(cron), info.data["time_zone"])
+            except CronError as exc:
+                raise ValueError(str(exc)) from None
+        _within_limit("cron", given)
+        _within_limit("freshness", freshness)
+        return str(cron)
+
+    @field_validator("misfire_policy", mode="before")
+    @classmethod
+    def _misfire_policy(cls, policy: Any) -> str:
+        policy = str(policy).lower()
+        if policy not in MISFIRE_POLICIES:
+            raise ValueError(f"misfire_policy={policy!r}; expected one of {', '.join(MISFIRE_POLICIES)}")
+        return policy
+
+    @field_validator("catchup_cap", mode="before")
+    @classmethod
+    def _catchup_cap(cls, cap: Any) -> int:
+        if not isinstance(cap, int) or isinstance(cap, bool) or not 1 <= cap <= MAX_CATCHUP_CAP:
+            raise ValueError(f"catchup_cap={cap!r}; expected an integer from 1 to {MAX_CATCHUP_CAP}")
+        return cap
+
+    @field_validator("owner", "description", "namespace", "format", mode="before")
+    @classmethod
+    def _text(cls, value: Any, info: ValidationInfo) -> Any:
+        value = _within_limit(str(info.field_name), value)
+        return value if value is None or info.field_name == "description" else str(value)
+
+    @field_validator("dynamic_options", "execution_config", mode="before")
+    @classmethod
+    def _strings(cls, value: Any, info: ValidationInfo) -> dict[str, str]:
+        value = value or {}
         if not isinstance(value, dict):
-            raise TableDeclarationError(f"{where}: {key}={value!r}; expected a mapping of strings")
-        maps[key] = {str(k): str(v) for k, v in value.items()}
-    return MaterializedTable(
-        identifier=name, query=query.strip().rstrip(";").strip(), partition_fields={str(k): str(v) for k, v in
-                                                                                    parts.items()},
-        cron=str(cron) if cron is not None else None, time_zone=str(tz),
-        owner=str(raw["owner"]) if raw.get("owner") is not None else None, misfire_policy=policy, catchup_cap=cap,
-        dynamic_options=maps["dynamic_options"], execution_config=maps["execution_config"],
-        namespace=str(raw.get("namespace", "lineagewire")), format=str(raw.get("format", "parquet")),
-        description=raw.get("description"),
-    )
+            raise ValueError(f"{info.field_name}={value!r}; expected a mapping of strings")
+        return {str(k): str(v) for k, v in value.items()}
+
+    def table(self) -> MaterializedTable:
+        return MaterializedTable(**self.model_dump(exclude={"freshness"}))
+
+
+_KNOWN_KEYS = frozenset(TableDeclaration.model_fields)
+
+
+def _table(raw: Any, where: str) -> MaterializedTable:
+    try:
+        return TableDeclaration.model_validate(raw).table()
+    except ValidationError as exc:
+        raise TableDeclarationError(_problem(exc, raw, where)) from None
+
+
+def _problem(exc: ValidationError, raw: Any, where: str) -> str:
+    """The one problem of a declaration to report, as the loader has always worded it: a bad identifier
+    first, then unknown fields (all in one message), then the first bad field."""
+    errors = exc.errors()
+    # a key that is not a string (YAML's `1: x`) is no field either
+    unknown = sorted(str(e["loc"][0]) for e in errors if e["type"] in ("extra_forbidden", "invalid_key"))
+    problems = [e for e in errors if e["type"] not in ("extra_forbidden", "invalid_key")]
+    first = problems[0] if problems else None
+    cause = first and (first.get("ctx") or {}).get("error")
+    if isinstance(cause, _Unnamed):
+        return f"{where}: {cause}"
+    where = f"{where} ({raw['identifier']})"
+    if unknown:
+        return f"{where}: unknown field(s) {', '.join(unknown)}; expected some of {', '.join(sorted(_KNOWN_KEYS))}"
+    assert first is not None
+    return f"{where}: {cause if cause is not None else first['msg']}"
 
 
 def parse_tables(doc: Any, source: str = "<tables>") -> list[MaterializedTable]:

@@ -21,6 +21,7 @@ Contract
 
 from __future__ import annotations
 
+import builtins
 import logging
 from typing import Any, ClassVar
 
@@ -51,7 +52,7 @@ class Channel:
     """Base class of channel kinds; see the module docstring."""
 
     type: ClassVar[str] = ""
-    Config: ClassVar[type[ChannelConfig]] = ChannelConfig
+    Config: ClassVar[builtins.type[ChannelConfig]] = ChannelConfig  # (``type`` is the class variable above)
     resend_interval: float | None = None
 
     def __init__(self, name: str, config: ChannelConfig, *, templates: Templates | None = None) -> None:

@@ -115,7 +115,7 @@ def jobs_page(conn: Connection, *, text: str = "", namespace: str = "", status: 
               page_size: int = PAGE_SIZE) -> dict[str, Any]:
     """One page of jobs with their last run, filtered and sorted; sparkline and 24 h failures per job."""
     now = now or dt.datetime.now(dt.UTC)
-    j, r = m.jobs.c, m.runs.c
+    j = m.jobs.c
     last = m.runs.alias("last")
     spec = m.specs.alias("spec")
     query = (sa.select(j.id, j.namespace, j.name, last.c.run_id, last.c.status, last.c.started_at,
@@ -128,17 +128,8 @@ def jobs_page(conn: Connection, *, text: str = "", namespace: str = "", status: 
         query = query.where(j.namespace == namespace)
     if status:
         query = query.where(last.c.status.is_(None) if status == "NONE" else last.c.status == status)
-    key, value = ([*tag.split("=", 1), ""])[:2] if tag else ("", "")
     if tag:
-        # the specs that have the tag: narrowed in SQL on the JSON text, then checked on the parsed tags
-        key, value = key.strip(), value.strip()
-        text_of = json.dumps(key) + (": " + json.dumps(value) if value else "")  # as the store writes the spec
-        s = m.specs.c
-        candidates = list(conn.execute(sa.select(s.id).where(s.spec_json.contains(text_of, autoescape=True)))
-                          .scalars())
-        tags = _spec_tags(conn, candidates)
-        tagged = [i for i in candidates if key in tags[i] and (not value or tags[i][key] == value)]
-        query = query.where(last.c.spec_id.in_(tagged))
+        query = query.where(last.c.spec_id.in_(_tagged_specs(conn, tag)))
     columns = {"namespace": j.namespace, "job": j.name, "status": last.c.status,
                "start": sa.func.coalesce(last.c.started_at, last.c.created_at), "duration": last.c.duration_ms}
     col = columns[sort if sort in _SORTS else "job"]
@@ -155,20 +146,8 @@ def jobs_page(conn: Connection, *, text: str = "", namespace: str = "", status: 
         total = conn.execute(count).scalar_one()
     rows = conn.execute(query.order_by(*order).limit(page_size).offset((page - 1) * page_size)).fetchall()
     ids = [row.id for row in rows]
-    failures: dict[int, int] = {}
-    if ids:
-        failures = dict(conn.execute(
-            sa.select(r.job_id, sa.func.count()).where(r.job_id.in_(ids), r.status == "FAILED",
-                                                       r.ended_at >= _since(conn, now - dt.timedelta(hours=24)))
-            .group_by(r.job_id)).fetchall())
-    sparks: dict[int, list[Any]] = {i: [] for i in ids}
-    if ids:  # the last SPARK_RUNS durations of every job of the page in one query
-        rank = sa.func.row_number().over(partition_by=r.job_id, order_by=_newest_first(conn)).label("rank")
-        recent = sa.select(r.job_id, r.duration_ms, rank).where(r.job_id.in_(ids)).subquery()
-        for job_id, duration in conn.execute(sa.select(recent.c.job_id, recent.c.duration_ms)
-                                             .where(recent.c.rank <= SPARK_RUNS)
-                                             .order_by(recent.c.job_id, recent.c.rank.desc())):
-            sparks[job_id].append(duration)
+    failures = _failures_since(conn, ids, now - dt.timedelta(hours=24)) if ids else {}
+    sparks = _recent_durations(conn, ids)
     jobs = []
     for row in rows:
         jobs.append({"id": row.id, "namespace": row.namespace, "name": row.name, "last_run": row.run_id,
@@ -178,6 +157,41 @@ def jobs_page(conn: Connection, *, text: str = "", namespace: str = "", status: 
     namespaces = list(conn.execute(sa.select(j.namespace).distinct().order_by(j.namespace)).scalars())
     return {"jobs": jobs, "total": total, "page": page, "pages": max(1, -(-total // page_size)),
             "namespaces": namespaces}
+
+
+def _tagged_specs(conn: Connection, tag: str) -> list[int]:
+    """The ids of the specs that have ``tag`` (``key`` or ``key=value``): narrowed in SQL on the JSON text,
+    then checked on the parsed tags."""
+    key, value = (part.strip() for part in [*tag.split("=", 1), ""][:2])
+    text_of = json.dumps(key) + (": " + json.dumps(value) if value else "")  # as the store writes the spec
+    s = m.specs.c
+    candidates = list(conn.execute(sa.select(s.id).where(s.spec_json.contains(text_of, autoescape=True))).scalars())
+    tags = _spec_tags(conn, candidates)
+    return [i for i in candidates if key in tags[i] and (not value or tags[i][key] == value)]
+
+
+def _failures_since(conn: Connection, job_ids: list[int], since: dt.datetime) -> dict[int, int]:
+    """job id -> its runs that failed since ``since`` (jobs without any are left out)."""
+    r = m.runs.c
+    return dict(conn.execute(
+        sa.select(r.job_id, sa.func.count()).where(r.job_id.in_(job_ids), r.status == "FAILED",
+                                                   r.ended_at >= _since(conn, since))
+        .group_by(r.job_id)).fetchall())
+
+
+def _recent_durations(conn: Connection, job_ids: list[int]) -> dict[int, list[Any]]:
+    """job id -> the durations of its last ``SPARK_RUNS`` runs, oldest first: every job's in one query."""
+    sparks: dict[int, list[Any]] = {i: [] for i in job_ids}
+    if not job_ids:
+        return sparks
+    r = m.runs.c
+    rank = sa.func.row_number().over(partition_by=r.job_id, order_by=_newest_first(conn)).label("rank")
+    recent = sa.select(r.job_id, r.duration_ms, rank).where(r.job_id.in_(job_ids)).subquery()
+    for job_id, duration in conn.execute(sa.select(recent.c.job_id, recent.c.duration_ms)
+                                         .where(recent.c.rank <= SPARK_RUNS)
+                                         .order_by(recent.c.job_id, recent.c.rank.desc())):
+        sparks[job_id].append(duration)
+    return sparks
 
 
 def job_status(conn: Connection, job_ids: list[int]) -> dict[int, dict[str, Any]]:
@@ -424,6 +438,26 @@ def graph(conn: Connection, *, dataset_id: int | None = None, job_id: int | None
         root = f"j{job_id}"
     else:
         raise NotFoundError("a graph needs a dataset or a job; expected ?dataset=ID or ?job=ID")
+    more = _walk_datasets(conn, fronts, ds_depth, edges, depth, max_nodes)
+    names = _datasets_by_id(conn, ds_depth)
+    job_ids = {x[2] for x in edges}
+    statuses = job_last_status(conn, job_ids)
+    jn = {row.id: row for row in conn.execute(sa.select(m.jobs.c.id, m.jobs.c.namespace, m.jobs.c.name)
+                                              .where(m.jobs.c.id.in_(sorted(job_ids))))} if job_ids else {}
+    nodes = [{"id": f"d{i}", "kind": "dataset", "namespace": names[i].namespace, "label": names[i].name,
+              "url": f"/ui/datasets/{i}", "depth": ds_depth[i], "more": i in more} for i in sorted(ds_depth)]
+    nodes += [{"id": f"j{i}", "kind": "job", "namespace": jn[i].namespace, "label": jn[i].name,
+               "url": f"/ui/jobs/{i}", "status": statuses.get(i), "more": False} for i in sorted(job_ids)]
+    out_edges = sorted({(f"d{s}", f"j{jb}") for s, _, jb in edges} | {(f"j{jb}", f"d{t}") for _, t, jb in edges})
+    return {"root": root, "column": None, "depth": depth, "nodes": nodes,
+            "edges": [{"source": a, "target": b} for a, b in out_edges], "more": bool(more)}
+
+
+def _walk_datasets(conn: Connection, fronts: dict[str, set[int]], ds_depth: dict[int, int],
+                   edges: set[tuple[int, int, int]], depth: int, max_nodes: int) -> set[int]:
+    """Walk the dataset edges from ``fronts`` down and up to ``depth`` (stopping past ``max_nodes``), adding
+    to ``ds_depth`` and ``edges``; return the datasets where the walk stopped while edges lead on."""
+    e = m.dataset_edges.c
     more: set[int] = set()
     for direction, here, there in (("down", e.source_id, e.sink_id), ("up", e.sink_id, e.source_id)):
         frontier = fronts[direction]
@@ -443,18 +477,7 @@ def graph(conn: Connection, *, dataset_id: int | None = None, job_id: int | None
                 break
         for part in _chunks(frontier):
             more.update(conn.execute(sa.select(here).where(here.in_(part)).distinct()).scalars())
-    names = _datasets_by_id(conn, ds_depth)
-    job_ids = {x[2] for x in edges}
-    statuses = job_last_status(conn, job_ids)
-    jn = {row.id: row for row in conn.execute(sa.select(m.jobs.c.id, m.jobs.c.namespace, m.jobs.c.name)
-                                              .where(m.jobs.c.id.in_(sorted(job_ids))))} if job_ids else {}
-    nodes = [{"id": f"d{i}", "kind": "dataset", "namespace": names[i].namespace, "label": names[i].name,
-              "url": f"/ui/datasets/{i}", "depth": ds_depth[i], "more": i in more} for i in sorted(ds_depth)]
-    nodes += [{"id": f"j{i}", "kind": "job", "namespace": jn[i].namespace, "label": jn[i].name,
-               "url": f"/ui/jobs/{i}", "status": statuses.get(i), "more": False} for i in sorted(job_ids)]
-    out_edges = sorted({(f"d{s}", f"j{jb}") for s, _, jb in edges} | {(f"j{jb}", f"d{t}") for _, t, jb in edges})
-    return {"root": root, "column": None, "depth": depth, "nodes": nodes,
-            "edges": [{"source": a, "target": b} for a, b in out_edges], "more": bool(more)}
+    return more
 
 
 def _check_dataset(conn: Connection, dataset_id: int) -> None:

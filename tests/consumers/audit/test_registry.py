@@ -181,7 +181,13 @@ def test_the_registry_on_postgresql() -> None:
                 from lineagewire.consumers.audit.registry_query import lineage
 
                 nodes = lineage(conn, "sales.orders", direction="downstream")["nodes"]
+                # --since compares with the stored UTC time on PostgreSQL too (an aware time there)
+                later = lineage(conn, "sales.orders", direction="downstream",
+                                since=dt.datetime(2030, 1, 1, tzinfo=dt.UTC))["nodes"]
+                earlier = lineage(conn, "sales.orders", direction="downstream",
+                                  since=dt.datetime(2000, 1, 1, tzinfo=dt.UTC))["nodes"]
             assert [n["name"] for n in nodes] == ["/data/orders", "/data/daily_orders_out", "/data/report"]
+            assert [n["name"] for n in later] == ["/data/orders"] and earlier == nodes
         finally:
             store.close()
         assert counts(url)["runs"] == 4

@@ -15,7 +15,7 @@ from lineagewire.producers.scheduler import (
     load_tables,
     parse_tables,
 )
-from lineagewire.producers.scheduler.tables import parse_freshness, strftime_pattern
+from lineagewire.producers.scheduler.tables import MaterializedTable, parse_freshness, strftime_pattern
 
 GOOD = """
 tables:
@@ -69,6 +69,43 @@ def test_errors_name_table_field_and_value(doc: dict, words: list[str]) -> None:
         parse_tables(doc, "t.yaml")
     for w in words:
         assert w in str(info.value)
+
+
+KNOWN = ("catchup_cap, cron, description, dynamic_options, execution_config, format, freshness, identifier, "
+         "misfire_policy, namespace, owner, partition_fields, query, time_zone")
+
+
+@pytest.mark.parametrize(("raw", "message"), [
+    (["db.t"], "t.yaml: tables[0]: expected a mapping with identifier and query, got ['db.t']"),
+    ({"identifier": "a b", "zz": 1}, "t.yaml: tables[0]: identifier='a b'; expected [catalog.]db.table made of "
+                                     "letters, digits and _"),
+    ({"identifier": "db.t", "query": None, "zz": 1, "aa": 2},
+     f"t.yaml: tables[0] (db.t): unknown field(s) aa, zz; expected some of {KNOWN}"),
+    ({"identifier": "db.t", "query": "select 1", 1: "x"},  # the old code crashed (TypeError) on a key like this
+     f"t.yaml: tables[0] (db.t): unknown field(s) 1; expected some of {KNOWN}"),
+    ({"identifier": "db.t", "query": "select 1", "cron": "0 * * * *", "freshness": "7min"},
+     "t.yaml: tables[0] (db.t): both cron='0 * * * *' and freshness='7min'; expected one of them"),
+    ({"identifier": "db.t", "query": "select 1", "catchup_cap": True, "misfire_policy": "x"},
+     "t.yaml: tables[0] (db.t): misfire_policy='x'; expected one of skip, fire_once, catch_up"),
+    ({"identifier": "db.t", "query": "select 1", "catchup_cap": True},
+     "t.yaml: tables[0] (db.t): catchup_cap=True; expected an integer from 1 to 10000"),
+    ({"identifier": "db.t", "query": "select 1", "owner": "o" * 201},
+     "t.yaml: tables[0] (db.t): owner has 201 characters; expected at most 200"),
+    ({"identifier": "db.t", "query": "select 1", "execution_config": ["x"]},
+     "t.yaml: tables[0] (db.t): execution_config=['x']; expected a mapping of strings"),
+])
+def test_declaration_messages_word_for_word(raw: object, message: str) -> None:
+    """The model reports the first problem in the order, and with the words, the loader always had."""
+    with pytest.raises(TableDeclarationError) as info:
+        parse_tables({"tables": [raw]}, "t.yaml")
+    assert str(info.value) == message
+
+
+def test_declaration_defaults_and_normalised_values() -> None:
+    (t,) = parse_tables({"tables": [{"identifier": "db.t", "query": " select 1 ;", "freshness": "1h",
+                                     "misfire_policy": "SKIP", "owner": 7, "dynamic_options": {"a": 1}}]})
+    assert t == MaterializedTable(identifier="db.t", query="select 1", cron="0 0 */1 * * *", misfire_policy="skip",
+                                  owner="7", dynamic_options={"a": "1"})
 
 
 def test_unreadable_and_bad_yaml(tmp_path: pathlib.Path) -> None:

@@ -1,0 +1,42 @@
+"""No function of lineagewire's code has a cyclomatic complexity above 25 (radon's count, issue 32): past
+that a function is a maze to review and to test, and the place to split it is where this test points."""
+
+from __future__ import annotations
+
+import pathlib
+
+from radon.complexity import cc_visit
+from radon.visitors import Class
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+FOLDERS = ("consumers", "producers", "lineagewire")
+LIMIT = 25
+
+
+def over_limit(folder: pathlib.Path, limit: int = LIMIT) -> list[str]:
+    """``path:line name complexity`` of every function and method under ``folder`` above ``limit``."""
+    found = []
+    for path in sorted(folder.rglob("*.py")):
+        # functions and methods (a class's own number sums its methods, which are listed one by one)
+        found += [f"{path.relative_to(folder.parent)}:{b.lineno} {b.fullname} {b.complexity}"
+                  for b in cc_visit(path.read_text(encoding="utf-8"))
+                  if not isinstance(b, Class) and b.complexity > limit]
+    return found
+
+
+def test_no_function_is_more_complex_than_the_limit() -> None:
+    found = [f for name in FOLDERS for f in over_limit(ROOT / name)]
+    assert not found, f"cyclomatic complexity above {LIMIT} (split these functions):\n" + "\n".join(found)
+
+
+def test_the_check_sees_a_complex_function(tmp_path: pathlib.Path) -> None:
+    """The check itself: a function of 26 branches, and a method of 26, are found; 25 are not."""
+    pkg = tmp_path / "probe"
+    pkg.mkdir()
+    branches = "".join(f"    if x == {i}:\n        return {i}\n" for i in range(24))
+    (pkg / "probe.py").write_text(f"def too_many(x):\n{branches}    return x if x else -1\n\n"
+                                  f"def enough(x):\n{branches}    return x\n\n"
+                                  "class K:\n" + "".join("    " + line + "\n" for line in
+                                                         f"def method(self, x):\n{branches}    return x and -1"
+                                                         .splitlines()))
+    assert [f.split()[1:] for f in over_limit(pkg)] == [["too_many", "26"], ["K.method", "26"]]
