@@ -63,7 +63,10 @@ PY
   )
   "$VENV/bin/python" -m pip install -q --upgrade pip
   # shellcheck disable=SC2086 # EXTRA is a list of requirement words
-  "$VENV/bin/python" -m pip install -q -e '.[all]' "${tools[@]}" "$SPEC" $EXTRA
+  # One build of the worktree at a time (tests/deploy/images.py takes the same lock): `make test` runs the
+  # main tests beside this script, and setuptools builds in the worktree.
+  mkdir -p build
+  flock build/.source-build.lock "$VENV/bin/python" -m pip install -q -e '.[all]' "${tools[@]}" "$SPEC" $EXTRA
   # An editable install leaves out the wheel's start-up hook (setup.py): put it where the wheel puts it.
   "$VENV/bin/python" -c "import shutil, sysconfig; shutil.copy('producers/spark/_boot/lineagewire-activate.pth', sysconfig.get_paths()['purelib'])"
   echo "$STAMP" > "$VENV/.installed"

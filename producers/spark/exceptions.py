@@ -4,7 +4,7 @@
     ├── KafkaError
     │   └── OutboxError              the local outbox folder cannot be used (lineagewire.kafka.outbox)
     └── EmitterError                 the emitter could not start or was misused
-        ├── EmitterConfigError       a ``spark.lineagewire.*`` / ``LINEAGEWIRE_*`` value is wrong
+        ├── EmitterConfigError       a ``spark.lineagewire.*`` / ``LINEAGEWIRE_EMITTER__*`` value is wrong
         ├── UnknownListenerError     a configured listener name is not registered
         ├── UnsupportedSparkError    the driver runs a Spark outside the supported lines (versions.py)
         └── JvmClassesError          the emitter's Java classes could not be compiled or loaded
@@ -35,8 +35,8 @@ class UnknownListenerError(EmitterConfigError):
 
     def __init__(self, name: str, available: list[str], detail: str = "") -> None:
         super().__init__(
-            f"unknown listener {name!r} in spark.lineagewire.listeners / LINEAGEWIRE_LISTENERS; expected one of "
-            f"{', '.join(sorted(available)) or '(none registered)'} or a dotted path 'package.module:Factory'"
+            f"unknown listener {name!r} in spark.lineagewire.listeners / LINEAGEWIRE_EMITTER__LISTENERS; expected one "
+            f"of {', '.join(sorted(available)) or '(none registered)'} or a dotted path 'package.module:Factory'"
             + (f" ({detail})" if detail else "")
         )
         self.name = name

@@ -1,7 +1,7 @@
 """What an instrumented process does once its SparkSession exists (see ``_boot/sitecustomize.py``).
 
 The emitter is installed with settings from ``spark.lineagewire.*`` conf keys
-and ``LINEAGEWIRE_*`` variables (``lineagewire instrument`` sets the latter from
+and ``LINEAGEWIRE_EMITTER__*`` variables (``lineagewire instrument`` sets the latter from
 its options). A problem is reported on stderr and the job runs on without the
 emitter: an instrumented job must never fail because of lineagewire.
 """
@@ -94,11 +94,13 @@ def _terminate_as_cancel() -> None:
 
 def child_environment(base: dict[str, str] | None = None, **settings: str | None) -> dict[str, str]:
     """The environment for an instrumented process: boot folder first on PYTHONPATH, settings as variables."""
+    from .config import ENV_PREFIX
+
     env = dict(os.environ if base is None else base)
     paths = [str(BOOT_DIR)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(BOOT_DIR)]
     env["PYTHONPATH"] = os.pathsep.join(paths)
     env[INSTRUMENT_ENV] = "1"
     for key, value in settings.items():
         if value is not None:
-            env["LINEAGEWIRE_" + key.upper()] = value
+            env[ENV_PREFIX + key.upper()] = value
     return env

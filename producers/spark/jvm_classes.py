@@ -11,7 +11,7 @@ lineage extraction uses it once compiled (``lineage/jvm.py: plan_json``).
 Why compile here rather than ship a jar: the class must match the driver's Spark,
 and the package stays free of binaries. The compiler is, in order:
 
-1. ``spark.lineagewire.javac`` / ``LINEAGEWIRE_JAVAC`` when set;
+1. ``spark.lineagewire.javac`` / ``LINEAGEWIRE_EMITTER__JAVAC`` when set;
 2. ``bin/javac`` of the JDK that runs the driver (its ``java.home``);
 3. ``javac`` on ``PATH``.
 
@@ -138,7 +138,7 @@ def compile_classes(info: JvmInfo, javac: str, *, timeout: float = 120) -> pathl
                                   check=False)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise JvmClassesError(f"javac {javac!r} could not run: {exc}; expected a JDK's javac "
-                                  "(set spark.lineagewire.javac or LINEAGEWIRE_JAVAC)") from exc
+                                  "(set spark.lineagewire.javac or LINEAGEWIRE_EMITTER__JAVAC)") from exc
         if done.returncode != 0 or not _class_file(classes, JOB_EVENTS_LISTENER).is_file():
             said = (done.stderr or done.stdout or "").strip()
             raise JvmClassesError(

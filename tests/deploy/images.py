@@ -106,9 +106,14 @@ def uv_install(venv: pathlib.Path, args: list[str], env: dict[str, str], what: s
     and builds its 450 MB wheel again (about 90 s here); the index is asked only for what the cache does not hold.
     AssertionError with uv's words, naming ``what`` the environment is for."""
     install = [uv(), "pip", "install", "-q", "--python", str(venv / "bin" / "python"), *args]
-    run = subprocess.run([*install, "--offline"], env=env, capture_output=True, text=True, check=False)
-    if run.returncode != 0:
-        run = subprocess.run(install, env=env, capture_output=True, text=True, check=False)
+    (ROOT / "build").mkdir(exist_ok=True)
+    # One build of the worktree at a time: `make test` runs the main tests (the Dockerfile stages) and the 3.5
+    # stage (the cluster job's environment) at once, and setuptools builds in the worktree's build/ folder.
+    with open(ROOT / "build" / ".source-build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        run = subprocess.run([*install, "--offline"], env=env, capture_output=True, text=True, check=False)
+        if run.returncode != 0:
+            run = subprocess.run(install, env=env, capture_output=True, text=True, check=False)
     if run.returncode != 0:
         raise AssertionError(f"uv pip install {' '.join(args)} ({what}) failed:\n{run.stderr[-3000:]}")
 

@@ -11,7 +11,9 @@ returns gets the emitter when
 
 - its Spark conf says ``spark.lineagewire.enabled=true`` (``spark-submit --conf``, ``spark-defaults.conf``,
   a cluster's Spark properties, the builder's ``.config``), or else the driver's environment says
-  ``LINEAGEWIRE_ENABLED=true`` (``spark.kubernetes.driverEnv.*``, ``spark.yarn.appMasterEnv.*``); or
+  ``LINEAGEWIRE_EMITTER__ENABLED=true`` (``spark.kubernetes.driverEnv.*``, ``spark.yarn.appMasterEnv.*``;
+  the deprecated ``LINEAGEWIRE_ENABLED`` too, when the new name is unset: the emitter's settings then
+  warn about it); or
 - the process runs under ``lineagewire instrument`` (``LINEAGEWIRE_INSTRUMENT=1``, set with the boot
   folder's ``sitecustomize.py``, which calls ``install_hook()`` too).
 
@@ -24,10 +26,13 @@ import importlib.machinery
 import os
 import sys
 
-__all__ = ["ENABLED_ENV", "ENABLED_KEY", "INSTRUMENT_ENV", "activate_if_enabled", "enabled", "install_hook"]
+__all__ = ["ENABLED_ENV", "ENABLED_KEY", "INSTRUMENT_ENV", "OLD_ENABLED_ENV", "activate_if_enabled", "enabled",
+           "install_hook"]
 
 ENABLED_KEY = "spark.lineagewire.enabled"
-ENABLED_ENV = "LINEAGEWIRE_ENABLED"
+ENABLED_ENV = "LINEAGEWIRE_EMITTER__ENABLED"
+#: its name before variables followed LINEAGEWIRE_<SECTION>__<KEY> (lineagewire.config.renamed warns about it)
+OLD_ENABLED_ENV = "LINEAGEWIRE_ENABLED"
 INSTRUMENT_ENV = "LINEAGEWIRE_INSTRUMENT"
 _TRUE = frozenset({"true", "1", "yes", "on"})
 _FALSE = frozenset({"false", "0", "no", "off", ""})
@@ -38,7 +43,8 @@ def enabled(conf_value, env=os.environ):
     ValueError naming the key, the value and what was expected when it is not a boolean."""
     if env.get(INSTRUMENT_ENV) == "1":
         return True
-    for where, value in ((ENABLED_KEY, conf_value), (ENABLED_ENV, env.get(ENABLED_ENV))):
+    env_name = ENABLED_ENV if ENABLED_ENV in env else OLD_ENABLED_ENV
+    for where, value in ((ENABLED_KEY, conf_value), (env_name, env.get(env_name))):
         if value is None:
             continue
         word = str(value).strip().lower()

@@ -26,7 +26,8 @@
  *
  * node() reaches a node of the tree by its path in one call, for the look-ups the JSON leaves
  * null (py4j would take two round trips per step: children(), then apply(i)); fileRelations()
- * gives the format and paths of every file input of a plan in one call.
+ * gives the format and paths of every file input of a plan in one call; readsPersistedView() says whether
+ * an action's analyzed plan reads a persisted view (which its optimized plan no longer shows).
  *
  * Shipped as source and compiled with JobEventsListener (producers/spark/jvm_classes.py).
  */
@@ -219,6 +220,163 @@ public final class PlanJson {
             }
         }
         return b.toString();
+    }
+
+    /**
+     * What the RDD of a LogicalRDD / ExternalRDD reads, found through its dependencies in one call (py4j would take
+     * several round trips per RDD, and one per file), as openlineage-spark's Rdds / RddDatasetInfoExtractor do.
+     * One line per leaf RDD (an RDD without dependencies), its fields separated by '\t':
+     * <ul>
+     * <li>"scan", class, read schema as JSON, directories (separated by '\u001f'): a FileScanRDD (df.rdd of a file
+     *     source): the folder of each file read, less its partition folders ("k=v"), which is the root a direct read
+     *     names;</li>
+     * <li>"source", class, "", directories: a DataSourceRDD's file partitions (V2 file sources; the columns it reads
+     *     are not public on the RDD);</li>
+     * <li>"partition", class of a DataSourceRDD input partition that is not a file partition (Kafka, Iceberg, ...);</li>
+     * <li>"hadoop", class, "", input paths: a HadoopRDD / NewHadoopRDD (textFile, hadoopFile, ...), from its job
+     *     configuration;</li>
+     * <li>"leaf", class: any other RDD without dependencies (parallelize, a checkpoint, a connector's own RDD).</li>
+     * </ul>
+     * Then '\u001e' and the RDD's toDebugString() (the creating method of Hadoop RDDs: lineage/connectors/rdd.py).
+     */
+    public String rddInputs(Object rdd) throws java.io.IOException, ReflectiveOperationException {
+        StringBuilder b = new StringBuilder();
+        java.util.Set<Integer> seen = new java.util.HashSet<>();
+        java.util.ArrayDeque<org.apache.spark.rdd.RDD<?>> todo = new java.util.ArrayDeque<>();
+        todo.push((org.apache.spark.rdd.RDD<?>) rdd);
+        while (!todo.isEmpty()) {
+            org.apache.spark.rdd.RDD<?> at = todo.pop();
+            if (!seen.add(at.id())) {
+                continue;
+            }
+            Iterator<?> deps = at.dependencies().iterator();
+            boolean leaf = !deps.hasNext();
+            while (deps.hasNext()) {
+                todo.push(((org.apache.spark.Dependency<?>) deps.next()).rdd());
+            }
+            String cls = at.getClass().getName();
+            if (at instanceof org.apache.spark.sql.execution.datasources.FileScanRDD) {
+                org.apache.spark.sql.execution.datasources.FileScanRDD scan =
+                        (org.apache.spark.sql.execution.datasources.FileScanRDD) at;
+                java.util.Set<String> dirs = new java.util.LinkedHashSet<>();
+                Iterator<?> parts = scan.filePartitions().iterator();
+                while (parts.hasNext()) {
+                    addFolders(dirs, (org.apache.spark.sql.execution.datasources.FilePartition) parts.next());
+                }
+                line(b, "scan", cls, scan.readSchema().json(), dirs);
+            } else if (at instanceof org.apache.spark.sql.execution.datasources.v2.DataSourceRDD) {
+                java.util.Set<String> dirs = new java.util.LinkedHashSet<>();
+                for (org.apache.spark.Partition p : at.partitions()) {
+                    if (!(p instanceof org.apache.spark.sql.execution.datasources.v2.DataSourceRDDPartition)) {
+                        line(b, "partition", p.getClass().getName(), "", java.util.Collections.emptySet());
+                        continue;
+                    }
+                    Iterator<?> inputs = inputPartitions(p);
+                    while (inputs.hasNext()) {
+                        Object input = inputs.next();
+                        if (input instanceof org.apache.spark.sql.execution.datasources.FilePartition) {
+                            addFolders(dirs, (org.apache.spark.sql.execution.datasources.FilePartition) input);
+                        } else {
+                            line(b, "partition", input.getClass().getName(), "", java.util.Collections.emptySet());
+                        }
+                    }
+                }
+                if (!dirs.isEmpty()) {
+                    line(b, "source", cls, "", dirs);
+                }
+            } else if (at instanceof org.apache.spark.rdd.HadoopRDD) {
+                line(b, "hadoop", cls, "", paths(org.apache.hadoop.mapred.FileInputFormat.getInputPaths(
+                        ((org.apache.spark.rdd.HadoopRDD<?, ?>) at).getJobConf())));
+            } else if (at instanceof org.apache.spark.rdd.NewHadoopRDD) {
+                line(b, "hadoop", cls, "", paths(org.apache.hadoop.mapreduce.lib.input.FileInputFormat.getInputPaths(
+                        org.apache.hadoop.mapreduce.Job.getInstance(((org.apache.spark.rdd.NewHadoopRDD<?, ?>) at)
+                                .getConf()))));
+            } else if (leaf) {
+                line(b, "leaf", cls, "", java.util.Collections.emptySet());
+            }
+        }
+        return b.append('\u001e').append(((org.apache.spark.rdd.RDD<?>) rdd).toDebugString()).toString();
+    }
+
+    /** The folder of each file of {@code part}, less the partition folders ("k=v") of its partition values. */
+    private static void addFolders(java.util.Set<String> dirs, org.apache.spark.sql.execution.datasources.FilePartition part) {
+        for (org.apache.spark.sql.execution.datasources.PartitionedFile file : part.files()) {
+            org.apache.hadoop.fs.Path dir = file.filePath().toPath().getParent();
+            for (int i = file.partitionValues().numFields(); i > 0 && dir != null && dir.getParent() != null
+                    && dir.getName().contains("="); i--) {
+                dir = dir.getParent();
+            }
+            if (dir != null) {
+                dirs.add(dir.toString());
+            }
+        }
+    }
+
+    private static java.util.Set<String> paths(org.apache.hadoop.fs.Path[] paths) {
+        java.util.Set<String> out = new java.util.LinkedHashSet<>();
+        for (org.apache.hadoop.fs.Path p : paths) {
+            out.add(p.toString());
+        }
+        return out;
+    }
+
+    /**
+     * A DataSourceRDDPartition's input partitions: a Seq of them up to Spark 4.0 ({@code inputPartitions()}), an
+     * Option of one in newer 4.x ({@code inputPartition()}, 4.3.0).
+     */
+    private static Iterator<?> inputPartitions(Object partition) throws ReflectiveOperationException {
+        java.lang.reflect.Method get;
+        try {
+            get = partition.getClass().getMethod("inputPartitions");
+        } catch (NoSuchMethodException e) {
+            get = partition.getClass().getMethod("inputPartition");
+        }
+        Object parts = get.invoke(partition);
+        return parts instanceof Option ? ((Option<?>) parts).iterator() : ((Seq<?>) parts).iterator();
+    }
+
+    private static void line(StringBuilder b, String kind, String cls, String schema, java.util.Set<String> paths) {
+        if (b.length() > 0) {
+            b.append('\n');
+        }
+        b.append(kind).append('\t').append(cls).append('\t').append(schema).append('\t')
+                .append(String.join("\u001f", paths));
+    }
+
+    /**
+     * Whether the analyzed plan of {@code queryExecution} (a QueryExecution) reads a persisted view: a View node
+     * that is not a temporary view's, in the tree, its subqueries or a command's nested plans. The optimizer
+     * removes View nodes, so the lineage reads the analyzed plan instead, to name such a read by the view.
+     * One call for the whole walk (py4j would take several round trips per node).
+     */
+    public boolean readsPersistedView(Object queryExecution) {
+        try {
+            return hasPersistedView(((org.apache.spark.sql.execution.QueryExecution) queryExecution).analyzed());
+        } catch (RuntimeException | LinkageError e) {
+            return false; // e.g. a plan that did not analyze (onFailure): the optimized plan is all there is
+        }
+    }
+
+    private static boolean hasPersistedView(TreeNode<?> node) {
+        if (node instanceof org.apache.spark.sql.catalyst.plans.logical.View
+                && !((org.apache.spark.sql.catalyst.plans.logical.View) node).isTempView()) {
+            return true;
+        }
+        Iterator<?> it = node.children().iterator();
+        while (it.hasNext()) {
+            if (hasPersistedView((TreeNode<?>) it.next())) {
+                return true;
+            }
+        }
+        // Subqueries of a QueryPlan, and plans a command holds outside its children (a CTAS query).
+        it = node.innerChildren().iterator();
+        while (it.hasNext()) {
+            Object inner = it.next();
+            if (inner instanceof TreeNode && hasPersistedView((TreeNode<?>) inner)) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /** Plans written by this class. */

@@ -20,6 +20,8 @@ import pytest
 from lineagewire.producers.spark import jvm_classes
 from lineagewire.producers.spark.lineage import extract_action_lineage, jvm
 
+from .listening import query_listener
+
 pytestmark = [
     pytest.mark.spark,
     pytest.mark.skipif(shutil.which("javac") is None and not os.environ.get("JAVA_HOME"), reason="needs a JDK (javac)"),
@@ -128,17 +130,11 @@ def _expanded(doc: dict[str, Any]) -> Any:
 
 
 def test_the_jvm_writer_writes_what_tojson_writes(spark: Any, writer: Any, tmp_path) -> None:  # noqa: ANN001
-    from pyspark.java_gateway import ensure_callback_server_started
-
-    ensure_callback_server_started(spark.sparkContext._gateway)
-    capture = _Capture()
-    manager = spark._jsparkSession.listenerManager()
-    manager.register(capture)
     try:
-        _actions(spark, str(tmp_path))
-        spark._jsparkSession.sparkContext().listenerBus().waitUntilEmpty(60_000)
+        with query_listener(spark, _Capture()) as capture:
+            _actions(spark, str(tmp_path))
+            spark._jsparkSession.sparkContext().listenerBus().waitUntilEmpty(60_000)
     finally:
-        manager.unregister(capture)
         spark.sql("DROP TABLE IF EXISTS lw_pj_table")
     written_before = writer.written()
     compared = 0
@@ -188,8 +184,9 @@ def test_extraction_reads_the_jvm_writers_json(spark: Any, writer: Any, tmp_path
     assert result.complete, result.incomplete_reason
     assert [d["name"] for d in result.inputs] == [f"{tmp_path}/in"]
     assert [d["format"] for d in result.inputs] == ["parquet"]
-    # One call each: the compact JSON, then the input relations' formats and paths (all inputs at once).
-    assert calls == ["writeCompact", "fileRelations"], calls
+    # One call each: the compact JSON, whether the analyzed plan reads a persisted view (which the optimized
+    # plan no longer shows), then the input relations' formats and paths (all inputs at once).
+    assert calls == ["writeCompact", "readsPersistedView", "fileRelations"], calls
 
 
 def test_the_writer_finds_nodes_and_file_relations_as_py4j_does(spark: Any, writer: Any, tmp_path) -> None:  # noqa: ANN001

@@ -87,10 +87,10 @@ def test_an_unwritable_cache_folder_is_named(tmp_path, monkeypatch) -> None:  # 
 
 
 def test_javac_setting_must_be_an_executable(tmp_path, monkeypatch) -> None:  # noqa: ANN001
-    monkeypatch.delenv("LINEAGEWIRE_JAVAC", raising=False)
+    monkeypatch.delenv("LINEAGEWIRE_EMITTER__JAVAC", raising=False)
     with pytest.raises(EmitterConfigError, match=r"spark\.lineagewire\.javac=.*expected the path of a JDK's javac"):
         resolve_config(config={"javac": str(tmp_path / "no-such-javac")})
-    monkeypatch.setenv("LINEAGEWIRE_JAVAC", "/bin/sh")
+    monkeypatch.setenv("LINEAGEWIRE_EMITTER__JAVAC", "/bin/sh")
     assert resolve_config().javac == "/bin/sh"
 
 
