@@ -25,7 +25,8 @@ CURRENT_DIR = HERE / "avro"
 RELEASED_DIR = HERE / "released"
 
 #: Version of the contract this package writes (header.schema_version).
-#: 2: EventHeader.root_parent_run (optional, default null), ahead of the latest release (released/v1).
+#: 2: EventHeader.root_parent_run; Dataset.dataset_type and view_sql (all optional, default null), ahead of the
+#: latest release (released/v1).
 SCHEMA_VERSION = 2
 
 #: The top-level records that travel on Kafka, by short name.

@@ -91,7 +91,7 @@ class Codec:
         if self._registry is None and schema_registry_url:
             self._registry = _registry_client(schema_registry_url, registry_config or {})
         self._registered: dict[tuple[str | None, str], bytes] = {}
-        self._by_schema_id: dict[int, tuple[str, Any, Any]] = {}
+        self._by_schema_id: dict[int, _Schemas] = {}
         self._lock = threading.Lock()
 
     @property

@@ -112,6 +112,9 @@ class Dataset(TypedDict):
     operation: str | None
     partition_values: dict[str, str]
     properties: dict[str, str]
+    # Version 2: absent from datasets built by hand before it (the codec writes their default, null).
+    dataset_type: NotRequired[str | None]
+    view_sql: NotRequired[str | None]
 
 
 class DatasetId(TypedDict):
@@ -288,6 +291,8 @@ def dataset(
     operation: str | None = None,
     partition_values: dict[str, str] | None = None,
     properties: dict[str, str] | None = None,
+    dataset_type: str | None = None,
+    view_sql: str | None = None,
 ) -> Dataset:
     return {
         "namespace": namespace,
@@ -299,6 +304,8 @@ def dataset(
         "operation": operation,
         "partition_values": partition_values or {},
         "properties": properties or {},
+        "dataset_type": dataset_type,
+        "view_sql": view_sql,
     }
 
 

@@ -1,16 +1,18 @@
 """Dataset names (OpenLineage naming, as the events carry them) -> DataHub dataset URNs, and schemas.
 
-After DataHub's own Spark agent (acryl-spark-lineage): the platform comes from
-the namespace's scheme (``s3``/``s3a``/``s3n`` -> s3, ``gs`` -> gcs, ``abfs``/``wasb`` -> abs,
-``file``, ``hdfs``, ``dbfs``; JDBC databases by their name: ``postgres://host:5432`` -> postgres,
-``sqlserver`` -> mssql...; ``kafka://broker`` -> kafka); a catalog table (a TABLE symlink) is
-named by its table on ``table_platform`` (hive); partition folders (``key=value``) at the end of
-a path are stripped to the table path; ``path_specs`` cut a path after its ``{table}`` segment;
-env and platform instance are configurable. Unknown schemes are used as the platform name as
-they are, unless ``platform_aliases`` maps them. Every namespace form gets a name, none fails an event:
-embedded databases (``derby:/path/db``, ``h2:mem:db``, ``sqlite:app.db``) are the scheme's platform with
-the database's location before the table, paths without a scheme are ``file``, bare words and other
-text become a platform name (see ``_parse``); each unusual form is logged once.
+After DataHub's own Spark agent (acryl-spark-lineage): the platform comes from the namespace's scheme
+(``s3``/``s3a``/``s3n`` -> s3, ``gs`` -> gcs, ``abfs``/``wasb`` -> abs, ``file``, ``hdfs``, ``dbfs``; JDBC
+databases by their name: ``postgres://host:5432`` -> postgres, ``sqlserver`` -> mssql...; ``kafka://broker``
+-> kafka); a catalog table (a TABLE symlink) is named by its table on ``table_platform`` (hive); an Iceberg
+table (format ``iceberg`` with a TABLE symlink) as DataHub's Iceberg source names it: platform ``iceberg``,
+name ``db.table``, and its Spark catalog (the ``catalog`` property) as platform instance, or what
+``iceberg_platform_instances`` maps it to; partition folders (``key=value``) at the end of a path are stripped
+to the table path; ``path_specs`` cut a path after its ``{table}`` segment; env and platform instance are
+configurable. Unknown schemes are used as the platform name as they are, unless ``platform_aliases`` maps
+them. Every namespace form gets a name, none fails an event: embedded databases (``derby:/path/db``,
+``h2:mem:db``, ``sqlite:app.db``) are the scheme's platform with the database's location before the table,
+paths without a scheme are ``file``, bare words and other text become a platform name (see ``_parse``); each
+unusual form is logged once.
 """
 
 from __future__ import annotations
@@ -85,8 +87,11 @@ class DatasetNamer:
         self._logged: set[str] = set()  # unusual namespace forms already logged
 
     def urn(self, d: dict[str, Any]) -> str:
-        """The dataset URN of an event's dataset dict (``namespace``, ``name``, ``symlinks``)."""
+        """The dataset URN of an event's dataset dict (``namespace``, ``name``, ``symlinks``; for Iceberg ``format``
+        and ``properties.catalog``)."""
         table = self._table(d.get("symlinks") or ())
+        if table is not None and (d.get("format") or "").lower() == "iceberg":
+            return self._urn(d["namespace"], d["name"], table, (d.get("properties") or {}).get("catalog") or "")
         return self._urn(d["namespace"], d["name"], table)
 
     def urn_of(self, namespace: str, name: str) -> str:
@@ -104,13 +109,26 @@ class DatasetNamer:
                 return str(s["name"])
         return None
 
-    def _compute(self, namespace: str, name: str, table: str | None) -> str:
+    def _compute(self, namespace: str, name: str, table: str | None, iceberg_catalog: str | None = None) -> str:
+        if iceberg_catalog is not None and table is not None:
+            return self._iceberg(table, iceberg_catalog)
         if table is not None:
             platform, path = self.config.table_platform or "hive", table
         else:
             platform, path = self._platform_and_name(namespace, name)
         instance = self.config.platform_instances.get(platform, self.config.platform_instance)
         return make_dataset_urn_with_platform_instance(platform, path, instance, self.config.env)
+
+    def _iceberg(self, table: str, catalog: str) -> str:
+        """An Iceberg table as DataHub's Iceberg source names it: platform ``iceberg``, ``namespace.table``, and the
+        catalog as platform instance (its documentation: "an Iceberg instance represents the catalog name where
+        the table is stored"). The Spark catalog's name is the default instance; an event without it (before the
+        emitter sent it) gets the configured instance of the platform, if any."""
+        if catalog:
+            instance: str | None = self.config.iceberg_platform_instances.get(catalog, catalog)
+        else:
+            instance = self.config.platform_instances.get("iceberg", self.config.platform_instance)
+        return make_dataset_urn_with_platform_instance("iceberg", table, instance, self.config.env)
 
     def _platform_and_name(self, namespace: str, name: str) -> tuple[str, str]:
         """(platform, dataset name) of a namespace and name. Never raises: a namespace of an unusual form (see

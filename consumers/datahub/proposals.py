@@ -62,14 +62,14 @@ class Proposal(MetadataChangeProposalClass):
     def to_obj(self, tuples: bool = False) -> dict[str, Any]:
         a = self.aspect
         if tuples or a is None or self.entityKeyAspect is not None or self.auditHeader is not None or self.headers:
-            return super().to_obj(tuples)  # type: ignore[no-any-return]
+            return super().to_obj(tuples)
         obj: dict[str, Any] = {"entityType": self.entityType, "entityUrn": self.entityUrn,
                                "changeType": self.changeType, "aspectName": self.aspectName,
                                "aspect": {"value": _text(a.value), "contentType": a.contentType}}
         if self.systemMetadata is not None:
             system = _plain(self.systemMetadata)
             if system is None:
-                return super().to_obj(tuples)  # type: ignore[no-any-return]
+                return super().to_obj(tuples)
             obj["systemMetadata"] = system
         return obj
 

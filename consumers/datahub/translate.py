@@ -31,7 +31,8 @@ The model follows DataHub's own Spark agent (acryl-spark-lineage):
   DataJob ``urn:li:dataJob:(urn:li:dataFlow:(airflow,<dag_id>,<orchestrator_cluster>),<task_id>)``, as
   DataHub's Airflow plugin names it (its action DataJobs by a PATCH, while this process remembers the run).
 * **Datasets** (``datasets.DatasetNamer``): ``status``, ``schemaMetadata`` from the
-  schema fields, and on outputs ``upstreamLineage`` with the fine-grained lineage.
+  schema fields, and on outputs ``upstreamLineage`` with the fine-grained lineage. A view
+  (``views``) also gets ``subTypes`` [View] and, as an output, ``viewProperties``.
 * **Refreshes** (``header.schedule`` set): the scheduler's workflow is the DataFlow
   ``urn:li:dataFlow:(lineagewire,<workflow id>,<cluster>)`` and the refresh run its
   DataProcessInstance (type BATCH_SCHEDULED) with ``nominalTime`` in its properties
@@ -46,7 +47,7 @@ the last part gives the run events.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from lineagewire.exceptions import MissingExtraError
 from lineagewire.schemas import kind_of
@@ -82,6 +83,7 @@ from .ids import ACTOR, DPI_NAMESPACE, _iso, _ms, _unique, action_job_id, flow_u
 from .lineage import at_time, fine_grained, known_urns, of_output, upstream_lineage
 from .parents import airflow_task
 from .proposals import Aspect, Memo, Proposal, content_key, from_json, proposal, serialise, to_json
+from .views import view_aspects
 
 __all__ = ["ACTOR", "DPI_NAMESPACE", "RESULT_OF_STATUS", "Proposal", "Translator", "action_job_id", "instance_urn"]
 
@@ -219,7 +221,8 @@ class Translator:
         task_job = self._orchestrated.find((app["job_namespace"], app["job_name"], app["run_id"]))
         if task_job is not None:
             # Added to the edges the upsert above wrote: a run of the job that no Airflow task started keeps them.
-            out += DataJobPatchBuilder(job, system_metadata=self._system(when)).add_input_datajob(task_job).build()
+            out += _patches(DataJobPatchBuilder(job, system_metadata=self._system(when))
+                            .add_input_datajob(task_job))
         dpi = instance_urn(hdr["job_namespace"], hdr["job_name"], hdr["run_id"], e["action_id"])
         more = self._schedule_props(hdr)  # the run's properties after its ids, action name and status
         if e.get("incomplete_reason"):
@@ -256,7 +259,7 @@ class Translator:
             patch = DataJobPatchBuilder(job, system_metadata=self._system(when))
             for fgl in lineages:
                 patch.add_fine_grained_lineage(fgl)
-            out += patch.build()
+            out += _patches(patch)
             if self.config.dataset_lineage:
                 for d in e["outputs"]:
                     mine = of_output(lineages, self.names.urn(d))
@@ -264,7 +267,7 @@ class Translator:
                         dpatch = DatasetPatchBuilder(self.names.urn(d), system_metadata=self._system(when))
                         for fgl in mine:
                             dpatch.add_fine_grained_lineage(fgl)
-                        out += dpatch.build()
+                        out += _patches(dpatch)
         if e["part"] >= e["parts"] - 1:
             dpi = instance_urn(hdr["job_namespace"], hdr["job_name"], hdr["run_id"], e["action_id"])
             out += self._action_run_events(dpi, hdr, e, when)
@@ -356,14 +359,12 @@ class Translator:
             job, flow, name, inputs, outputs, column_lineage, props, relations, upstream_jobs))
         mcp = self._mcp
         out: list[Proposal] = [mcp(job, a, when) for a in job_aspects]
-        for urn, schema in datasets[:len(inputs)]:
+        for urn, aspects in datasets[:len(inputs)]:
             out.append(mcp(urn, _STATUS, when))
-            if schema is not None:
-                out.append(mcp(urn, schema, when))
-        for (urn, schema), upstream in zip(datasets[len(inputs):], feeds, strict=True):
+            out += [mcp(urn, a, when) for a in aspects]
+        for (urn, aspects), upstream in zip(datasets[len(inputs):], feeds, strict=True):
             out.append(mcp(urn, _STATUS, when))
-            if schema is not None:
-                out.append(mcp(urn, schema, when))
+            out += [mcp(urn, a, when) for a in aspects]
             if upstream is not None:  # stamped with the event time: new each time
                 out.append(mcp(urn, at_time(upstream, when), when))
         return out, io
@@ -371,11 +372,11 @@ class Translator:
     def _job_aspects(self, job: str, flow: str, name: str, inputs: list[dict[str, Any]],
                      outputs: list[dict[str, Any]], column_lineage: list[dict[str, Any]], props: dict[str, str],
                      relations: list[dict[str, Any]] | None, upstream_jobs: tuple[str, ...] = ()
-                     ) -> tuple[list[Aspect], list[dict[str, Any] | None], list[tuple[str, Aspect | None]],
+                     ) -> tuple[list[Aspect], list[dict[str, Any] | None], list[tuple[str, list[Aspect]]],
                                 list[Aspect]]:
         """The DataJob's aspects, per output the JSON of its upstreamLineage at time 0 (None when nothing
-        feeds it), per input then output (its URN, its schemaMetadata or None), and a run's instance
-        inputs/outputs; built and serialised once per distinct content (``Memo``): a job repeats them in every
+        feeds it), per input then output (its URN, its schemaMetadata if any and a view's aspects), and a run's
+        instance inputs/outputs; built and serialised once per distinct content (``Memo``): a job repeats them in every
         action of every run."""
         known = known_urns(self.names, inputs, outputs)
         lineages = fine_grained(self.names, column_lineage, known, self.config.include_indirect)
@@ -406,16 +407,18 @@ class Translator:
                                   for r in relations if known.get((r["sink"]["namespace"], r["sink"]["name"])) == urn
                                   ) or in_urns
             feeds.append(upstream_lineage([u for u in feeding if u != urn], of_output(lineages, urn)))
-        return aspects, feeds, [self._schema(d) for d in (*inputs, *outputs)], self._instance_io(in_urns, out_urns)
+        datasets = [self._dataset(d, False) for d in inputs] + [self._dataset(d, True) for d in outputs]
+        return aspects, feeds, datasets, self._instance_io(in_urns, out_urns)
 
-    def _schema(self, d: dict[str, Any]) -> tuple[str, Aspect | None]:
-        """(the dataset's URN, its schemaMetadata, or None when the event has no fields for it)."""
+    def _dataset(self, d: dict[str, Any], output: bool) -> tuple[str, list[Aspect]]:
+        """(the dataset's URN, its schemaMetadata when the event has fields for it, and a view's aspects)."""
         urn = self.names.urn(d)
-        if not d["fields"]:
-            return urn, None
-        return urn, self._memo.get(("schema", urn, d["name"], content_key(d["fields"])),
-                                 lambda: serialise(schema_metadata(urn, self.names.platform(urn), d["name"],
-                                                                   d["fields"])))
+        out = view_aspects(d, output)
+        if d["fields"]:
+            out.insert(0, self._memo.get(("schema", urn, d["name"], content_key(d["fields"])),
+                                         lambda: serialise(schema_metadata(urn, self.names.platform(urn), d["name"],
+                                                                           d["fields"]))))
+        return urn, out
 
     def _instance_io(self, ins: list[str], outs: list[str]) -> list[Aspect]:
         """A run instance's inputs and outputs: functions of the dataset URNs only, so every run of every job
@@ -428,3 +431,9 @@ class Translator:
             out.append(self._memo.get(("outputs", *outs), lambda: serialise(DataProcessInstanceOutputClass(
                 outputs=outs, outputEdges=[EdgeClass(destinationUrn=u) for u in outs]))))
         return out
+
+
+def _patches(builder: Any) -> list[Proposal]:
+    """A patch builder's proposals. acryl-datahub makes them plain ``MetadataChangeProposalClass``es, not our
+    ``Proposal`` (which only writes its JSON faster): every sink reads both through the public ``to_obj``."""
+    return cast("list[Proposal]", builder.build())

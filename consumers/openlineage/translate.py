@@ -44,6 +44,7 @@ try:
     from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
     from openlineage.client.generated import (
         column_lineage_dataset,
+        dataset_type_dataset,
         datasource_dataset,
         error_message_run,
         job_type_job,
@@ -334,6 +335,9 @@ class Translator:
             facets["storage"] = storage_dataset.StorageDatasetFacet(
                 storageLayer=d["properties"].get("storage_layer", "file"), fileFormat=d["format"],
                 producer=self.producer)
+        if d.get("dataset_type"):  # VIEW (contract v2); absent on tables and files
+            facets["datasetType"] = dataset_type_dataset.DatasetTypeDatasetFacet(datasetType=d["dataset_type"],
+                                                                                producer=self.producer)
         op = (d.get("operation") or "").upper()
         if op in _LIFECYCLE:
             facets["lifecycleStateChange"] = lifecycle_state_change_dataset.LifecycleStateChangeDatasetFacet(

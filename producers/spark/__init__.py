@@ -8,7 +8,7 @@
     emitter.close()                               # or spark.stop() / interpreter exit
 
 Zero-code: ``lineagewire instrument -- python job.py [args]``. Settings:
-``spark.lineagewire.*`` conf keys or ``LINEAGEWIRE_*`` variables (``config.py``).
+``spark.lineagewire.*`` conf keys or ``LINEAGEWIRE_EMITTER__*`` variables (``config.py``).
 Listener plugins: ``listeners/base.py``. User guide: docs/emitter.md.
 """
 

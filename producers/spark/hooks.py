@@ -48,7 +48,7 @@ __all__ = ["SparkHooks"]
 class _QueryExecutionListener:
     """org.apache.spark.sql.util.QueryExecutionListener: one call per action, success or failure."""
 
-    def __init__(self, callbacks: SparkCallbacks) -> None:
+    def __init__(self, callbacks: SparkCallbacks | _SessionActions) -> None:
         self._callbacks = callbacks
 
     def onSuccess(self, funcName: str, qe: Any, durationNs: int) -> None:  # noqa: N802,N803 - Java names

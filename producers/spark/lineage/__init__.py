@@ -10,15 +10,20 @@ See docs/lineage-coverage.md for what is covered.
 
 from __future__ import annotations
 
+from .connectors.streaming import SINK_KINDS, described_path, sink_description
 from .exceptions import BudgetExceededError, LineageError, PlanFormatError
-from .extract import extract_action_lineage, extract_from_plan
+from .extract import extract_action_lineage, extract_from_plan, extract_stream_lineage
 from .model import ActionLineage
 
 __all__ = [
+    "SINK_KINDS",
     "ActionLineage",
     "BudgetExceededError",
     "LineageError",
     "PlanFormatError",
+    "described_path",
     "extract_action_lineage",
     "extract_from_plan",
+    "extract_stream_lineage",
+    "sink_description",
 ]

@@ -136,6 +136,11 @@ def _direct_inputs(expr: Expr, subplan: SubplanOutput) -> list[tuple[int, Trans]
     return found
 
 
+def _write_sorts(nodes: list[PlanNode]) -> set[int]:
+    """The sorts a partitioned file write adds under WriteFiles: they order rows for the writer, not the user."""
+    return {id(n.children[0]) for n in nodes if n.simple == "WriteFiles" and n.children}
+
+
 class ColumnGraph:
     """Edges between attributes of one plan, and the source columns of its leaves."""
 
@@ -249,8 +254,7 @@ class ColumnGraph:
             return
         self._planned.add(id(root))
         nodes = list(root.walk())
-        # The sort a partitioned file write adds under WriteFiles orders rows for the writer, not the user.
-        write_sorts = {id(n.children[0]) for n in nodes if n.simple == "WriteFiles" and n.children}
+        write_sorts = _write_sorts(nodes)
         for node in nodes:
             self._subplans.update(node.subplans)
         runtime = self._runtime_filter_plans(nodes)
@@ -264,9 +268,7 @@ class ColumnGraph:
             if s == "Aggregate":
                 self.indirect += [(i, "GROUP_BY") for i in self._ids(node.expressions("groupingExpressions"))]
             elif s == "Window":
-                self._named_edges(node.aliases("windowExpressions"))
-                spec = node.expressions("partitionSpec") + node.expressions("orderSpec")
-                self.indirect += [(i, "WINDOW") for i in self._ids(spec)]
+                self._window_edges(node)
             elif s == "Filter":
                 ids = _attr_ids(node.expressions("condition"), self._subplan_output, _RUNTIME_FILTERS)
                 self.indirect += [(i, "FILTER") for i in ids]
@@ -275,15 +277,9 @@ class ColumnGraph:
             elif s == "Sort" and id(node) not in write_sorts:
                 self.indirect += [(i, "SORT") for i in self._ids(node.expressions("order"))]
             elif s == "Union" and len(node.children) > 1:
-                first = self.output(node.children[0])
-                for other in node.children[1:]:
-                    for a, b in zip(first, self.output(other), strict=False):
-                        self._edge(a.expr_id, b.expr_id, IDENTITY)
+                self._union_edges(node)
             elif s == "Generate":
-                sources = self._ids(node.expressions("generator"))
-                for out in self._named(node, "generatorOutput"):
-                    for source in sources:
-                        self._edge(out.expr_id, source, ("DIRECT", "TRANSFORMATION", False))
+                self._generate_edges(node)
             elif s == "Expand":
                 self._expand_edges(node)
             elif s in _PYTHON_EVAL:
@@ -292,6 +288,25 @@ class ColumnGraph:
                 self._python_function_edges(node)
             elif s == "MergeRows":
                 self._merge_rows_edges(node)
+
+    def _window_edges(self, node: PlanNode) -> None:
+        self._named_edges(node.aliases("windowExpressions"))
+        spec = node.expressions("partitionSpec") + node.expressions("orderSpec")
+        self.indirect += [(i, "WINDOW") for i in self._ids(spec)]
+
+    def _union_edges(self, node: PlanNode) -> None:
+        # A union's output columns are its first child's: each is its own input of every other child.
+        first = self.output(node.children[0])
+        for other in node.children[1:]:
+            for a, b in zip(first, self.output(other), strict=False):
+                self._edge(a.expr_id, b.expr_id, IDENTITY)
+
+    def _generate_edges(self, node: PlanNode) -> None:
+        # explode() and its kind: every column the generator outputs comes from every column it reads.
+        sources = self._ids(node.expressions("generator"))
+        for out in self._named(node, "generatorOutput"):
+            for source in sources:
+                self._edge(out.expr_id, source, ("DIRECT", "TRANSFORMATION", False))
 
     def _runtime_filter_plans(self, nodes: list[PlanNode]) -> set[int]:
         """Nodes of the subquery plans that only compute run-time filters (their grouping and joins too)."""
@@ -486,5 +501,3 @@ def _input_field(key: FieldKey, transes: set[Trans]) -> InputField:
 
 def _transformation(t: Trans) -> Transformation:
     return {"type": t[0], "subtype": t[1], "description": "", "masking": t[2]}  # type: ignore[typeddict-item,unused-ignore]
-
-

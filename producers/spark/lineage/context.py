@@ -134,7 +134,10 @@ class Extraction:
     # -- helpers ---------------------------------------------------------------------------------------
 
     def boundedness(self, node: PlanNode) -> Boundedness:
-        return "CONTINUOUS_UNBOUNDED" if node.fields.get("isStreaming") is True else "BOUNDED"
+        """Unbounded for a node marked ``isStreaming`` and for a streaming relation (``StreamingDataSourceV2Relation``
+        has no such field)."""
+        streaming = node.fields.get("isStreaming") is True or node.simple.startswith("Streaming")
+        return "CONTINUOUS_UNBOUNDED" if streaming else "BOUNDED"
 
     def fields_of(self, node: PlanNode) -> list[SchemaField]:
         """Schema fields of what ``node`` outputs, from the plan JSON alone."""

@@ -9,8 +9,10 @@ locations) is looked up on the JVM, node by node, within the time budget.
 
 from __future__ import annotations
 
+import functools
 import gc
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -18,69 +20,98 @@ from . import origins
 from .connectors import INPUTS, NO_DATASET, OUTPUTS
 from .context import Extraction
 from .exceptions import BudgetExceededError
-from .jvm import Deadline, JvmPlan, plan_json, plan_writer, quick_acks, sql_text
+from .jvm import Deadline, JvmPlan, plan_json, plan_writer, reads_persisted_view, sql_text
 from .model import ActionLineage
 from .origins import Origin
-from .plan import PlanNode, parse_plan_json
+from .plan import PlanNode, is_persisted_view, parse_plan_json
 
-__all__ = ["extract_action_lineage", "extract_from_plan"]
+__all__ = ["extract_action_lineage", "extract_from_plan", "extract_stream_lineage"]
 
 log = logging.getLogger(__name__)
 
-#: Nodes whose nested plans are not executed by the action (a view's text, a cached command's result).
-_NOT_EXECUTED = {"CreateViewCommand", "AlterViewAsCommand", "CommandResult", "CreateView", "AlterViewAs"}
+#: Nodes whose nested plans are not executed by the action (a cached command's result; the unresolved view
+#: commands, which a session catalog's views never reach: ``CreateViewCommand``'s query is the view's lineage).
+_NOT_EXECUTED = {"CommandResult", "CreateView", "AlterViewAs"}
 _CACHED = '"class":"org.apache.spark.sql.execution.columnar.InMemoryRelation"'
+_VIEW = '"class":"org.apache.spark.sql.catalyst.plans.logical.View"'
 #: Nested plans that only copy another (a V2 write keeps its query as analyzed, next to the optimized one).
 _COPIES = {"analyzedQuery"}
+#: Leaves that name what a command acts on (``ResolvedTable``, ``ResolvedIdentifier``, ``UnresolvedNamespace``,
+#: ...), not rows it reads.
+_COMMAND_ARGUMENTS = ("Resolved", "Unresolved")
 #: The JVM class SparkSession, per py4j JVM view.
 _SESSION_CLASS: dict[int, Any] = {}
 
-def extract_action_lineage(qe: Any, func_name: str, *, budget_s: float = 0.1) -> ActionLineage:
+
+def extract_action_lineage(qe: Any, func_name: str, *, budget_s: float = 0.1,
+                           stop: threading.Event | None = None) -> ActionLineage:
     """Inputs, outputs and column lineage of the action whose QueryExecution is ``qe``.
 
     ``qe`` is the py4j ``org.apache.spark.sql.execution.QueryExecution`` a
     QueryExecutionListener receives; ``func_name`` the action's name
     ("collectToPython", "command", "save", ...). Never raises: on an error, or
     once ``budget_s`` seconds are spent, it returns what it has with
-    ``complete=False`` and the reason.
+    ``complete=False`` and the reason; and so it does soon after ``stop`` is set (the emitter is closing).
+    """
+    return _extract(qe, func_name, budget_s, stop=stop)
+
+
+def extract_stream_lineage(query: Any, *, budget_s: float = 0.1) -> ActionLineage:
+    """Inputs, outputs and column lineage of a streaming query: ``query`` is its ``StreamExecution`` (py4j,
+    ``StreamingQueryManager.get(id).streamingQuery()``). Never raises, as ``extract_action_lineage``.
+
+    The query's logical plan (``logicalPlan()``) is read, not a micro-batch's: it is the sink's write node
+    (``WriteToMicroBatchDataSourceV1`` / ``WriteToMicroBatchDataSource``, with the writer's options and
+    table) over the query with its sources as the query planned them, the same in every micro-batch. A
+    micro-batch's own plan has only what that batch read (the new files, or an empty relation for a batch
+    without new data), and its optimized plan drops a V1 sink's write node.
+    """
+    return _extract(query, "microBatch", budget_s, plan=lambda q: q.logicalPlan(), sql=False)
+
+
+def _extract(qe: Any, func_name: str, budget_s: float, *, plan: Callable[[Any], Any] | None = None,
+             sql: bool = True, stop: threading.Event | None = None) -> ActionLineage:
+    """``plan(qe)``: the plan to read (default: ``_plan_of``); ``sql``: whether ``qe`` may have SQL text.
+
+    A wide plan's JSON is ~10^5 short-lived dicts and lists: they set off the cyclic collector's full passes
+    mid-parse (the 20-35 ms p99 spikes). Nothing built here is cyclic garbage, so the collector waits until
+    the extraction is over.
     """
     result = ActionLineage()
-    # A wide plan's JSON is ~10^5 short-lived dicts and lists: they set off the cyclic collector's
-    # full passes mid-parse (the 20-35 ms p99 spikes). Nothing built here is cyclic garbage, so the
-    # collector waits until the extraction is over.
     paused = gc.isenabled()
     if paused:
         gc.disable()
     try:
-        return _extract(qe, func_name, budget_s, result)
-    finally:
-        if paused:
-            gc.enable()
-
-
-def _extract(qe: Any, func_name: str, budget_s: float, result: ActionLineage) -> ActionLineage:
-    try:
-        deadline = Deadline(budget_s)
-        jroot = _plan_of(qe)
-        with quick_acks(jroot):
+        deadline = Deadline(budget_s, stop=stop)
+        jroot = (plan or _plan_of)(qe)
+        text = plan_json(jroot)
+        if _CACHED in text:
+            # Cached data replaces the relations it was read from in the optimized plan, not in the
+            # analyzed one: read that too (a second toJSON, only for plans that use the cache).
+            deadline.check("reading the analyzed plan behind cached data")
+            jroot = qe.analyzed()
             text = plan_json(jroot)
-            if _CACHED in text:
-                # Cached data replaces the relations it was read from in the optimized plan, not in the
-                # analyzed one: read that too (a second toJSON, only for plans that use the cache).
-                deadline.check("reading the analyzed plan behind cached data")
-                jroot = qe.analyzed()
-                text = plan_json(jroot)
-            root = parse_plan_json(text)
-            extraction = _Extraction(qe, root, JvmPlan(jroot, deadline, plan_writer()), result)
-            extraction.run()
-            if func_name in origins.CHECKPOINT_ACTIONS:
-                origins.remember(extraction.origin(func_name))
+        elif plan is None and _VIEW not in text and reads_persisted_view(qe):
+            # A read of a persisted view is named by the view, which only the analyzed plan still shows
+            # (a second toJSON, only for plans that read one).
+            deadline.check("reading the analyzed plan of a view's read")
+            jroot = qe.analyzed()
+            text = plan_json(jroot)
+        root = parse_plan_json(text)
+        extraction = _Extraction(qe, root, JvmPlan(jroot, deadline, plan_writer()), result)
+        extraction.with_sql = sql
+        extraction.run()
+        if func_name in origins.CHECKPOINT_ACTIONS:
+            origins.remember(extraction.origin(func_name))
     except BudgetExceededError as exc:
         result.mark_incomplete(str(exc))
     except Exception as exc:  # noqa: BLE001 - never let lineage hurt the job: report it instead
         log.debug("lineage extraction of %s failed", func_name, exc_info=True)
         result.mark_incomplete(f"lineage extraction of action {func_name!r} failed: {type(exc).__name__}: "
                                f"{str(exc)[:300]}")
+    finally:
+        if paused:
+            gc.enable()
     return result
 
 
@@ -119,6 +150,8 @@ class _Extraction(Extraction):
 
     #: the plan is read as another plan's origin: its SQL text is not needed
     for_origin = False
+    #: the plan may have SQL text (a streaming query's logical plan has none to read)
+    with_sql = True
 
     def run(self) -> None:
         root = self.root
@@ -129,12 +162,12 @@ class _Extraction(Extraction):
         for node in executed:
             out = OUTPUTS.get(node.simple)
             if out is not None:
-                self._guard(f"output {node.simple}", lambda o=out, n=node: o(self, n))
-        leaves = [n for n in executed if not n.children and id(n) not in self.targets]
+                self._guard(f"output {node.simple}", functools.partial(out, self, node))
+        leaves = [n for n in executed if (not n.children or is_persisted_view(n)) and id(n) not in self.targets]
         if self.jvm is not None:
             self.jvm.fetch_file_relations([n.path for n in leaves if n.simple == "LogicalRelation"])
         for node in leaves:
-            self._guard(f"input {node.simple}", lambda n=node: self._input(n))
+            self._guard(f"input {node.simple}", functools.partial(self._input, node))
         if self.deadline.expired():
             self.result.mark_incomplete(self.deadline.reason("naming the datasets; column lineage skipped"))
             return
@@ -219,7 +252,7 @@ class _Extraction(Extraction):
 
     def _executed(self, node: PlanNode) -> Any:
         yield node
-        if node.simple in _NOT_EXECUTED:
+        if node.simple in _NOT_EXECUTED or is_persisted_view(node):
             return
         for key, sub in node.nested.items():
             if key not in _COPIES:
@@ -239,18 +272,20 @@ class _Extraction(Extraction):
 
     def _input(self, node: PlanNode) -> None:
         s = node.simple
-        if s in NO_DATASET:
+        if s in NO_DATASET or s.startswith(_COMMAND_ARGUMENTS):
             return
         handler = INPUTS.get(s)
         if handler is None:
-            if "Relation" in s or "Scan" in s:
-                self.result.mark_incomplete(f"input relation {s} is not supported")
+            # A leaf that is the whole plan and no relation is a command that reads nothing (SET, SHOW, DDL);
+            # any other leaf feeds rows into the action: what it reads is not known, so the result says so.
+            if node is not self.root or "Relation" in s or "Scan" in s or "RDD" in s:
+                self.result.mark_incomplete(f"input relation {s} is not supported: its inputs cannot be traced")
             return
         for ds in handler(self, node):
             self.add_input(ds, node)
 
     def _sql(self) -> None:
-        if self.qe is None or self.for_origin:
+        if self.qe is None or self.for_origin or not self.with_sql:
             return
         try:
             self.deadline.check("reading the SQL text")

@@ -8,19 +8,16 @@ node by its path from the root, caching the way there.
 from __future__ import annotations
 
 import logging
-import socket
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from .. import jvm_classes
 from .exceptions import BudgetExceededError
 from .plan import Step
 
-__all__ = ["Deadline", "JvmPlan", "option", "plan_json", "plan_writer", "quick_acks", "scala_map", "short_format",
-           "sql_text"]
+__all__ = ["Deadline", "JvmPlan", "option", "plan_json", "plan_writer", "reads_persisted_view",
+           "scala_map", "short_format", "sql_text"]
 
 log = logging.getLogger(__name__)
 
@@ -34,97 +31,40 @@ class Deadline:
     look-ups once the plan JSON is read (itself most of the budget on wide plans):
     ``check_essential`` lets those run on up to ``grace`` times the budget. Either
     way, a result that ran past the budget is marked incomplete.
+
+    ``stop``, once set (the emitter is closing), ends the budget at once: the datasets are still named, the
+    rest is skipped.
     """
 
-    def __init__(self, budget_s: float, grace: float = 2.0) -> None:
+    def __init__(self, budget_s: float, grace: float = 2.0, stop: threading.Event | None = None) -> None:
         self.budget_s = budget_s
         self.start = time.perf_counter()
         self.end = self.start + budget_s
         self.hard_end = self.start + budget_s * grace
+        self._stop = stop
 
     def elapsed_ms(self) -> float:
         return (time.perf_counter() - self.start) * 1000
 
+    def stopped(self) -> bool:
+        return self._stop is not None and self._stop.is_set()
+
     def expired(self) -> bool:
-        return time.perf_counter() > self.end
+        return time.perf_counter() > self.end or self.stopped()
 
     def reason(self, what: str) -> str:
+        if self.stopped():
+            return f"the emitter closed {self.elapsed_ms():.0f} ms into the extraction, while {what}"
         return (f"time budget of {self.budget_s * 1000:.0f} ms exceeded after {self.elapsed_ms():.0f} ms "
                 f"while {what}")
 
     def check(self, what: str) -> None:
-        if time.perf_counter() > self.end:
+        if self.expired():
             raise BudgetExceededError(self.reason(what))
 
     def check_essential(self, what: str) -> None:
         if time.perf_counter() > self.hard_end:
             raise BudgetExceededError(self.reason(what))
-
-
-_QUICKACK = getattr(socket, "TCP_QUICKACK", None)  # Linux only
-
-
-class _QuickAckSocket:
-    """A py4j connection's socket that asks the kernel to ACK at once, after each send and before each read.
-
-    py4j's JVM side writes a large answer (the plan JSON: 0.1-0.5 MB) in several writes; with
-    Nagle's algorithm the last one waits for the ACK of the ones before, and Linux delays that ACK
-    by up to 40 ms on a connection it sees as request/response. ``TCP_QUICKACK`` does not stick:
-    sending the next command turns delayed ACKs back on, and the kernel leaves quick-ACK mode again
-    part-way through a long answer, so it is set after every send and before every read (py4j
-    reads through ``stream.raw``, whose socket is this wrapper within ``quick_acks``).
-    """
-
-    def __init__(self, sock: Any) -> None:
-        self._sock = sock
-
-    def _quickack(self) -> None:
-        try:
-            self._sock.setsockopt(socket.IPPROTO_TCP, _QUICKACK, 1)
-        except OSError:  # not a TCP socket after all: the answer only comes slower
-            pass
-
-    def sendall(self, data: bytes, *args: Any) -> None:
-        self._sock.sendall(data, *args)
-        self._quickack()
-
-    def recv_into(self, buffer: Any, *args: Any) -> int:
-        self._quickack()
-        return int(self._sock.recv_into(buffer, *args))
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._sock, name)
-
-
-@contextmanager
-def quick_acks(jobj: Any) -> Iterator[None]:
-    """Within the block, py4j calls of this thread get their answers without delayed-ACK stalls.
-
-    Measured on a 300-column plan: ``toJSON()`` p50 55 -> 14 ms, p99 68 -> 20 ms. Applies to
-    PySpark's pinned-thread ``ClientServer`` (one connection per thread, so no other thread sees
-    the wrapper); anything else (the pooled ``GatewayClient``, no Linux) runs unchanged.
-    """
-    get = getattr(getattr(jobj, "_gateway_client", None), "get_thread_connection", None)
-    conn = get() if callable(get) else None
-    sock = getattr(conn, "socket", None)
-    if _QUICKACK is None or sock is None or not hasattr(sock, "setsockopt") or isinstance(sock, _QuickAckSocket):
-        yield
-        return
-    wrapper = _QuickAckSocket(sock)
-    conn.socket = wrapper
-    # py4j reads answers through conn.stream (a BufferedReader over socket.SocketIO): its raw
-    # socket is swapped too, under the buffer, so nothing buffered is lost either way.
-    raw = getattr(getattr(conn, "stream", None), "raw", None)
-    reads = raw if getattr(raw, "_sock", None) is sock else None
-    if reads is not None:
-        reads._sock = wrapper
-    try:
-        yield
-    finally:
-        if conn.socket is wrapper:  # py4j drops the socket of a connection it closed: leave that be
-            conn.socket = sock
-        if reads is not None and reads._sock is wrapper:
-            reads._sock = sock
 
 
 #: How long a driver without the compiled writer goes on with toJSON() before looking at the cache again
@@ -178,6 +118,16 @@ def plan_json(jplan: Any) -> str:
     if writer is None:
         return str(jplan.toJSON())
     return str(writer.writeCompact(jplan))
+
+
+def reads_persisted_view(qe: Any) -> bool:
+    """Whether the action's analyzed plan reads a persisted view (``PlanJson.readsPersistedView``: one call).
+
+    The optimizer removes ``View`` nodes, so the optimized plan reads a view's tables as if the query
+    had named them. Without the compiled writer this says False: a view's read then names its sources.
+    """
+    writer = plan_writer()
+    return writer is not None and bool(writer.readsPersistedView(qe))
 
 
 def _some(text: str) -> str | None:
@@ -275,6 +225,14 @@ class JvmPlan:
         self.deadline.check_essential("looking up a file relation")
         text = self._writer.fileRelation(relation)
         return None if text is None else _file_facts(str(text))
+
+    def rdd_inputs(self, rdd: Any) -> str | None:
+        """What the RDD ``rdd`` reads, through its dependencies, in one call (``PlanJson.rddInputs``: the leaf
+        RDDs, then ``\x1e`` and the RDD's debug string); None without ``PlanJson``."""
+        if self._writer is None:
+            return None
+        self.deadline.check_essential("walking the RDD dependencies")
+        return str(self._writer.rddInputs(rdd))
 
 
 def _path_text(path: tuple[Step, ...]) -> str:

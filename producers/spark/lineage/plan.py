@@ -26,7 +26,7 @@ from typing import Any
 
 from .exceptions import PlanFormatError
 
-__all__ = ["Attribute", "Expr", "PlanNode", "parse_expression", "parse_plan", "parse_plan_json"]
+__all__ = ["Attribute", "Expr", "PlanNode", "is_persisted_view", "parse_expression", "parse_plan", "parse_plan_json"]
 
 #: How to reach a node from the root on the JVM: ("c", i) = children().apply(i), ("f", name) = name(),
 #: ("s", i) = subqueries().apply(i).
@@ -133,6 +133,11 @@ class PlanNode:
 
 
 _ALIAS = "org.apache.spark.sql.catalyst.expressions.Alias"
+
+
+def is_persisted_view(node: PlanNode) -> bool:
+    """A read of a catalog view (``View`` of the analyzed plan, not a temporary view's): a dataset of its own."""
+    return node.simple == "View" and node.fields.get("isTempView") is False
 
 
 def _is_plan_list(value: Any) -> bool:

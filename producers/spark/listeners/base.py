@@ -25,7 +25,7 @@ order the emitter made them: ``on_event(event)`` with a contract event dict
 A **factory** builds a listener from a ``ListenerContext``. Factories are found
 by name through the entry-point group ``lineagewire.listeners`` or by dotted
 path (``package.module:Factory``) and enabled with ``spark.lineagewire.listeners``
-/ ``LINEAGEWIRE_LISTENERS``.
+/ ``LINEAGEWIRE_EMITTER__LISTENERS``.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 __all__ = ["EncodedEvent", "JobStatusListener", "JobStatusListenerFactory", "ListenerContext"]
 
 
-class EncodedEvent(dict):  # type: ignore[type-arg]
+class EncodedEvent(dict):
     """A contract event with the encoding the emitter made of it: ``encoded``, framed for ``topic``."""
 
     __slots__ = ("encoded", "topic")

@@ -35,8 +35,8 @@ def proposal(aspect: str, value: str) -> MCP:
 class Output(DeliveringSink):
     """Refuses a batch with a proposal whose value says "bad"; ``down``: fails like an outage."""
 
-    def __init__(self, max_batch: int = 200) -> None:
-        super().__init__(DeliveryConfig(lanes=1, linger=0.05, max_batch=max_batch))
+    def __init__(self, max_batch: int = 200, linger: float = 0.05) -> None:
+        super().__init__(DeliveryConfig(lanes=1, linger=linger, max_batch=max_batch))
         self.got: list[tuple[str, str]] = []
         self.down = False
         self.unchanged = Unchanged(1000)
@@ -69,12 +69,14 @@ def test_an_aspect_skipped_against_a_refused_record_is_sent_with_the_later_recor
 
 
 def test_an_aspect_skipped_against_a_record_given_up_is_sent_with_the_later_record() -> None:
-    out = Output(max_batch=1)  # a batch per proposal: record 1 waits behind record 0's failed batch
+    # A batch per proposal: record 1 waits behind record 0's failed batch. A linger of 1 s: record 1 must be handed
+    # while record 0's batch still lingers, which 50 ms did not always allow on a loaded machine.
+    out = Output(max_batch=1, linger=1.0)
     out.open()
     try:
         out.down = True
         out.emit(rec(0), "e0", [proposal("dataJobInfo", '{"name":"A"}')], "job")
-        # handed before the 50 ms linger ends; skips A, which the memory has as taken by record 0
+        # handed before the linger ends; skips A, which the memory has as taken by record 0
         out.emit(rec(1), "e1", [proposal("dataJobInfo", '{"name":"A"}'),
                                                proposal("ownership", '{"x":1}')], "job")
         with pytest.raises(OutputError):

@@ -34,7 +34,7 @@ EXAMPLE = ROOT / "examples" / "daily_orders.py"
 def _instrument(settings, tmp_path, *job_args: str, **extra_env: str) -> subprocess.CompletedProcess[str]:  # noqa: ANN001
     env = {k: v for k, v in os.environ.items() if not k.startswith("LINEAGEWIRE_")} | extra_env
     env["PYSPARK_PYTHON"] = sys.executable
-    # time_budget_ms=10000, not the shipped 1 s: the test checks the column lineage DataHub gets, and the first
+    # time_budget_ms=10000, not the shipped 5 s: the test checks the column lineage DataHub gets, and the first
     # plans of a cold JVM on a loaded CI machine can overrun 1 s (the emitter would then cut the lineage).
     return subprocess.run([sys.executable, "-m", "lineagewire", "--bootstrap-servers", settings.bootstrap_servers,
                            "instrument", "--topic", settings.topics.jobs, "--namespace", "examples",

@@ -211,3 +211,12 @@ def test_the_facet_cache_is_bounded() -> None:
 def test_a_producer_that_is_not_a_uri_is_refused_once_at_construction() -> None:
     with pytest.raises(ValueError):  # noqa: PT011 - openlineage-python's own validator's message
         Translator(producer="http://[::1")
+
+
+def test_a_view_is_a_dataset_of_type_view(assert_valid_openlineage) -> None:  # noqa: ANN001
+    action = copy.deepcopy(app_run(actions=1)[2])
+    action["outputs"][0]["dataset_type"] = "VIEW"
+    [out] = ol(action)
+    assert out["outputs"][0]["facets"]["datasetType"]["datasetType"] == "VIEW"
+    assert "datasetType" not in out["inputs"][0]["facets"]  # a table stays without the facet
+    assert_valid_openlineage([out])

@@ -18,7 +18,7 @@ from lineagewire.schemas.events import Dataset
 
 from ..context import Extraction
 from ..plan import PlanNode
-from . import catalog, delta, files, rdd, v1, v2
+from . import catalog, delta, files, rdd, streaming, v1, v2
 
 __all__ = ["INPUTS", "NO_DATASET", "OUTPUTS", "InputHandler", "OutputHandler"]
 
@@ -32,6 +32,8 @@ OUTPUTS: dict[str, OutputHandler] = {
     "CreateHiveTableAsSelectCommand": catalog.create_hive_table_as_select,
     "CreateTableCommand": catalog.create_table,
     "CreateDataSourceTableCommand": catalog.create_table,
+    "CreateViewCommand": catalog.create_view,
+    "AlterViewAsCommand": catalog.alter_view_as,
     "InsertIntoHiveTable": catalog.insert_into_hive_table,
     "InsertIntoDataSourceCommand": v1.insert_into_data_source,
     "SaveIntoDataSourceCommand": v1.save_into_data_source,
@@ -47,11 +49,16 @@ OUTPUTS: dict[str, OutputHandler] = {
     "MergeIntoCommand": delta.merge,
     "UpdateCommand": delta.update,
     "DeleteCommand": delta.delete,
+    # A streaming query's sink (the write node of its last micro-batch: extract_stream_lineage)
+    "WriteToMicroBatchDataSourceV1": streaming.micro_batch_v1,
+    "WriteToMicroBatchDataSource": streaming.micro_batch_v2,
 }
 
 INPUTS: dict[str, InputHandler] = {
     "LogicalRelation": v1.logical_relation,
     "HiveTableRelation": catalog.hive_table_relation,
+    # A persisted view, read in the analyzed plan (the optimizer removes View nodes): see catalog
+    "View": catalog.view_relation,
     "DataSourceV2Relation": v2.v2_relation,
     "DataSourceV2ScanRelation": v2.v2_scan_relation,
     # A streaming query's micro-batch (read behind foreachBatch: see origins)
@@ -59,10 +66,16 @@ INPUTS: dict[str, InputHandler] = {
     "StreamingDataSourceV2ScanRelation": v2.v2_scan_relation,
     "LogicalRDD": rdd.rdd_relation,
     "ExternalRDD": rdd.rdd_relation,
+    # A streaming query's V1 source (its logical plan: extract_stream_lineage)
+    "StreamingExecutionRelation": streaming.execution_relation,
 }
 
-#: Leaves that read no dataset.
+#: Leaves that read no dataset. Any other leaf that is not in ``INPUTS`` makes the result incomplete
+#: (``extract.py``), and so does a handler that cannot name what its leaf reads: ``complete`` never claims
+#: inputs that were not traced. ``CommandResult`` holds the rows of a command that ran as an action of its own;
+#: ``CTERelationRef`` reads a ``CTERelationDef`` of the same plan, whose leaves are read there.
 NO_DATASET = frozenset({
     "LocalRelation", "OneRowRelation", "Range", "UnresolvedRelation",
-    "ResolvedIdentifier", "ResolvedNamespace", "ResolvedTable", "StreamingExecutionRelation", "InMemoryRelation",
+    "ResolvedIdentifier", "ResolvedNamespace", "ResolvedTable", "InMemoryRelation",
+    "CommandResult", "CTERelationRef",
 })

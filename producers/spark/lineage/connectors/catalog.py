@@ -1,26 +1,36 @@
-"""Session catalog tables: CTAS / ``saveAsTable`` of data source tables, ``CREATE TABLE``, and Hive tables.
+"""Session catalog tables: CTAS / ``saveAsTable`` of data source tables, ``CREATE TABLE``, Hive tables, and views.
 
 Hive-format tables (``STORED AS``) of Parquet or ORC are read and written by Spark's own file
 sources once ``spark.sql.hive.convertMetastore*`` converts them (``LogicalRelation`` and
 ``InsertIntoHadoopFsRelationCommand``, handled in ``files``/``v1``); other formats stay
 ``HiveTableRelation`` and ``InsertIntoHiveTable``, handled here. Either way the dataset's format is
 the storage format (``textfile``, ``parquet``, ...), not the provider name ``hive``.
+
+A persisted view (``CREATE [OR REPLACE] VIEW``, ``ALTER VIEW ... AS``) is a dataset of its own, named as
+a table is by its catalog name, without a location: namespace the catalog's, name ``db.view``, and a
+``TABLE`` symlink of the same name, so that consumers name it as they name tables. Its inputs and column
+lineage are those of its query. A later read of it is an input named as the view (``View`` of the
+analyzed plan), not as what it reads. Temporary views name no dataset: a read of one names what it reads.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 from typing import Any
 
-from lineagewire.schemas.events import Dataset, dataset
+from lineagewire.schemas.events import Dataset, SchemaField, dataset
 
-from ..context import Extraction, column_names, dict_or_none
+from ..context import Extraction, column_names, dict_or_none, table_name
 from ..jvm import option, scala_map
 from ..naming import file_dataset_id
 from ..plan import PlanNode
 from ..schema import fields_of_struct_json
 
-__all__ = ["create_data_source_table_as_select", "create_hive_table_as_select", "create_table",
-           "hive_format", "hive_table_relation", "insert_into_hive_table"]
+__all__ = ["alter_view_as", "create_data_source_table_as_select", "create_hive_table_as_select", "create_table",
+           "create_view", "hive_format", "hive_table_relation", "insert_into_hive_table", "view_relation"]
+
+log = logging.getLogger(__name__)
 
 #: Hive InputFormat class (end of its name) -> storage format.
 _HIVE_INPUT_FORMATS = {
@@ -129,3 +139,69 @@ def hive_table_relation(ctx: Extraction, node: PlanNode) -> list[Dataset]:
     jtable = ctx.j(node).tableMeta()
     return [dataset(*file_dataset_id(str(jtable.location())), format=_jvm_format(jtable),
                     fields=ctx.fields_of(node), symlinks=ctx.symlinks(meta))]
+
+
+# -- views ---------------------------------------------------------------------------------------------
+
+
+def _view(ctx: Extraction, name: str, fields: list[SchemaField], **kw: Any) -> Dataset:
+    return dataset(ctx.catalog_namespace(), name, fields=fields, symlinks=[ctx.table_symlink(name)],
+                   dataset_type="VIEW", **kw)
+
+
+def view_relation(ctx: Extraction, node: PlanNode) -> list[Dataset]:
+    """Input: a read of a persisted view (``View``, ``isTempView=false``), named as the view."""
+    desc = dict_or_none(node.fields.get("desc")) or {}
+    schema = desc.get("schema")
+    fields = fields_of_struct_json(schema) if isinstance(schema, dict) else ctx.fields_of(node)
+    return [_view(ctx, table_name(desc), fields)]
+
+
+def create_view(ctx: Extraction, node: PlanNode) -> None:
+    """``CreateViewCommand``: ``CREATE [OR REPLACE] VIEW`` (a temporary view's creation names no dataset)."""
+    query = node.nested.get("plan")
+    kind = str((dict_or_none(node.fields.get("viewType")) or {}).get("object", ""))
+    if not kind.endswith(".PersistedView$"):  # LocalTempView$, GlobalTempView$: transparent
+        if query is not None:
+            ctx.mark_target(query)
+        return
+    _view_output(ctx, node, query, "CreateOrReplaceView" if node.fields.get("replace") is True else "CreateView")
+
+
+def alter_view_as(ctx: Extraction, node: PlanNode) -> None:
+    """``AlterViewAsCommand``: ``ALTER VIEW v AS SELECT ...`` (of a temporary view: no dataset)."""
+    query = node.nested.get("query")
+    ctx.deadline.check_essential("looking up whether the view altered is temporary")
+    if bool(ctx.session().sessionState().catalog().isTempView(ctx.j(node).name())):
+        if query is not None:
+            ctx.mark_target(query)
+        return
+    _view_output(ctx, node, query, "AlterViewAs")
+
+
+def _view_output(ctx: Extraction, node: PlanNode, query: PlanNode | None, operation: str) -> None:
+    name = table_name({"identifier": dict_or_none(node.fields.get("name")) or {}})
+    text = node.fields.get("originalText")
+    text = text if isinstance(text, str) else None
+    fields, kept = _view_in_catalog(ctx, node)
+    if node.fields.get("allowExisting") is True and kept is not None and kept != text:
+        # CREATE VIEW IF NOT EXISTS of a view that existed: the statement changed nothing.
+        if query is not None:
+            ctx.mark_target(query)
+        return
+    if not fields:  # the view is not in the catalog (a failed action): the query's columns
+        fields = ctx.query_fields(query, None)
+    ds = _view(ctx, name, fields, operation=operation, view_sql=text)
+    ctx.add_output(ds, query, [f["name"] for f in fields] or None)
+
+
+def _view_in_catalog(ctx: Extraction, node: PlanNode) -> tuple[list[SchemaField], str | None]:
+    """The view's columns as the catalog keeps them once the command ran (the names the statement gave,
+    ``CREATE VIEW v (a, b) AS ...``, and their comments, which the plan JSON leaves null), and its SQL text."""
+    ctx.deadline.check_essential("looking up the view's columns")
+    try:
+        jtable = ctx.session().sessionState().catalog().getTableMetadata(ctx.j(node).name())
+        return fields_of_struct_json(json.loads(str(jtable.schema().json()))), option(jtable.viewText())
+    except Exception:  # noqa: BLE001 - e.g. CREATE VIEW failed: there is no view to look up
+        log.debug("view not in the catalog", exc_info=True)
+        return [], None

@@ -40,7 +40,7 @@ def version_after_write(ctx: Extraction, path: str) -> str | None:
     try:
         from pyspark import SparkContext
 
-        jvm = SparkContext._jvm
+        jvm: Any = SparkContext._jvm
         # forTable returns the DeltaLog this JVM just committed through: its snapshot is the new version.
         delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(session, path)
         return str(delta_log.unsafeVolatileSnapshot().version())

@@ -38,7 +38,7 @@ def hadoop_fs_relation(ctx: Extraction, node: PlanNode, relation: Any, catalog_t
     properties: dict[str, str] = {}
     simple = facts[0] if facts is not None else None
     if fmt is None:
-        file_format = relation.fileFormat() if facts is None else None
+        file_format: Any = relation.fileFormat() if facts is None else None
         if simple is None:
             simple = str(file_format.getClass().getSimpleName())
         # Delta's file format is a Parquet format (short name 'parquet'); its index knows the version read.

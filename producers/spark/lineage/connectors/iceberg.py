@@ -9,7 +9,8 @@ table's location (``file`` + folder for a Hadoop catalog in a local folder); a `
 it in its catalog, ``{namespace}.{table}`` in the catalog's own namespace (the warehouse URI for a
 Hadoop catalog, ``hive://host:port`` for a Hive one, the catalog's URI for a REST one). The Spark-side
 catalog name (``spark.sql.catalog.<name>``) is not part of it: it is a per-session alias, and two jobs
-may call one warehouse differently.
+may call one warehouse differently. It goes into ``properties["catalog"]``, as openlineage-spark's catalog
+facet names it: DataHub names Iceberg tables by catalog (its platform instance).
 
 The snapshot id goes into ``properties["version"]`` (as openlineage-spark's dataset version): for a
 read, the snapshot the scan planned (time travel included); for a write, the table's snapshot once the
@@ -123,15 +124,16 @@ def iceberg_datasets(ctx: Extraction, node: PlanNode | None, table: Any, fields:
     ctx.deadline.check_essential("looking up the Iceberg table's location")
     location = str(table.table().location())
     symlinks: list[Symlink] = []
+    properties: dict[str, str] = {}
     if catalog is not None and ident is not None:
         name = ".".join([*(str(n) for n in ident.namespace()), str(ident.name())])
-        symlinks = [{"namespace": catalog_namespace(ctx, str(catalog.name())), "name": name, "type": "TABLE"}]
+        properties["catalog"] = str(catalog.name())
+        symlinks = [{"namespace": catalog_namespace(ctx, properties["catalog"]), "name": name, "type": "TABLE"}]
     if not write:
         # A scan that needs Iceberg's metadata columns (a MERGE's ``_file``, ``_pos``) adds them to the
         # relation's output: the dataset's schema is the table's.
         columns = {f.get("name") for f in json.loads(str(table.schema().json())).get("fields", [])}
         fields = [f for f in fields if f["name"] in columns]
-    properties: dict[str, str] = {}
     try:
         if write:
             version = version_written(table)

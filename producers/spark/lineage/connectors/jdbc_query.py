@@ -15,6 +15,7 @@ lineage, and ``QueryLineage.problem`` says why.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 from ..columns import IDENTITY, Trans, combine
 
@@ -23,6 +24,8 @@ __all__ = ["Columns", "QueryLineage", "Source", "dialect_of", "query_lineage"]
 #: A source column: (table as the query names it, column).
 Source = tuple[str, str]
 Columns = dict[Source, set[Trans]]
+#: a derived table (a subquery or CTE): its output names and, for each, the columns it comes from
+_Derived = tuple[list[str], list[Columns]]
 
 #: JDBC URL subprotocol -> sqlglot dialect (None: sqlglot's own, ANSI-like, for Derby, H2, DB2, ...).
 _DIALECTS = {"postgresql": "postgres", "mysql": "mysql", "mariadb": "mysql", "sqlserver": "tsql",
@@ -118,13 +121,13 @@ class _Walker:
             for cte in with_.expressions:
                 ctes[cte.alias_or_name.lower()] = self.query(cte.this, ctes)
         if isinstance(node, exp.SetOperation):
-            names, left = self.query(node.left, ctes)
+            left_names, left = self.query(node.left, ctes)
             _, right = self.query(node.right, ctes)
             if len(left) != len(right):
                 raise _Unresolved("the branches of a set operation have different numbers of columns")
             for mine, theirs in zip(left, right, strict=True):
                 _merge(mine, theirs)
-            return names, left
+            return left_names, left
         if not isinstance(node, exp.Select):
             raise _Unresolved(f"a {type(node).__name__} in the query is not supported")
         scope_ctes = ctes
@@ -174,7 +177,7 @@ class _Select:
         source = self.scope[alias]
         if isinstance(source, str):
             return {(source, column): {IDENTITY}}
-        names, columns = source  # type: ignore[misc]
+        names, columns = cast(_Derived, source)
         for name, sources in zip(names, columns, strict=True):
             if name.lower() == column.lower():
                 return {k: set(v) for k, v in sources.items()}
@@ -248,7 +251,7 @@ class _Select:
         if isinstance(source, str):
             # The columns Spark got are the table's, in order: * copies each.
             return [(n, {(source, n): {IDENTITY}}) for n in self.walker.output_names]
-        names, columns = source  # type: ignore[misc]
+        names, columns = cast(_Derived, source)
         return list(zip(names, columns, strict=True))
 
     def _visit(self, e: object, out: Columns, *, agg: bool, cond: bool, root: bool) -> None:
@@ -256,11 +259,10 @@ class _Select:
 
         assert isinstance(e, exp.Expression)
         if isinstance(e, exp.Column):
-            if isinstance(e.this, exp.Star):
-                return
-            kind: Trans = (("INDIRECT", "CONDITIONAL", False) if cond else ("DIRECT", "AGGREGATION", False)
-                           if agg else IDENTITY if root else TRANSFORMATION)
-            _merge(out, self.resolve(e), kind)
+            if not isinstance(e.this, exp.Star):
+                kind: Trans = (("INDIRECT", "CONDITIONAL", False) if cond else ("DIRECT", "AGGREGATION", False)
+                               if agg else IDENTITY if root else TRANSFORMATION)
+                _merge(out, self.resolve(e), kind)
             return
         if isinstance(e, exp.Subquery | exp.Select):
             for sources, _ in self._reads(e):
@@ -275,20 +277,15 @@ class _Select:
         if isinstance(e, exp.Paren | exp.Alias):
             self._visit(e.this, out, agg=agg, cond=cond, root=root)
             return
-        agg = agg or isinstance(e, exp.AggFunc)
-        conditions: set[int] = set()
-        values: set[int] = set()
-        if isinstance(e, exp.Case):
-            # CASE x WHEN ... compares x: a condition too.
-            for child in [e.this, *(i.this for i in e.args.get("ifs") or [])]:
-                if child is not None:
-                    conditions.add(id(child))
-            values = {id(i.args.get("true")) for i in e.args.get("ifs") or []} | {id(e.args.get("default"))}
-        elif isinstance(e, exp.If):
-            conditions = {id(e.this)}
-            values = {id(e.args.get("true")), id(e.args.get("false"))}
+        self._visit_children(e, out, agg=agg or isinstance(e, exp.AggFunc), cond=cond, root=root)
+
+    def _visit_children(self, e: Any, out: Columns, *, agg: bool, cond: bool, root: bool) -> None:
+        """Any other expression: its children, a CASE's or IF's conditions as conditions; only a picked
+        value (a CASE branch's or IF's result) keeps ``root`` (the value flows through as it is)."""
+        from sqlglot import exp
+
+        conditions, values, branches = _choice(e)
         picks = isinstance(e, exp.Case | exp.If)
-        branches = {id(i) for i in e.args.get("ifs") or []} if isinstance(e, exp.Case) else set()
         for child in _children(e):
             if id(child) in branches:  # a CASE branch: its condition and its value
                 self._visit(child.this, out, agg=agg, cond=True, root=False)
@@ -299,7 +296,23 @@ class _Select:
                         root=root and picks and id(child) in values and not is_cond)
 
 
-def _children(e: object) -> list[object]:
+def _choice(e: object) -> tuple[set[int], set[int], set[int]]:
+    """The ids of a CASE's or IF's conditions, of its values, and of a CASE's branches (empty for anything
+    else)."""
+    from sqlglot import exp
+
+    if isinstance(e, exp.Case):
+        ifs = e.args.get("ifs") or []
+        # CASE x WHEN ... compares x: a condition too.
+        conditions = {id(child) for child in [e.this, *(i.this for i in ifs)] if child is not None}
+        values = {id(i.args.get("true")) for i in ifs} | {id(e.args.get("default"))}
+        return conditions, values, {id(i) for i in ifs}
+    if isinstance(e, exp.If):
+        return {id(e.this)}, {id(e.args.get("true")), id(e.args.get("false"))}, set()
+    return set(), set(), set()
+
+
+def _children(e: object) -> list[Any]:
     from sqlglot import exp
 
     assert isinstance(e, exp.Expression)

@@ -1,18 +1,32 @@
-"""Files behind RDDs: a DataFrame built from an RDD (``createDataFrame(rdd)``, ``rdd.toDF()``).
+"""Datasets behind RDDs: a DataFrame built from an RDD (``createDataFrame(rdd)``, ``rdd.toDF()``).
 
-The plan ends at a ``LogicalRDD`` (PySpark) or ``ExternalRDD`` (a Dataset of JVM objects). The files
-are found by walking the RDD's dependencies on the JVM in one call: ``RDD.toDebugString`` prints the
-whole chain (through shuffles and PySpark's own RDDs), one RDD per line as ``name Class[id] at
-method at site``. The RDDs that read files (``HadoopRDD`` for ``textFile``/``hadoopFile``,
-``NewHadoopRDD`` for ``newAPIHadoopFile``, ``WholeTextFileRDD``, ``BinaryFileRDD``) are named by
-SparkContext after the path they read (a comma-separated list when several). An RDD of in-memory
-data (``parallelize``) names no dataset.
+The plan ends at a ``LogicalRDD`` (PySpark) or ``ExternalRDD`` (a Dataset of JVM objects). What the RDD
+read is found by walking its dependencies on the JVM in one call (``PlanJson.rddInputs``, as
+openlineage-spark's ``Rdds`` / ``RddDatasetInfoExtractor`` do), down to the RDDs that read:
+
+- ``FileScanRDD``, under ``df.rdd`` of a file source: the folder of each file it reads, less its
+  partition folders (``k=v``), which is the root path a direct read names, so a Parquet folder read
+  through ``df.rdd`` is the same dataset as the folder read directly. Its read schema gives the columns:
+  every column of the new DataFrame derives from every column read (``TRANSFORMATION``: the Python
+  function in between is opaque, as for ``mapInPandas``).
+- ``DataSourceRDD`` over file partitions (a V2 file source): the folders, as above; the RDD does not say
+  which columns it reads, so there is no column lineage through it, and the result says so.
+- ``HadoopRDD`` / ``NewHadoopRDD`` (``textFile``, ``hadoopFile``, ``newAPIHadoopFile``,
+  ``WholeTextFileRDD``, ``BinaryFileRDD``): the input paths. ``RDD.toDebugString`` prints the chain one
+  RDD per line as ``name Class[id] at method at site``, and SparkContext names these RDDs after the
+  path they read: the creating method (``properties.rdd``) and format come from there. Their records
+  are parsed, not columns of the files: no column lineage.
+- An RDD of in-memory data (``parallelize``, which PySpark's ``createDataFrame`` of rows uses, an empty
+  RDD) reads no dataset: it is fully traced and names none.
+- Any other RDD without dependencies (a connector's own RDD, a checkpoint of unknown origin) or a
+  ``DataSourceRDD`` partition that is not a file (Kafka, Iceberg) cannot be traced: the result is
+  incomplete, naming its class.
 
 A ``LogicalRDD`` cut from a plan that named its sources (``checkpoint()``, ``localCheckpoint()``,
 a ``foreachBatch`` micro-batch) reports that plan's inputs and column lineage instead: see ``origins``.
 
-Why not a hand-written walk over ``dependencies()``: that is one py4j round trip per RDD and per
-dependency; the debug string is one, and Spark writes it from the same dependency graph.
+Without lineagewire's compiled JVM classes only the debug string is read (one call): the Hadoop RDDs'
+files are named, and an RDD class outside ``TRACEABLE_WITHOUT_JVM`` makes the result incomplete.
 """
 
 from __future__ import annotations
@@ -22,11 +36,14 @@ import re
 from lineagewire.schemas.events import Dataset, dataset
 
 from .. import origins
+from ..columns import Sources, Trans
 from ..context import Extraction
 from ..naming import file_dataset_id
 from ..plan import PlanNode
+from ..schema import fields_of_struct_json
 
-__all__ = ["FILE_METHODS", "FILE_RDDS", "files_in_debug_string", "rdd_relation"]
+__all__ = ["FILE_METHODS", "FILE_RDDS", "IN_MEMORY_RDDS", "TRACEABLE_WITHOUT_JVM", "files_in_debug_string",
+           "rdd_relation"]
 
 #: RDD classes that read files -> the dataset format they imply (None: any Hadoop InputFormat).
 FILE_RDDS = {"HadoopRDD": None, "NewHadoopRDD": None, "WholeTextFileRDD": "text", "BinaryFileRDD": "binaryFile"}
@@ -34,6 +51,19 @@ FILE_RDDS = {"HadoopRDD": None, "NewHadoopRDD": None, "WholeTextFileRDD": "text"
 #: under it (wholeTextFiles names its map over an unnamed WholeTextFileRDD).
 FILE_METHODS = {"textFile": "text", "wholeTextFiles": "text", "binaryFiles": "binaryFile", "hadoopFile": None,
                 "newAPIHadoopFile": None, "sequenceFile": "sequencefile", "objectFile": "sequencefile"}
+
+#: Leaf RDDs of in-memory data: they read no dataset.
+IN_MEMORY_RDDS = frozenset({"ParallelCollectionRDD", "EmptyRDD"})
+#: RDD classes whose inputs the debug string alone accounts for: the Hadoop RDDs (named after their paths),
+#: in-memory data, and Spark's and PySpark's RDDs that only pass on their parents' rows.
+TRACEABLE_WITHOUT_JVM = frozenset({
+    *FILE_RDDS, *IN_MEMORY_RDDS, "MapPartitionsRDD", "PythonRDD", "PairwiseRDD", "ShuffledRDD", "UnionRDD",
+    "PartitionerAwareUnionRDD", "CoalescedRDD", "CartesianRDD", "ZippedPartitionsRDD2", "ZippedPartitionsRDD3",
+    "ZippedPartitionsRDD4", "CoGroupedRDD", "SubtractedRDD", "PartitionPruningRDD", "ZippedWithIndexRDD",
+    "SQLExecutionRDD",
+})
+#: How a column of the DataFrame derives from each column an RDD read: the functions between are opaque.
+_OPAQUE: Trans = ("DIRECT", "TRANSFORMATION", False)
 
 _LINE = re.compile(r"^[\s|+\-]*(?:\(\d+\)\s+)?(?:(?P<name>\S.*?)\s+)?(?P<cls>\w+)\[\d+\] at (?P<method>\w+) at ")
 
@@ -57,8 +87,8 @@ def files_in_debug_string(text: str) -> list[tuple[str, str, str | None]]:
 
 
 def rdd_relation(ctx: Extraction, node: PlanNode) -> list[Dataset]:
-    """Input: ``LogicalRDD`` / ``ExternalRDD``: the origin's inputs (checkpoint, foreachBatch), else the files
-    the RDD chain read, if any."""
+    """Input: ``LogicalRDD`` / ``ExternalRDD``: the origin's inputs (checkpoint, foreachBatch), else what the
+    RDD chain read (see the module's doc)."""
     if node.simple == "LogicalRDD":
         key = tuple(a.expr_id for a in ctx.graph.output(node))
         origin = origins.find(key)
@@ -73,9 +103,55 @@ def rdd_relation(ctx: Extraction, node: PlanNode) -> list[Dataset]:
             ctx.add_leaf_sources(node, origin.columns, origin.indirect)
             return origin.datasets()
     ctx.deadline.check_essential("walking the RDD dependencies")
-    text = str(ctx.j(node).rdd().toDebugString())
+    jrdd = ctx.j(node).rdd()
+    found = ctx.jvm.rdd_inputs(jrdd) if ctx.jvm is not None else None
+    if found is None:
+        return _without_jvm_classes(ctx, node, str(jrdd.toDebugString()))
+    leaves, _, debug = found.partition("\x1e")
+    datasets = _hadoop_files(ctx, node, debug)
+    named = {(d["namespace"], d["name"]) for d in datasets}
+    sources: Sources = {}
+    for line in leaves.splitlines():
+        kind, cls, schema, paths = [*line.split("\t"), "", "", ""][:4]
+        simple = cls.rsplit(".", 1)[-1]
+        if kind in ("scan", "source", "hadoop"):
+            fields = fields_of_struct_json(schema) if schema else []
+            for path in filter(None, paths.split("\x1f")):
+                ident = file_dataset_id(path)
+                if ident in named:
+                    continue
+                named.add(ident)
+                datasets.append(dataset(*ident, format=FILE_RDDS.get(simple), fields=fields,
+                                        boundedness=ctx.boundedness(node), properties={"rdd": simple}))
+                for f in fields:
+                    sources[(*ident, f["name"])] = {_OPAQUE}
+            if kind == "source":
+                ctx.mark_incomplete(f"{node.simple}: the RDD reads files through {simple}, which does not say "
+                                    "which columns it reads: no column lineage from them")
+        elif kind == "partition":
+            ctx.mark_incomplete(f"{node.simple}: the RDD reads input partitions of class {cls}, a data source "
+                                "lineagewire does not name")
+        elif simple not in IN_MEMORY_RDDS:
+            ctx.mark_incomplete(f"{node.simple}: the RDD reads through {cls}, whose input lineagewire cannot trace")
+    if sources:
+        ctx.add_leaf_sources(node, [sources] * len(ctx.graph.output(node)), {})
+    return datasets
+
+
+def _hadoop_files(ctx: Extraction, node: PlanNode, debug_string: str) -> list[Dataset]:
     # The DataFrame's columns are parsed from the files' records, not columns of the files: the
     # 'rdd' property keeps them out of column lineage.
     return [dataset(*file_dataset_id(path), format=fmt, boundedness=ctx.boundedness(node),
                     properties={"rdd": method})
-            for path, method, fmt in files_in_debug_string(text)]
+            for path, method, fmt in files_in_debug_string(debug_string)]
+
+
+def _without_jvm_classes(ctx: Extraction, node: PlanNode, debug_string: str) -> list[Dataset]:
+    """The Hadoop RDDs' files from the debug string alone; incomplete if the chain has an RDD class that only
+    the JVM walk can look into."""
+    unknown = sorted({m.group("cls") for m in map(_LINE.match, debug_string.splitlines())
+                      if m is not None and m.group("cls") not in TRACEABLE_WITHOUT_JVM})
+    if unknown:
+        ctx.mark_incomplete(f"{node.simple}: the RDD goes through {', '.join(unknown)}, which only lineagewire's "
+                            "compiled JVM classes can trace (not compiled yet: a JDK's javac is needed)")
+    return _hadoop_files(ctx, node, debug_string)

@@ -65,7 +65,7 @@ def relation_datasets(ctx: Extraction, node: PlanNode, relation: Any, catalog_ta
         handler = _by_class(RELATIONS, str(jcls.getSuperclass().getName()))
     if handler is None:
         raise LookupError(f"relation class {cls} is not supported")
-    return handler(ctx, node, relation, catalog_table, fields, ctx.symlinks(catalog_table))  # type: ignore[no-any-return]
+    return handler(ctx, node, relation, catalog_table, fields, ctx.symlinks(catalog_table))
 
 
 def logical_relation(ctx: Extraction, node: PlanNode) -> list[Dataset]:

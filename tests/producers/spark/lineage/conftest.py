@@ -18,6 +18,8 @@ import pytest
 
 from lineagewire.producers.spark.lineage import ActionLineage, extract_action_lineage
 
+from ..listening import query_listener
+
 
 def _shipped_budget_s() -> float:
     from lineagewire.producers.spark.config import EmitterConfig
@@ -101,16 +103,8 @@ def jvm_writer(spark: Any) -> None:
 
 @pytest.fixture
 def capture(spark: Any, jvm_writer: None) -> Iterator[Capture]:
-    from pyspark.java_gateway import ensure_callback_server_started
-
-    ensure_callback_server_started(spark.sparkContext._gateway)
-    listener = Capture(spark)
-    manager = spark._jsparkSession.listenerManager()
-    manager.register(listener)
-    try:
+    with query_listener(spark, Capture(spark)) as listener:
         yield listener
-    finally:
-        manager.unregister(listener)
 
 
 def collect(df: Any) -> list[Any]:

@@ -46,6 +46,28 @@ def hive_tables(spark: Any, capture: Any, folder: pathlib.Path) -> dict[str, Any
     return out
 
 
+def _view(r: Any) -> bool:
+    return r.plan_node in ("CreateViewCommand", "AlterViewAsCommand")
+
+
+@scenario
+def hive_views(spark: Any, capture: Any, folder: pathlib.Path) -> dict[str, Any]:
+    spark.sql("CREATE TABLE hv_vsrc (id INT, name STRING) STORED AS TEXTFILE")
+    spark.sql("INSERT INTO hv_vsrc VALUES (1, 'a'), (2, 'b')")
+    spark.sql("CREATE TABLE hv_vout (id INT, uname STRING) STORED AS TEXTFILE")
+    out = {}
+    out["create"] = capture.run(lambda: spark.sql(
+        "CREATE VIEW hv_v AS SELECT id, upper(name) AS uname FROM hv_vsrc WHERE id > 0"), _view)
+    out["replace"] = capture.run(lambda: spark.sql(
+        "CREATE OR REPLACE VIEW hv_v AS SELECT id, name AS uname FROM hv_vsrc"), _view)
+    out["alter"] = capture.run(lambda: spark.sql("ALTER VIEW hv_v AS SELECT id, lower(name) AS uname FROM hv_vsrc"),
+                               _view)
+    out["read"] = capture.run(lambda: spark.sql("INSERT OVERWRITE TABLE hv_vout SELECT * FROM hv_v"),
+                              _node("InsertIntoHiveTable"))
+    out["temporary"] = capture.run(lambda: spark.sql("CREATE TEMPORARY VIEW hv_tv AS SELECT * FROM hv_vsrc"), _view)
+    return out
+
+
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory) -> Scenarios:
     return Scenarios.run(__name__, "hive", tmp_path_factory.mktemp("hive"))
@@ -115,3 +137,30 @@ def test_insert_overwrite_partition_of_a_converted_parquet_table_and_its_read(re
     (back,) = read.inputs
     _warehouse_table(back, "hv_ppart")
     assert back["format"] == "parquet"
+
+
+def test_views_in_the_hive_metastore_are_outputs_and_their_reads_name_them(results: Scenarios) -> None:
+    views = results["hive_views"]
+    for key, operation, text in (
+            ("create", "CreateView", "SELECT id, upper(name) AS uname FROM hv_vsrc WHERE id > 0"),
+            ("replace", "CreateOrReplaceView", "SELECT id, name AS uname FROM hv_vsrc"),
+            ("alter", "AlterViewAs", "SELECT id, lower(name) AS uname FROM hv_vsrc")):
+        result = views[key]
+        assert result.complete, (key, result.incomplete_reason)
+        (view,) = result.outputs
+        (link,) = view["symlinks"]
+        # No location: named by the catalog's namespace (the metastore's warehouse here) and its name.
+        assert (view["namespace"], view["name"]) == (link["namespace"], "default.hv_v") and link["type"] == "TABLE"
+        assert link["namespace"].startswith("file:") and link["namespace"].endswith("/warehouse")
+        assert (view["dataset_type"], view["operation"], view["view_sql"]) == ("VIEW", operation, text)
+        assert [(f["name"], f["type"]) for f in view["fields"]] == [("id", "int"), ("uname", "string")]
+        (src,) = result.inputs
+        _warehouse_table(src, "hv_vsrc")
+        assert inputs_of(result, "uname")["name"] == {("DIRECT", "IDENTITY" if key == "replace" else "TRANSFORMATION")}
+    read = views["read"]
+    assert read.complete, read.incomplete_reason
+    (src,) = read.inputs
+    assert (src["name"], src["dataset_type"]) == ("default.hv_v", "VIEW")
+    assert inputs_of(read, "uname") == {"uname": {("DIRECT", "IDENTITY")}}
+    temporary = views["temporary"]
+    assert (temporary.outputs, temporary.inputs, temporary.complete) == ([], [], True)

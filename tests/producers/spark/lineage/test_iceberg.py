@@ -108,10 +108,12 @@ def _only_output(result: Any) -> dict[str, Any]:
 
 def _is_table(ds: dict[str, Any], warehouse: pathlib.Path, table: str = "t") -> None:
     """Named by its location (a folder of the Hadoop catalog's warehouse), with a TABLE symlink `db.<table>`
-    in the warehouse's namespace, as openlineage-spark names a Hadoop catalog's table."""
+    in the warehouse's namespace, as openlineage-spark names a Hadoop catalog's table; the Spark catalog's name
+    in ``properties["catalog"]`` (DataHub's platform instance of Iceberg tables)."""
     assert (ds["namespace"], ds["name"]) == ("file", str(warehouse / "db" / table)), ds
     (link,) = ds["symlinks"]
     assert link == {"namespace": f"file:{warehouse}", "name": f"db.{table}", "type": "TABLE"}
+    assert ds["properties"]["catalog"] == "ice"
 
 
 def test_write_to_create_names_the_table_and_its_first_snapshot(results: dict[str, Any], snapshots: list[str],

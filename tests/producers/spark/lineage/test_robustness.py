@@ -9,6 +9,7 @@ import pytest
 
 from lineagewire.producers.spark.lineage import ActionLineage, extract_action_lineage
 
+from ..listening import query_listener
 from .conftest import Capture
 
 
@@ -48,18 +49,10 @@ def test_malformed_plan_json_is_reported_not_raised(text: str) -> None:
 
 @pytest.mark.spark
 def test_exhausted_budget_returns_partial_result_with_reason(spark: Any, tmp_path: pathlib.Path) -> None:
-    from pyspark.java_gateway import ensure_callback_server_started
-
-    ensure_callback_server_started(spark.sparkContext._gateway)
-    zero = Capture(spark, budget_s=0.0)
-    manager = spark._jsparkSession.listenerManager()
-    manager.register(zero)
-    try:
+    with query_listener(spark, Capture(spark, budget_s=0.0)) as zero:
         df = spark.createDataFrame([(1, "a")], "id int, name string")
         result = zero.run(lambda: df.write.parquet(str(tmp_path / "out")),
                           lambda r: r.plan_node == "InsertIntoHadoopFsRelationCommand")
-    finally:
-        manager.unregister(zero)
     assert not result.complete
     assert "time budget of 0 ms exceeded" in (result.incomplete_reason or "")
     assert result.column_lineage == []
