@@ -2,6 +2,7 @@
 
     .venv/bin/python -m bench.emitter [--actions 50] [--rounds 15] [--variants emitter,...]
                                       [--bootstrap-servers HOST:PORT]
+    .venv-spark35/bin/python -m bench.emitter ...   # the same on PySpark 3.5 (tests/spark_line.sh 3.5 --setup-only)
 
 (a) overhead: a workload of ``--actions`` short SQL actions (aggregations,
     joins, writes to the noop sink) run without and with the emitter (kafka
@@ -43,8 +44,17 @@ from bench._common import percentile, save
 from lineagewire.config import Settings
 from lineagewire.kafka.topics import TopicSpec, create_topics, delete_topics
 
-#: openlineage-spark's newest release on Maven Central (checked 2026-11-23), for Scala 2.13 (Spark 4).
-OPENLINEAGE_SPARK = "io.openlineage:openlineage-spark_2.13:1.53.0"
+#: openlineage-spark's newest release on Maven Central (checked 2026-11-23), built for the Scala of the installed
+#: PySpark's jars (2.13 on Spark 4, 2.12 on 3.5).
+OPENLINEAGE_SPARK = "io.openlineage:openlineage-spark_{scala}:1.53.0"
+
+
+def _scala_binary() -> str:
+    """'2.12' or '2.13': the Scala of the installed PySpark's jars (before any session exists)."""
+    import pyspark
+
+    jar = next((pathlib.Path(pyspark.__file__).parent / "jars").glob("scala-library-*.jar"))
+    return ".".join(jar.stem.removeprefix("scala-library-").split(".")[:2])
 OPENLINEAGE_LISTENER = "io.openlineage.spark.agent.OpenLineageSparkListener"
 #: Maven Central only, as the tests resolve Spark packages.
 IVY_SETTINGS = pathlib.Path(__file__).resolve().parents[1] / "tests" / "producers" / "ivysettings.xml"
@@ -61,7 +71,7 @@ def _session(openlineage_events: str | None = None) -> Any:
     if openlineage_events:
         # The jar only: its listener is added for the openlineage_spark runs and removed after each,
         # so the base runs in between have none (spark.extraListeners would put it under every run).
-        builder = (builder.config("spark.jars.packages", OPENLINEAGE_SPARK)
+        builder = (builder.config("spark.jars.packages", OPENLINEAGE_SPARK.format(scala=_scala_binary()))
                    .config("spark.jars.ivySettings", str(IVY_SETTINGS))
                    .config("spark.openlineage.transport.type", "file")
                    .config("spark.openlineage.transport.location", openlineage_events)
@@ -283,7 +293,8 @@ def _openlineage_summary(events: str | None) -> dict[str, Any] | None:
     if events is None:
         return None
     lines = pathlib.Path(events).read_text().splitlines() if os.path.exists(events) else []
-    return {"package": OPENLINEAGE_SPARK, "transport": "file", "events_written": len(lines)}
+    return {"package": OPENLINEAGE_SPARK.format(scala=_scala_binary()), "transport": "file",
+            "events_written": len(lines)}
 
 
 def _quietly(fn: Any, *args: Any) -> None:
@@ -334,7 +345,12 @@ def main() -> None:
             "extraction": extraction(spark, args.columns, args.calls, tmp),
             "publish": publish_rate(settings, args.events, tmp),
         }
-        save("emitter", results)
+        import pyspark
+
+        # Spark 3.5's results beside Spark 4's: bench/results/emitter-spark3.5.json
+        line = ".".join(pyspark.__version__.split(".")[:2])
+        save("emitter" if pyspark.__version__.startswith("4.") else f"emitter-spark{line}",
+             {"pyspark": pyspark.__version__, **results})
 
 
 if __name__ == "__main__":

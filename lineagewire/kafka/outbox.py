@@ -334,6 +334,10 @@ class OutboxPublisher:
     def close(self, timeout: float) -> None:
         """Deliver within ``timeout`` seconds what can be; the rest stays in the outbox for the next start."""
         deadline = time.monotonic() + timeout
+        if self._outage_said and not self._publisher.reachable(timeout=min(2.0, timeout)):
+            # The last delivery failed and the cluster still does not answer: what is left is safe in the outbox,
+            # and waiting out the timeout would only delay the exit.
+            deadline = time.monotonic()
         while time.monotonic() < deadline and (len(self.outbox) or self._inflight):
             if self._backlog and not self._inflight and self._next_try > deadline:
                 break  # the broker is down and the next attempt falls after the budget: stop waiting now

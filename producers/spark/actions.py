@@ -8,12 +8,16 @@ encode it once and split it only when it is over ``max_event_bytes``. The one
 encoding travels with the event (``EncodedEvent``), so the Kafka listener sends
 those bytes instead of encoding the event a second time.
 An action that finds the queue full still gets its event, without lineage
-and saying why, so no action goes unreported.
+and saying why, so no action goes unreported. So does every action still
+waiting or being extracted when the emitter closes: at ``shutdown``'s cut the
+extraction under way returns what it found, queued actions skip extraction,
+and at its end whatever is still unsent goes out without lineage.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -32,7 +36,7 @@ from .split import split_action_lineage
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ActionLineage", "java_error"]
+__all__ = ["ActionLineage", "failed_analysis", "java_error"]
 
 #: ``send(run, event)``: under the emitter's lock, ``numbered_parts(run, event)`` and hand them to the listeners
 Send = Callable[[Run, dict[str, Any]], None]
@@ -59,6 +63,11 @@ class ActionLineage:
         self._codec = codec or Codec()
         self._topic = topic
         self._executor = BoundedExecutor("actions", config.action_queue_size, on_exit=release_thread_connection)
+        #: set at shutdown's cut: extraction stops, what is queued goes without lineage
+        self._stop = threading.Event()
+        #: actions submitted and not yet sent, by action id: (run, func_name, duration_ns, Java exception)
+        self._unsent: dict[str, tuple[Run, str, int | None, Any]] = {}
+        self._unsent_lock = threading.Lock()
         #: actions taken from the queue, and those sent without lineage because it was full
         self.processed = 0
         self.skipped = 0
@@ -67,10 +76,12 @@ class ActionLineage:
 
     def submit(self, run: Run, func_name: str, qe: Any, duration_ns: int | None, exception: Any) -> None:
         """Queue one action for extraction; when the queue is full, send it at once without lineage."""
-        if not self._executor.submit(self._process, run, func_name, qe, duration_ns, exception):
+        action_id = str(uuid.uuid4())
+        with self._unsent_lock:
+            self._unsent[action_id] = (run, func_name, duration_ns, exception)
+        if not self._executor.submit(self._process, action_id, qe):
             self.skipped += 1
-            self.publish(run, func_name, None, duration_ns, java_error(exception) if exception else None,
-                         "action queue full: lineage not extracted")
+            self._send_once(action_id, None, "action queue full: lineage not extracted")
 
     def run_later(self, fn: Callable[..., Any], *args: Any) -> bool:
         """Run other per-action work (streaming progress) on the same worker, in order; False when full."""
@@ -78,27 +89,46 @@ class ActionLineage:
 
     # -- the worker ------------------------------------------------------------------------------
 
-    def _process(self, run: Run, func_name: str, qe: Any, duration_ns: int | None, exception: Any) -> None:
+    def _process(self, action_id: str, qe: Any) -> None:
         self.processed += 1
-        budget_s = self.config.time_budget_ms / 1000
-        error = java_error(exception) if exception is not None else None
+        with self._unsent_lock:
+            if action_id not in self._unsent:  # sent without lineage by shutdown already
+                return
+            _run, func_name, _duration_ns, exception = self._unsent[action_id]
+        self._send_once(action_id, *self._extract(func_name, qe, exception))
+
+    def _extract(self, func_name: str, qe: Any, exception: Any) -> tuple[Any, str | None]:
+        """The action's extraction result (None when there is none) and why it is incomplete, if it is."""
+        if self._stop.is_set():
+            return None, "the emitter closed before this action's lineage was extracted"
+        if exception is not None and failed_analysis(exception):
+            # Spark 4 reports a query that failed analysis (a misspelt column) as a failed "analyze" action. It
+            # has no plan to read, and asking for one only raises again (each time logged by PySpark at ERROR).
+            return None, "the query failed analysis: it has no plan to read"
         extract = _extractor()
         if extract is None:
-            self.publish(run, func_name, None, duration_ns, error, "lineage extractor unavailable")
-            return
+            return None, "lineage extractor unavailable"
+        budget_s = self.config.time_budget_ms / 1000
         started = time.perf_counter()
         try:
-            result = extract(qe, func_name, budget_s=budget_s)
+            result = extract(qe, func_name, budget_s=budget_s, stop=self._stop)
         except Exception as exc:  # noqa: BLE001 - the contract says it never raises; the job must not care
             why = self._redactor.text(repr(exc))
             log.warning("lineage extraction of %s failed: %s", func_name, why)
-            self.publish(run, func_name, None, duration_ns, error, f"lineage extraction failed: {why}")
-            return
+            return None, f"lineage extraction failed: {why}"
         elapsed = time.perf_counter() - started
-        reason = None
         if elapsed > budget_s and getattr(result, "complete", False):
-            reason = f"lineage extraction took {elapsed * 1000:.0f} ms, over the {budget_s * 1000:.0f} ms budget"
-        self.publish(run, func_name, result, duration_ns, error, reason)
+            return result, f"lineage extraction took {elapsed * 1000:.0f} ms, over the {budget_s * 1000:.0f} ms budget"
+        return result, None
+
+    def _send_once(self, action_id: str, result: Any, reason: str | None) -> None:
+        """Send a submitted action with ``result`` (None: without lineage), unless its event went out already."""
+        with self._unsent_lock:
+            found = self._unsent.pop(action_id, None)
+        if found is not None:
+            run, func_name, duration_ns, exception = found
+            self.publish(run, func_name, result, duration_ns,
+                         java_error(exception) if exception is not None else None, reason, action_id=action_id)
 
     def publish(self, run: Run, func_name: str, result: Any, duration_ns: int | None, error: ErrorInfo | None,
                 reason: str | None, *, status: str | None = None, action_id: str | None = None) -> None:
@@ -146,9 +176,37 @@ class ActionLineage:
         """Wait until the queued actions are processed; False on timeout."""
         return self._executor.drain(timeout)
 
-    def shutdown(self, timeout: float) -> bool:
-        """Process what is queued within ``timeout``, then stop the worker."""
-        return self._executor.shutdown(timeout)
+    def shutdown(self, cut: float, timeout: float) -> bool:
+        """Extract what is queued for ``cut`` seconds; then cut: the extraction under way returns what it has
+        found so far, and queued actions are sent without lineage. Past ``timeout`` seconds, every action still
+        unsent (its extraction stuck in a JVM call) is sent without lineage. False if the worker did not finish."""
+        deadline = time.monotonic() + timeout
+        if not self._executor.drain(min(cut, timeout)):
+            self._stop.set()
+        finished = self._executor.shutdown(max(0.0, deadline - time.monotonic()))
+        with self._unsent_lock:
+            left = list(self._unsent)
+        for action_id in left:
+            self._send_once(action_id, None, "the emitter closed (flush_timeout) before this action's lineage was "
+                                             "extracted")
+        return finished
+
+
+#: what Spark raises for a query it cannot analyze (ExtendedAnalysisException and others extend it)
+ANALYSIS_EXCEPTION = "org.apache.spark.sql.AnalysisException"
+
+
+def failed_analysis(exc: Any) -> bool:
+    """Whether a Java throwable (py4j object) is, or extends, Spark's AnalysisException."""
+    try:
+        cls = exc.getClass()
+        while cls is not None:
+            if str(cls.getName()) == ANALYSIS_EXCEPTION:
+                return True
+            cls = cls.getSuperclass()
+    except Exception:  # noqa: BLE001 - the JVM may be going away: extraction says what it can
+        return False
+    return False
 
 
 def java_error(exc: Any) -> ErrorInfo:

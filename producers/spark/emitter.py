@@ -61,7 +61,7 @@ from .listeners.executor import BoundedExecutor
 from .listeners.registry import load_factory
 from .parents import CONF_KEYS, orchestrator_parents
 from .runs import Run, error_info, is_cancellation
-from .streaming import StreamingRuns
+from .streaming import StreamingRuns, jvm_query
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,8 @@ class Emitter(SparkCallbacks):
                                                   registry_config=settings.registry_config()),
                                       topic=config.topic or settings.topics.jobs)
         self._streams = StreamingRuns(config.namespace, self.app_run, self._spec, heartbeat=config.heartbeat,
-                                      lock=self._lock, start=self._emit_start, end=self._end, actions=self._actions)
+                                      lock=self._lock, start=self._emit_start, end=self._end, actions=self._actions,
+                                      find_query=functools.partial(jvm_query, spark))
         self._connect = ConnectRuns(config.namespace, self.app_run, self._spec, per_session=connect_runs,
                                     lock=self._lock, start=self._emit_start, end=self._end)
         self._emit_start(self.app_run, self._spec)
@@ -232,7 +233,7 @@ class Emitter(SparkCallbacks):
         # Spark UI and event logs next to the jobs it ran.
         try:
             previous = self.spark_context.getLocalProperty(RUN_ID_PROPERTY)
-            self.spark_context.setLocalProperty(RUN_ID_PROPERTY, value)  # type: ignore[arg-type]
+            self.spark_context.setLocalProperty(RUN_ID_PROPERTY, value)
             return previous
         except Exception:  # noqa: BLE001 - a stopped context: attribution falls back to the open run
             return None
@@ -337,26 +338,29 @@ class Emitter(SparkCallbacks):
             if self._closing:
                 return
             self._closing = True
-        deadline = time.monotonic() + (self.config.flush_timeout if timeout is None else timeout)
-        hooks = getattr(self, "_hooks", None)
-        if hooks is not None:
-            # Callbacks still on Spark's bus belong to actions that ran before close(): take them first.
-            hooks.wait_for_bus(min(2.0, max(0.0, deadline - time.monotonic())))
-            hooks.remove()
-        self.closed = True
-        self._actions.shutdown(max(0.0, deadline - time.monotonic()))
+        timeout = self.config.flush_timeout if timeout is None else timeout
+        # The first half of the timeout is the actions': those still on Spark's bus, then their extraction, cut
+        # short at the half; a quarter more for the cut extraction to return. The listeners keep the rest.
+        start = time.monotonic()
+        deadline, actions_cut, actions_end = start + timeout, start + timeout / 2, start + timeout * 3 / 4
         if status is None:
             status, exit_error = process_hooks.exit_status()
             error = error or exit_error
-        with self._lock:
-            for run in reversed(self._stack):
-                self._end(run, status if status != "FINISHED" else "CANCELED",
-                          error or {"error_class": "lineagewire.RunNotEnded",
-                                    "message": "the emitter closed while this run was open", "stack_trace": None})
-            self._stack.clear()
-            self._streams.cancel_all()
-            self._connect.end_all(status, error)
-            self._end(self.app_run, status, error)
+        # A process being stopped (SIGTERM from YARN or Kubernetes, Ctrl-C) has only the grace its cluster manager
+        # gives it, 250 ms on YARN: its runs end first, and the actions go out after them in what is left.
+        stopped = status == "CANCELED"
+        if stopped:
+            self._end_all(status, error)
+        hooks = getattr(self, "_hooks", None)
+        if hooks is not None:
+            # Callbacks still on Spark's bus belong to actions that ran before close(): take them first.
+            hooks.wait_for_bus(max(0.0, actions_cut - time.monotonic()))
+            hooks.remove()
+        self.closed = True
+        now = time.monotonic()
+        self._actions.shutdown(max(0.0, actions_cut - now), max(0.0, actions_end - now))
+        if not stopped:
+            self._end_all(status, error)
         for _name, listener, executor in self._listeners:
             closer = functools.partial(_close_listener, listener, deadline)
             if not executor.submit(closer):
@@ -372,6 +376,19 @@ class Emitter(SparkCallbacks):
             process_hooks.unregister(self)
             if getattr(self.spark, "_lineagewire_emitter", None) is self:
                 self.spark._lineagewire_emitter = None
+
+    def _end_all(self, status: str, error: ErrorInfo | None) -> None:
+        """End the open ``job_run()`` blocks (CANCELED if the application FINISHED), streams, Connect sessions and
+        the application run with ``status``."""
+        with self._lock:
+            for run in reversed(self._stack):
+                self._end(run, status if status != "FINISHED" else "CANCELED",
+                          error or {"error_class": "lineagewire.RunNotEnded",
+                                    "message": "the emitter closed while this run was open", "stack_trace": None})
+            self._stack.clear()
+            self._streams.cancel_all()
+            self._connect.end_all(status, error)
+            self._end(self.app_run, status, error)
 
     def __enter__(self) -> Emitter:
         return self
@@ -395,7 +412,7 @@ def install(spark: Any, *, settings: Settings | None = None, listeners: list[str
     """Start emitting for ``spark``; the same Emitter again if one is already running on it.
 
     Arguments that are None come from ``spark.lineagewire.*`` conf keys, then
-    ``LINEAGEWIRE_*`` environment variables, then defaults (see ``config.py``).
+    ``LINEAGEWIRE_EMITTER__*`` environment variables, then defaults (see ``config.py``).
     ``listeners=[]`` starts none. Raises ``UnknownListenerError`` (listing the
     available names), ``EmitterConfigError`` or ``UnsupportedSparkError`` (a Spark before 3.5,
     ``versions.py``) before anything starts.

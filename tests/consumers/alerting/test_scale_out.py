@@ -30,6 +30,7 @@ import yaml
 
 from lineagewire.kafka.publisher import Publisher
 from lineagewire.processes import stop_process
+from tests.helpers import wait_for
 
 from .events import RunBuilder, error
 from .receivers import HttpReceiver
@@ -94,6 +95,15 @@ def _publish(settings, events: list[dict]) -> None:  # noqa: ANN001
 def _received(receiver: HttpReceiver, path: str) -> collections.Counter[tuple[str, str, str]]:
     return collections.Counter((a["fingerprint"], a["status"], a["startsAt"])
                                for r in receiver.on(path) for a in r.json["alerts"])
+
+
+def _undelivered(db: str) -> int:
+    engine = sa.create_engine(db)
+    try:
+        with engine.connect() as c:
+            return int(c.execute(sa.text("SELECT count(*) FROM alerting_outbox WHERE state <> 'delivered'")).scalar())
+    finally:
+        engine.dispose()
 
 
 def _rows(db: str) -> dict[tuple[str, str, str], list[tuple[int, int]]]:
@@ -165,6 +175,9 @@ def _repetition(n: int, rnd: random.Random, settings, postgres, receiver: HttpRe
         expected = len(runs) + JOBS // 2
         receiver.wait(path, lambda got: len({(a["status"], a["labels"]["job"]) for r in got
                                              for a in r.json["alerts"]}) >= expected, timeout=60)
+        # A row that a killed instance sent but did not mark delivered is taken over once its claim's lease (2 s)
+        # runs out, and sent again: the fleet stops after that, not while the row is still claimed by the dead.
+        wait_for(lambda: _undelivered(db) == 0, timeout=60)
     finally:
         fleet.stop()
     got = _received(receiver, path)

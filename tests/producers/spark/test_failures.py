@@ -14,6 +14,7 @@ from lineagewire.producers.spark import (
     install,
     job_run,
 )
+from tests.helpers import wait_for
 
 pytestmark = [pytest.mark.spark]
 
@@ -81,6 +82,22 @@ def test_failing_udf_ends_the_run_failed_with_the_error(spark, make_emitter, tmp
     assert app[-1]["new_status"] == "FINISHED"
 
 
+def test_a_query_that_fails_analysis_is_a_failed_action_without_a_plan(spark, make_emitter, tmp_path) -> None:  # noqa: ANN001
+    path = tmp_path / "events.jsonl"
+    emitter = make_emitter(listeners=["file"], config={"file_path": str(path)})
+    with pytest.raises(Exception, match="nocol"), job_run(spark, "misspelt column") as run:
+        spark.sql("SELECT nocol FROM range(3)").collect()
+    emitter.close(20)
+    actions = [e for e in _read_jsonl(path) if e["header"]["run_id"] == run.run_id and _kind(e) == "ActionLineageEvent"]
+    if int(spark.version.split(".")[0]) < 4:
+        assert actions == []  # Spark 3.5 tells query listeners nothing of a query it could not analyze
+        return
+    assert [(a["action_name"], a["action_status"], a["lineage_complete"]) for a in actions] == [
+        ("analyze", "FAILED", False)]
+    assert actions[0]["incomplete_reason"] == "the query failed analysis: it has no plan to read"
+    assert "nocol" in actions[0]["error"]["message"] and actions[0]["inputs"] == []
+
+
 def test_a_raising_and_a_blocking_listener_hurt_neither_the_job_nor_the_others(spark, make_emitter,  # noqa: ANN001
                                                                                 tmp_path) -> None:
     path = tmp_path / "events.jsonl"
@@ -133,3 +150,71 @@ def test_interrupted_job_run_ends_canceled(spark, make_emitter, tmp_path) -> Non
     final = max(mine, key=lambda e: e["header"]["sequence"])
     assert (final["new_status"], final["lifecycle_state"]) == ("CANCELED", "TERMINATED")
     assert final["error"]["error_class"] == "KeyboardInterrupt"
+
+
+def test_an_action_still_being_extracted_at_close_is_sent_with_its_datasets_and_why(  # noqa: ANN001
+        spark, make_emitter, tmp_path, monkeypatch) -> None:
+    """A driver too busy to extract before ``spark.stop()`` (a YARN job's only write, on a loaded node): the
+    action's event still goes out, cut at half the flush timeout, with the datasets the extraction names."""
+    import lineagewire.producers.spark.lineage as lineage
+
+    real = lineage.extract_action_lineage
+    entered = threading.Event()
+
+    def busy_driver(qe, func_name, *, budget_s, stop):  # noqa: ANN001, ANN202
+        entered.set()
+        stop.wait(60)  # as slow as it takes: until the emitter's cut
+        return real(qe, func_name, budget_s=budget_s, stop=stop)
+
+    monkeypatch.setattr(lineage, "extract_action_lineage", busy_driver)
+    path = tmp_path / "events.jsonl"
+    emitter = make_emitter(listeners=["file"], config={"file_path": str(path), "flush_timeout": "4"})
+    out = tmp_path / "out"
+    spark.createDataFrame([(1, "a")], "id INT, name STRING").write.parquet(str(out))
+    assert entered.wait(30)
+    emitter.close()
+
+    events = _read_jsonl(path)
+    writes = [e for e in events if _kind(e) == "ActionLineageEvent" and [d["name"] for d in e["outputs"]] == [str(out)]]
+    assert len(writes) == 1, [(_kind(e), e.get("outputs")) for e in events]
+    (write,) = writes
+    assert write["lineage_complete"] is False and write["column_lineage"] == []
+    assert "the emitter closed" in write["incomplete_reason"], write["incomplete_reason"]
+    assert events.index(write) < len(events) - 1 and events[-1]["new_status"] == "FINISHED"
+
+
+def test_a_stopped_process_ends_its_run_before_it_waits_for_its_actions(  # noqa: ANN001
+        spark, make_emitter, tmp_path, monkeypatch) -> None:
+    """A driver stopped by its cluster manager (SIGTERM, then SIGKILL 250 ms later on YARN) closes CANCELED: the
+    run's end goes out first, while an action's extraction still runs; the action follows it."""
+    import lineagewire.producers.spark.lineage as lineage
+
+    real = lineage.extract_action_lineage
+    entered, release = threading.Event(), threading.Event()
+
+    def busy_driver(qe, func_name, *, budget_s, stop):  # noqa: ANN001, ANN202
+        entered.set()
+        release.wait(60)
+        return real(qe, func_name, budget_s=budget_s, stop=stop)
+
+    monkeypatch.setattr(lineage, "extract_action_lineage", busy_driver)
+    path = tmp_path / "events.jsonl"
+    emitter = make_emitter(listeners=["file"], config={"file_path": str(path), "flush_timeout": "60"})
+    out = tmp_path / "out"
+    spark.createDataFrame([(1, "a")], "id INT, name STRING").write.parquet(str(out))
+    assert entered.wait(30)
+    closing = threading.Thread(target=emitter.close, kwargs={
+        "status": "CANCELED", "error": {"error_class": "KeyboardInterrupt", "message": "terminated by signal 15",
+                                        "stack_trace": None}})
+    closing.start()
+    try:
+        wait_for(lambda: any(e.get("new_status") == "CANCELED" for e in _read_jsonl(path)), timeout=20)
+        assert closing.is_alive() and not any(_kind(e) == "ActionLineageEvent" for e in _read_jsonl(path))
+    finally:
+        release.set()
+        closing.join(60)
+    assert not closing.is_alive()
+    events = _read_jsonl(path)
+    (write,) = [e for e in events if _kind(e) == "ActionLineageEvent"]
+    assert [d["name"] for d in write["outputs"]] == [str(out)]
+    assert events.index(write) > [e.get("new_status") for e in events].index("CANCELED")

@@ -111,3 +111,30 @@ def test_a_file_that_is_not_a_record_is_set_aside_and_the_rest_delivered(setting
     with TopicReader(settings, settings.topics.jobs, start="beginning", end="end") as reader:
         assert [m.key() for m in reader] == [b"job"]
     assert good is not None and not (folder / good.name).exists()
+
+
+def test_with_the_broker_down_close_does_not_wait_out_its_timeout_and_keeps_every_event(tmp_path) -> None:  # noqa: ANN001
+    """A job's exit while Kafka is down: the events wait in the outbox at once, instead of the process waiting
+    out the flush timeout for messages librdkafka cannot deliver."""
+    import time
+
+    from lineagewire.config import Settings
+    from tests.helpers import status_event, wait_for
+
+    folder = tmp_path / "outbox"
+    nobody = Settings(bootstrap_servers=f"127.0.0.1:{free_port()}")  # no broker listens there
+    listener = KafkaListener(nobody, Outbox(folder), topic="t.down", delivery_timeout=1)
+    codec = Codec()
+    listener.on_event(codec.decode(codec.encode(status_event(job="job", run_id="r", seq=0))))
+    wait_for(lambda: listener.failed_deliveries >= 1, timeout=30)  # the outage is known
+    for seq in (1, 2):
+        listener.on_event(codec.decode(codec.encode(status_event(job="job", run_id="r", seq=seq))))
+
+    started = time.monotonic()
+    listener.close(60)
+    assert time.monotonic() - started < 20, "close waited for a broker known to be down"
+    kept = Outbox(folder)
+    try:
+        assert sorted(codec.decode(kept.read(e)[2])["header"]["sequence"] for e in kept.pending()) == [0, 1, 2]
+    finally:
+        kept.close()

@@ -16,61 +16,49 @@ from lineagewire.producers.spark.split import split_action_lineage
 from lineagewire.schemas import Codec, action_lineage, header
 
 
-@pytest.fixture
-def env(monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path) -> pytest.MonkeyPatch:
-    """No LINEAGEWIRE_* variable and no ./lineagewire.yaml but those a test sets."""
-    import os
-
-    for name in list(os.environ):
-        if name.startswith("LINEAGEWIRE_") and name != "LINEAGEWIRE_HOME":
-            monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
-    return monkeypatch
-
-
-def test_config_precedence_arguments_then_conf_then_env_then_file(env: pytest.MonkeyPatch,
+def test_config_precedence_arguments_then_conf_then_env_then_file(clean_env: pytest.MonkeyPatch,
                                                                    tmp_path: pathlib.Path) -> None:
     (tmp_path / "lineagewire.yaml").write_text(
         "bootstrap_servers: file-host:9092\n"  # the Kafka settings' part of the same file
         "emitter:\n  namespace: file-ns\n  queue_size: 17\n  flush_timeout: 1\n  listeners: [file]\n")
-    env.setenv("LINEAGEWIRE_LISTENERS", "log")
-    env.setenv("LINEAGEWIRE_NAMESPACE", "env-ns")
-    env.setenv("LINEAGEWIRE_FLUSH_TIMEOUT", "7")
-    env.setenv("LINEAGEWIRE_TOPICS__JOBS", "someone-else's")  # a Settings variable: not the emitter's
+    clean_env.setenv("LINEAGEWIRE_EMITTER__LISTENERS", "log")
+    clean_env.setenv("LINEAGEWIRE_EMITTER__NAMESPACE", "env-ns")
+    clean_env.setenv("LINEAGEWIRE_EMITTER__FLUSH_TIMEOUT", "7")
+    clean_env.setenv("LINEAGEWIRE_TOPICS__JOBS", "someone-else's")  # a Settings variable: not the emitter's
     conf = {"spark.lineagewire.namespace": "conf-ns", "spark.lineagewire.heartbeat": "3",
             "spark.lineagewire.myplugin.url": "http://x"}  # a plugin's own key: not ours to check
     cfg = resolve_config(spark_conf=conf, config={"heartbeat": "4"}, job_name="arg-job")
     assert cfg.listeners == ["log"] and cfg.namespace == "conf-ns" and cfg.flush_timeout == 7
     assert cfg.heartbeat == 4 and cfg.job_name == "arg-job" and cfg.queue_size == 17
     assert resolve_config(listeners=[]).listeners == []
-    env.setenv("LINEAGEWIRE_LISTENERS", "")
+    clean_env.setenv("LINEAGEWIRE_EMITTER__LISTENERS", "")
     assert resolve_config().listeners == []
-    env.delenv("LINEAGEWIRE_LISTENERS")
-    env.delenv("LINEAGEWIRE_NAMESPACE")
+    clean_env.delenv("LINEAGEWIRE_EMITTER__LISTENERS")
+    clean_env.delenv("LINEAGEWIRE_EMITTER__NAMESPACE")
     assert resolve_config().listeners == ["file"] and resolve_config().namespace == "file-ns"
     (tmp_path / "lineagewire.yaml").unlink()
     assert resolve_config().listeners == ["kafka"] and resolve_config().namespace == "spark"
 
 
-def test_config_errors_name_key_and_value(env: pytest.MonkeyPatch, tmp_path: pathlib.Path) -> None:
+def test_config_errors_name_key_and_value(clean_env: pytest.MonkeyPatch, tmp_path: pathlib.Path) -> None:
     with pytest.raises(EmitterConfigError, match=r"spark\.lineagewire\.flush_timeout='soon'"):
         resolve_config(config={"flush_timeout": "soon"})
     with pytest.raises(EmitterConfigError, match=r"spark\.lineagewire\.flush_timout"):
         resolve_config(spark_conf={"spark.lineagewire.flush_timout": "1"})
-    env.setenv("LINEAGEWIRE_QUEUE_SIZE", "0")
+    clean_env.setenv("LINEAGEWIRE_EMITTER__QUEUE_SIZE", "0")
     with pytest.raises(EmitterConfigError, match=r"spark\.lineagewire\.queue_size='0'.*greater than or equal to 1"):
         resolve_config()
-    env.delenv("LINEAGEWIRE_QUEUE_SIZE")
+    clean_env.delenv("LINEAGEWIRE_EMITTER__QUEUE_SIZE")
     bad = tmp_path / "bad.yaml"
     bad.write_text("emitter:\n  flush_timout: 1\n")
-    env.setenv("LINEAGEWIRE_CONFIG", str(bad))
+    clean_env.setenv("LINEAGEWIRE_CONFIG", str(bad))
     with pytest.raises(EmitterConfigError, match=r"bad\.yaml', section 'emitter': unknown emitter setting\(s\) "
                                                  r"flush_timout; expected some of listeners"):
         resolve_config()
     bad.write_text("emitter: [1, 2\n")
-    with pytest.raises(EmitterConfigError, match=r"bad\.yaml' cannot be read as YAML"):
+    with pytest.raises(EmitterConfigError, match=r"bad\.yaml' is not valid YAML"):
         resolve_config()
-    env.setenv("LINEAGEWIRE_CONFIG", str(tmp_path / "missing.yaml"))
+    clean_env.setenv("LINEAGEWIRE_CONFIG", str(tmp_path / "missing.yaml"))
     with pytest.raises(EmitterConfigError, match=r"LINEAGEWIRE_CONFIG='.*missing\.yaml': no such file"):
         resolve_config()
 
@@ -91,8 +79,8 @@ def test_conf_snapshot_redacts_secrets_in_values_under_innocent_keys() -> None:
         "spark.lineagewire.kafka.sasl.jaas.config": 'PlainLoginModule required username="u" password="***";'}
 
 
-def test_redaction_settings_parse_and_errors_name_the_key(env: pytest.MonkeyPatch) -> None:
-    env.setenv("LINEAGEWIRE_REDACT_PATTERNS", r'["ghp_[A-Za-z0-9]{4,}", "pin (?P<secret>\\d+)"]')
+def test_redaction_settings_parse_and_errors_name_the_key(clean_env: pytest.MonkeyPatch) -> None:
+    clean_env.setenv("LINEAGEWIRE_EMITTER__REDACT_PATTERNS", r'["ghp_[A-Za-z0-9]{4,}", "pin (?P<secret>\\d+)"]')
     cfg = resolve_config(spark_conf={"spark.lineagewire.redact_keys": "signature, sig"})
     assert cfg.redact_patterns == ["ghp_[A-Za-z0-9]{4,}", r"pin (?P<secret>\d+)"]
     assert cfg.redact_keys == ["signature", "sig"]
@@ -205,7 +193,7 @@ class _CountingCodec(Codec):
         return super().encode(event, topic=topic)
 
 
-def test_an_action_event_is_encoded_once_and_its_bytes_are_what_kafka_gets(env: pytest.MonkeyPatch,
+def test_an_action_event_is_encoded_once_and_its_bytes_are_what_kafka_gets(clean_env: pytest.MonkeyPatch,
                                                                          tmp_path: pathlib.Path) -> None:
     """The size check's encoding travels with the event; the Kafka listener sends it instead of encoding again."""
     from lineagewire.config import Settings
@@ -237,7 +225,7 @@ def test_an_action_event_is_encoded_once_and_its_bytes_are_what_kafka_gets(env: 
         listener.close(0)
 
 
-def test_a_split_action_keeps_its_first_number_and_numbers_the_rest_in_order(env: pytest.MonkeyPatch) -> None:
+def test_a_split_action_keeps_its_first_number_and_numbers_the_rest_in_order(clean_env: pytest.MonkeyPatch) -> None:
     from lineagewire.producers.spark.actions import ActionLineage
 
     config = resolve_config(config={"max_event_bytes": 20_000})
@@ -249,3 +237,69 @@ def test_a_split_action_keeps_its_first_number_and_numbers_the_rest_in_order(env
     assert [p["header"]["sequence"] for p in parts] == list(range(before + 1, before + 1 + len(parts)))
     assert len({p["header"]["event_id"] for p in parts}) == len(parts)
     assert [c["field"] for p in parts for c in p["column_lineage"]] == [f"c{i}" for i in range(300)]
+
+
+class _HeldExtractor:
+    """An extraction held in a JVM call until released; ``honours_stop``: it returns at the emitter's cut,
+    with what a real extraction has by then (the datasets, no column lineage)."""
+
+    def __init__(self, *, honours_stop: bool) -> None:
+        self.honours_stop = honours_stop
+        self.entered, self.release, self.returned = threading.Event(), threading.Event(), threading.Event()
+
+    def __call__(self, qe: object, func_name: str, *, budget_s: float, stop: threading.Event) -> object:
+        from lineagewire.producers.spark.lineage import ActionLineage as Result
+
+        self.entered.set()
+        while not self.release.wait(0.01):
+            if self.honours_stop and stop.is_set():
+                break
+        result = Result(outputs=[{"namespace": "file", "name": f"/out/{qe}"}])
+        if stop.is_set():
+            result.mark_incomplete("the emitter closed 10 ms into the extraction, while naming the datasets")
+        self.returned.set()
+        return result
+
+
+def _held_actions(monkeypatch: pytest.MonkeyPatch, extractor: _HeldExtractor) -> tuple[object, Run, list[dict]]:
+    from lineagewire.producers.spark import actions as actions_module
+
+    monkeypatch.setattr(actions_module, "_extractor", lambda: extractor)
+    config = resolve_config()
+    sent: list[dict] = []
+    worker = actions_module.ActionLineage(config, config.redactor(), lambda r, e: sent.append(e))
+    return worker, Run("ns", "job"), sent
+
+
+def test_at_the_cut_the_extraction_under_way_is_sent_with_what_it_found_and_queued_ones_without_lineage(
+        clean_env: pytest.MonkeyPatch) -> None:
+    extractor = _HeldExtractor(honours_stop=True)
+    worker, run, sent = _held_actions(clean_env, extractor)
+    worker.submit(run, "save", "first", 5_000_000, None)
+    worker.submit(run, "save", "second", 6_000_000, None)
+    assert extractor.entered.wait(10)
+
+    assert worker.shutdown(0.2, 10)
+    assert [(e["action_name"], [d["name"] for d in e["outputs"]], e["lineage_complete"]) for e in sent] == [
+        ("save", ["/out/first"], False), ("save", [], False)]
+    assert "the emitter closed 10 ms into the extraction" in sent[0]["incomplete_reason"]
+    assert sent[1]["incomplete_reason"] == "the emitter closed before this action's lineage was extracted"
+    assert [e["duration_ms"] for e in sent] == [5, 6]
+
+
+def test_an_extraction_stuck_past_the_end_of_shutdown_is_sent_without_lineage_once(
+        clean_env: pytest.MonkeyPatch) -> None:
+    extractor = _HeldExtractor(honours_stop=False)
+    worker, run, sent = _held_actions(clean_env, extractor)
+    worker.submit(run, "save", "stuck", 1_000_000, None)
+    assert extractor.entered.wait(10)
+
+    assert not worker.shutdown(0.1, 0.3)
+    (stand_in,) = sent
+    assert stand_in["outputs"] == [] and stand_in["lineage_complete"] is False
+    assert "before this action's lineage was extracted" in stand_in["incomplete_reason"]
+
+    extractor.release.set()  # the JVM call returns after all: its result must not be a second event
+    assert extractor.returned.wait(10)
+    assert worker.shutdown(0, 10)
+    assert sent == [stand_in]
