@@ -152,10 +152,10 @@ def test_interrupted_job_run_ends_canceled(spark, make_emitter, tmp_path) -> Non
     assert final["error"]["error_class"] == "KeyboardInterrupt"
 
 
-def test_an_action_still_being_extracted_at_close_is_sent_with_its_datasets_and_why(  # noqa: ANN001
-        spark, make_emitter, tmp_path, monkeypatch) -> None:
-    """A driver too busy to extract before ``spark.stop()`` (a YARN job's only write, on a loaded node): the
-    action's event still goes out, cut at half the flush timeout, with the datasets the extraction names."""
+def _write_held_in_extraction(spark, make_emitter, tmp_path, monkeypatch, flush_timeout: str,  # noqa: ANN001
+                               until: threading.Event | None = None):  # noqa: ANN202
+    """An emitter writing to a file, and a Parquet write whose extraction is held (a driver too busy to extract)
+    until ``until`` is set, else until the emitter's cut. Returns the emitter, the events' file and the output."""
     import lineagewire.producers.spark.lineage as lineage
 
     real = lineage.extract_action_lineage
@@ -163,15 +163,23 @@ def test_an_action_still_being_extracted_at_close_is_sent_with_its_datasets_and_
 
     def busy_driver(qe, func_name, *, budget_s, stop):  # noqa: ANN001, ANN202
         entered.set()
-        stop.wait(60)  # as slow as it takes: until the emitter's cut
+        (until or stop).wait(60)
         return real(qe, func_name, budget_s=budget_s, stop=stop)
 
     monkeypatch.setattr(lineage, "extract_action_lineage", busy_driver)
     path = tmp_path / "events.jsonl"
-    emitter = make_emitter(listeners=["file"], config={"file_path": str(path), "flush_timeout": "4"})
+    emitter = make_emitter(listeners=["file"], config={"file_path": str(path), "flush_timeout": flush_timeout})
     out = tmp_path / "out"
     spark.createDataFrame([(1, "a")], "id INT, name STRING").write.parquet(str(out))
     assert entered.wait(30)
+    return emitter, path, out
+
+
+def test_an_action_still_being_extracted_at_close_is_sent_with_its_datasets_and_why(  # noqa: ANN001
+        spark, make_emitter, tmp_path, monkeypatch) -> None:
+    """A driver too busy to extract before ``spark.stop()`` (a YARN job's only write, on a loaded node): the
+    action's event still goes out, cut at half the flush timeout, with the datasets the extraction names."""
+    emitter, path, out = _write_held_in_extraction(spark, make_emitter, tmp_path, monkeypatch, "4")
     emitter.close()
 
     events = _read_jsonl(path)
@@ -187,22 +195,8 @@ def test_a_stopped_process_ends_its_run_before_it_waits_for_its_actions(  # noqa
         spark, make_emitter, tmp_path, monkeypatch) -> None:
     """A driver stopped by its cluster manager (SIGTERM, then SIGKILL 250 ms later on YARN) closes CANCELED: the
     run's end goes out first, while an action's extraction still runs; the action follows it."""
-    import lineagewire.producers.spark.lineage as lineage
-
-    real = lineage.extract_action_lineage
-    entered, release = threading.Event(), threading.Event()
-
-    def busy_driver(qe, func_name, *, budget_s, stop):  # noqa: ANN001, ANN202
-        entered.set()
-        release.wait(60)
-        return real(qe, func_name, budget_s=budget_s, stop=stop)
-
-    monkeypatch.setattr(lineage, "extract_action_lineage", busy_driver)
-    path = tmp_path / "events.jsonl"
-    emitter = make_emitter(listeners=["file"], config={"file_path": str(path), "flush_timeout": "60"})
-    out = tmp_path / "out"
-    spark.createDataFrame([(1, "a")], "id INT, name STRING").write.parquet(str(out))
-    assert entered.wait(30)
+    release = threading.Event()
+    emitter, path, out = _write_held_in_extraction(spark, make_emitter, tmp_path, monkeypatch, "60", release)
     closing = threading.Thread(target=emitter.close, kwargs={
         "status": "CANCELED", "error": {"error_class": "KeyboardInterrupt", "message": "terminated by signal 15",
                                         "stack_trace": None}})
