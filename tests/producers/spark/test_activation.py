@@ -7,19 +7,23 @@ The driver's Python is this venv's, where lineagewire is installed with its star
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pathlib
 import shutil
+import signal
 import subprocess
 import sys
 import sysconfig
 import textwrap
+import time
 
 import pytest
 
 from lineagewire.config import Settings
 from lineagewire.kafka.reader import TopicReader
 from lineagewire.schemas import Codec, kind_of
+from tests.helpers import wait_for
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "daily_orders.py"
@@ -222,3 +226,63 @@ def test_a_broker_the_driver_cannot_resolve_is_one_line_and_the_events_wait(sett
     assert all("not acknowledged by nonexistent.invalid:9092" in line for line in others), others
     # created, RUNNING, FINISHED and the two writes: kept for the next start (or `lineagewire` outbox re-send)
     assert len(list((tmp_path / "outbox").rglob("*.evt"))) >= 5
+
+
+HELD_JOB = textwrap.dedent("""
+    import signal
+    import sys
+    import threading
+
+    import lineagewire.producers.spark.lineage as lineage
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+
+    extracting = threading.Event()
+
+    def busy_driver(qe, func_name, *, budget_s, stop):
+        extracting.set()
+        threading.Event().wait()  # a driver too busy to extract the first write before it is stopped
+
+    def held(value):
+        signal.pause()  # until the test stops the driver
+        return value
+
+    lineage.extract_action_lineage = busy_driver
+    out = sys.argv[1]
+    spark = SparkSession.builder.getOrCreate()
+    spark.range(4).write.mode("overwrite").parquet(out + "/a")
+    assert extracting.wait(120)
+    print("job: holding", flush=True)
+    spark.read.parquet(out + "/a").select(F.udf(held, "long")("id").alias("id")).write.parquet(out + "/b")
+""")
+
+
+def test_a_driver_stopped_as_yarn_stops_it_ends_its_run_canceled_within_the_grace(settings, tmp_path) -> None:  # noqa: ANN001
+    """A cluster manager stops a driver with SIGTERM to its process group and SIGKILL shortly after: 250 ms on YARN
+    (``yarn.nodemanager.sleep-delay-before-sigkill.ms``). The run must end CANCELED within that grace, while a
+    write is still running and an earlier write's lineage is still being extracted, on every Spark line
+    (test_clusters.py's YARN kill runs in the 3.5 stage only)."""
+    script, out, log = tmp_path / "job.py", tmp_path / "out", tmp_path / "driver.log"
+    script.write_text(HELD_JOB)
+    with log.open("w") as sink:
+        proc = subprocess.Popen([_spark_bin("spark-submit"), "--master", "local[2]", "--name", "stopped",
+                                 *_confs(settings, tmp_path), str(script), str(out)],
+                                env=_env(), cwd=tmp_path, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_for(lambda: "job: holding" in log.read_text() or proc.poll() is not None, timeout=300)
+        assert proc.poll() is None, log.read_text()[-3000:]
+        wait_for(lambda: any(e.get("new_status") == "RUNNING" for e in _events(settings)), timeout=60)
+        os.killpg(proc.pid, signal.SIGTERM)
+        time.sleep(0.25)  # the grace itself, as YARN gives it: not a wait for a condition
+        os.killpg(proc.pid, signal.SIGKILL)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(60)
+    events = _events(settings)
+    changes = [e for e in events if kind_of(e) == "JobStatusChangedEvent"]
+    assert [(e["old_status"], e["new_status"]) for e in changes] == [("CREATED", "RUNNING"), ("RUNNING", "CANCELED")], \
+        log.read_text()[-5000:]
+    assert "terminated by signal 15" in changes[-1]["error"]["message"]
+    assert not any(d["name"] == str(out / "b") for e in events if kind_of(e) == "ActionLineageEvent"
+                   and e["action_status"] == "SUCCEEDED" for d in e["outputs"])
