@@ -246,11 +246,12 @@ class Emitter(SparkCallbacks):
             self._actions.submit(self.current_run(), func_name, qe, duration_ns, exception)
 
     def on_application_end(self) -> None:
-        """The context stopped from the JVM side: the runs end now; listeners flush at close() or exit."""
+        """The context stopped from the JVM side: the runs end now, as the process does (FINISHED, or CANCELED for
+        a process told to stop); listeners flush at close() or exit."""
         status, error = process_hooks.exit_status()
         with self._lock:
             for run in reversed(self._stack):
-                self._end(run, "FINISHED")
+                self._end(run, status, error)
             self._connect.end_all(status, error)
             self._end(self.app_run, status, error)
 

@@ -18,7 +18,7 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-__all__ = ["BOOT_DIR", "INSTRUMENT_ENV", "activate_on"]
+__all__ = ["BOOT_DIR", "INSTRUMENT_ENV", "activate_on", "on_term"]
 
 #: The folder ``lineagewire instrument`` puts first on PYTHONPATH.
 BOOT_DIR = pathlib.Path(__file__).with_name("_boot")
@@ -85,11 +85,19 @@ def _terminate_as_cancel() -> None:
     if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
         return
 
-    def on_term(signum: int, frame: Any) -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        raise KeyboardInterrupt(f"terminated by signal {signum}")
-
     signal.signal(signal.SIGTERM, on_term)
+
+
+def on_term(signum: int, frame: Any) -> None:
+    """SIGTERM's handler in an instrumented driver: the process is stopping, so its runs end CANCELED."""
+    from . import process_hooks
+
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    interrupt = KeyboardInterrupt(f"terminated by signal {signum}")
+    # The JVM got the same signal: its application-end callback can come before this exception reaches
+    # sys.excepthook, and must already see the process as stopping.
+    process_hooks.stopping(interrupt)
+    raise interrupt
 
 
 def child_environment(base: dict[str, str] | None = None, **settings: str | None) -> dict[str, str]:

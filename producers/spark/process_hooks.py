@@ -28,7 +28,8 @@ from .runs import error_info, is_cancellation
 
 log = logging.getLogger(__name__)
 
-__all__ = ["INSTALL_LOCK", "Closable", "active", "exit_status", "install_process_hooks", "register", "unregister"]
+__all__ = ["INSTALL_LOCK", "Closable", "active", "exit_status", "install_process_hooks", "register", "stopping",
+           "unregister"]
 
 
 class Closable(Protocol):
@@ -73,6 +74,13 @@ def exit_status() -> tuple[str, ErrorInfo | None]:
     if _uncaught is None:
         return "FINISHED", None
     return ("CANCELED" if is_cancellation(_uncaught) else "FAILED"), error_info(_uncaught)
+
+
+def stopping(interrupt: BaseException) -> None:
+    """The process was told to stop (SIGTERM): from now on its runs end CANCELED with ``interrupt``, whichever
+    ends them first, the JVM's application-end callback or the exit's close."""
+    global _uncaught
+    _uncaught = interrupt
 
 
 def install_process_hooks() -> None:

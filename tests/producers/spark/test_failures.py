@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import threading
 
 import pytest
@@ -212,3 +213,28 @@ def test_a_stopped_process_ends_its_run_before_it_waits_for_its_actions(  # noqa
     (write,) = [e for e in events if _kind(e) == "ActionLineageEvent"]
     assert [d["name"] for d in write["outputs"]] == [str(out)]
     assert events.index(write) > [e.get("new_status") for e in events].index("CANCELED")
+
+
+def test_a_stopping_process_ends_its_runs_canceled_when_the_jvm_reports_the_end_first(  # noqa: ANN001
+        spark, make_emitter, tmp_path, monkeypatch) -> None:
+    """SIGTERM reaches the driver's JVM and its Python together: the JVM's application-end callback can come
+    before the KeyboardInterrupt that the SIGTERM handler raises reaches ``sys.excepthook``. The runs, the
+    application's and an open ``job_run()``, end CANCELED either way, not FINISHED."""
+    from lineagewire.producers.spark import instrument, process_hooks
+
+    monkeypatch.setattr(process_hooks, "_uncaught", None)  # what the handler records; restored after the test
+    path = tmp_path / "events.jsonl"
+    emitter = make_emitter(listeners=["file"], config={"file_path": str(path)})
+    run = emitter.start_run("nested")
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        with pytest.raises(KeyboardInterrupt, match="terminated by signal 15"):
+            instrument.on_term(signal.SIGTERM, None)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    emitter.on_application_end()
+    emitter.close()
+    ends = {e["header"]["run_id"]: (e["new_status"], (e["error"] or {}).get("message"))
+            for e in _read_jsonl(path) if e.get("new_status") in ("FINISHED", "FAILED", "CANCELED")}
+    assert ends == {emitter.app_run.run_id: ("CANCELED", "terminated by signal 15"),
+                    run.run_id: ("CANCELED", "terminated by signal 15")}
