@@ -64,15 +64,20 @@ class Instances:
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("LINEAGEWIRE_")}
         self.cwd, self.log = rules.parent, log
         self.procs: list[subprocess.Popen] = []
+        self.logs: list[pathlib.Path] = []  # each running process's own stderr
+        self.started = 0
         self.killed: list[int | None] = []
 
     def start(self, i: int | None = None) -> None:
-        with open(self.log, "ab") as err:
+        log = self.log.with_name(f"{self.log.stem}-{self.started}.log")
+        self.started += 1
+        with open(log, "ab") as err:
             proc = subprocess.Popen(self.cmd, cwd=self.cwd, env=self.env, stdout=subprocess.DEVNULL, stderr=err)
         if i is None:
             self.procs.append(proc)
+            self.logs.append(log)
         else:
-            self.procs[i] = proc
+            self.procs[i], self.logs[i] = proc, log
 
     def kill(self, i: int) -> None:
         self.procs[i].kill()
@@ -80,9 +85,13 @@ class Instances:
 
     def stop(self) -> None:
         """SIGTERM the running ones: each must exit 0 (only the ones this test killed may have died of -9)."""
+        # A service takes SIGTERM as "stop gracefully" once it says it is consuming; before that, Python's default
+        # ends it (-15). A restarted instance may still be starting when the others have done all the work.
+        for proc, log in zip(self.procs, self.logs, strict=True):
+            wait_for(lambda proc=proc, log=log: proc.poll() is not None or "consuming" in log.read_text(), timeout=60)
         codes = [stop_process(p, 60) for p in self.procs]
-        assert all(c == 0 for c in codes) and all(c == -9 for c in self.killed), \
-            (codes, self.killed, self.log.read_text()[-4000:])
+        said = "".join(f"--- {log.name}\n{log.read_text()[-2000:]}" for log in self.logs)
+        assert all(c == 0 for c in codes) and all(c == -9 for c in self.killed), (codes, self.killed, said)
 
 
 def _publish(settings, events: list[dict]) -> None:  # noqa: ANN001
