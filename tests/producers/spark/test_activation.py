@@ -16,7 +16,6 @@ import subprocess
 import sys
 import sysconfig
 import textwrap
-import time
 
 import pytest
 
@@ -257,6 +256,24 @@ HELD_JOB = textwrap.dedent("""
 """)
 
 
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _stop_as_yarn_does(proc: subprocess.Popen) -> None:
+    """SIGTERM to the driver's process group, and SIGKILL to what still lives of it 250 ms later, as YARN's node
+    manager stops a container (``yarn.nodemanager.sleep-delay-before-sigkill.ms``)."""
+    os.killpg(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(AssertionError):  # the grace ran out: what lives is killed, as YARN does
+        wait_for(lambda: proc.poll() is not None and not _group_alive(proc.pid), timeout=0.25, every=0.01)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
 def test_a_driver_stopped_as_yarn_stops_it_ends_its_run_canceled_within_the_grace(settings, tmp_path) -> None:  # noqa: ANN001
     """A cluster manager stops a driver with SIGTERM to its process group and SIGKILL shortly after: 250 ms on YARN
     (``yarn.nodemanager.sleep-delay-before-sigkill.ms``). The run must end CANCELED within that grace, while a
@@ -272,9 +289,7 @@ def test_a_driver_stopped_as_yarn_stops_it_ends_its_run_canceled_within_the_grac
         wait_for(lambda: "job: holding" in log.read_text() or proc.poll() is not None, timeout=300)
         assert proc.poll() is None, log.read_text()[-3000:]
         wait_for(lambda: any(e.get("new_status") == "RUNNING" for e in _events(settings)), timeout=60)
-        os.killpg(proc.pid, signal.SIGTERM)
-        time.sleep(0.25)  # the grace itself, as YARN gives it: not a wait for a condition
-        os.killpg(proc.pid, signal.SIGKILL)
+        _stop_as_yarn_does(proc)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
