@@ -94,10 +94,6 @@ class Codec:
         self._by_schema_id: dict[int, _Schemas] = {}
         self._lock = threading.Lock()
 
-    @property
-    def uses_registry(self) -> bool:
-        return self._registry is not None
-
     def encode(self, event: dict[str, Any], *, topic: str | None = None) -> bytes:
         """Encode an event; its schema comes from ``event['header']['schema_name']``."""
         try:

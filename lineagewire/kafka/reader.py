@@ -138,10 +138,6 @@ class TopicReader:
             raise BrokerUnavailableError(f"{self.topic}[{partition}]: could not read watermarks from "
                                          f"{self.settings.bootstrap_servers}: {exc}") from exc
 
-    @property
-    def stop_offsets(self) -> dict[int, int] | None:
-        return self._stop_at
-
     def total(self) -> int | None:
         """Offsets in the range when it is bounded (for progress bars; an upper bound on
         compacted or transactional topics), else None."""
