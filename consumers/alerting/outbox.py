@@ -12,7 +12,24 @@ that claimed it (``AlertStore.claim_outbox``) and marked delivered right after
 the channel took it. A claim lasts ``lease`` seconds; one left by an instance
 that died is taken over by another, which sends the row again: a notification
 is lost by no kill, and repeated only by a kill between a channel taking it and
-its mark (at most once per claim).
+its mark (at most once per claim). While a send lasts, the outbox's one
+``ClaimRenewer`` thread keeps its claim alive.
+
+The pieces: ``Outbox`` claims, sends and marks rows; ``ClaimRenewer`` renews
+the claim of the row being sent; ``OutboxWorker`` runs the outbox on a thread
+of its own, woken by the service after each save.
+
+Clocks, one per purpose:
+
+* Times that are stored, or compared with stored times (``claimed_until``,
+  ``next_attempt_at``, ``delivered_at``, and ``_down_until``, which copies a
+  row's ``next_attempt_at``), are wall-clock times: the caller's ``now`` (the
+  service's clock, which tests drive by hand), advanced by how long the
+  delivery round has run so far (``RoundClock``), so each claim's lease counts
+  from its own time, not from the start of a round of slow sends.
+* How long the round has run, and every wait (a third of the lease between
+  renewals, the worker's idle second), is measured on the monotonic clock,
+  which no clock adjustment moves.
 """
 
 from __future__ import annotations
@@ -28,15 +45,114 @@ from collections.abc import Callable, Iterator
 from .channels import Channel
 from .exceptions import ChannelError
 from .model import Notification
-from .store import AlertStore
+from .store import AlertStore, OutboxRow
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Outbox", "OutboxWorker"]
+__all__ = ["ClaimRenewer", "Outbox", "OutboxWorker", "RoundClock"]
+
+
+class RoundClock:
+    """The wall-clock times of one delivery round: ``start`` (the caller's now) plus the time the round has run,
+    as the monotonic clock measures it (see the module docstring)."""
+
+    def __init__(self, start: dt.datetime) -> None:
+        self.start = start
+        self._began = time.monotonic()
+
+    def now(self) -> dt.datetime:
+        return self.start + dt.timedelta(seconds=time.monotonic() - self._began)
+
+
+class ClaimRenewer:
+    """Renews the claim of the row being sent, every third of the lease while ``holding`` lasts: a channel's
+    ``timeout`` bounds each phase of a send (connect, each read, each SMTP round trip), not the whole of it, so a
+    live instance's slow send may outlast the lease; renewed, its claim is never taken over while the instance
+    lives. Only an instance that died or froze for a whole lease loses it.
+
+    One thread per outbox, started by the first hold and ended by ``close``: an outbox sends one row at a time,
+    so there is at most one claim to renew."""
+
+    def __init__(self, store: AlertStore, owner: str, lease: float) -> None:
+        self.store = store
+        self.owner = owner
+        self.lease = lease
+        self._cond = threading.Condition()
+        #: the row being sent and the clock of its round; None between sends
+        self._row: tuple[int, RoundClock] | None = None
+        #: counts the starts and ends of holds, so a wait that saw one end does not renew the next row early
+        self._holds = 0
+        #: the hold whose claim was lost: it is not renewed again
+        self._lost_hold = -1
+        #: a renewal is being written: the hold's end waits for it, since the row's mark ends the claim
+        self._renewing = False
+        self._closed = False
+        self._thread: threading.Thread | None = None
+
+    @contextlib.contextmanager
+    def holding(self, row_id: int, clock: RoundClock) -> Iterator[None]:
+        """Keep the claim of row ``row_id`` while the block (a send) runs."""
+        with self._cond:
+            if self._thread is None and not self._closed:
+                self._thread = threading.Thread(target=self._run, name="lineagewire-alerting-claim", daemon=True)
+                self._thread.start()
+            self._row = (row_id, clock)
+            self._holds += 1
+            self._cond.notify_all()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._row = None
+                self._holds += 1
+                self._cond.notify_all()
+                self._cond.wait_for(lambda: not self._renewing)
+
+    def close(self, timeout: float = 30.0) -> None:
+        """End the thread (after a renewal under way)."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+
+    def _run(self) -> None:
+        while (due := self._next_due()) is not None:
+            hold, row_id, clock = due
+            try:
+                kept = self.store.renew_claim(row_id, self.owner, clock.now() + dt.timedelta(seconds=self.lease))
+            except Exception as exc:  # noqa: BLE001 - the next renewal tries again, within the lease
+                log.warning("outbox row %s: renewing the claim failed: %s", row_id, exc)
+                kept = True
+            if not kept:
+                log.warning("outbox row %s: the claim of this instance (%s) was lost while sending", row_id,
+                            self.owner)
+            with self._cond:
+                self._renewing = False
+                if not kept:
+                    self._lost_hold = hold
+                self._cond.notify_all()
+
+    def _next_due(self) -> tuple[int, int, RoundClock] | None:
+        """Wait until a held claim is a third of the lease older; (its hold, row id, clock), or None once closed."""
+        with self._cond:
+            while not self._closed:
+                row, hold = self._row, self._holds
+                if row is None or hold == self._lost_hold:
+                    self._cond.wait()
+                elif not self._ends_within(hold, self.lease / 3):
+                    self._renewing = True
+                    return hold, *row
+            return None
+
+    def _ends_within(self, hold: int, seconds: float) -> bool:
+        """Wait (lock held) up to ``seconds`` for hold ``hold`` to end or the renewer to close; whether it did."""
+        return self._cond.wait_for(lambda: self._holds != hold or self._closed, seconds)
 
 
 class Outbox:
-    """Delivers due outbox rows of ``store`` through ``channels``."""
+    """Delivers due outbox rows of ``store`` through ``channels``, as instance ``owner``."""
 
     def __init__(self, store: AlertStore, channels: dict[str, Channel], *, initial: float = 1.0,
                  maximum: float = 300.0, owner: str = "local", lease: float = 30.0) -> None:
@@ -46,97 +162,78 @@ class Outbox:
         self.lease = lease
         self.initial = initial
         self.maximum = maximum
+        self.renewer = ClaimRenewer(store, owner, lease)
+        #: channel -> the next attempt of its last failed row (a stored time): its rows are not claimed before
         self._down_until: dict[str, dt.datetime] = {}
-        self.delivered = 0
-        self.failures = 0
-        #: rows whose claim was taken over before this instance marked them
-        self.lost = 0
-        self.last_page = 0
 
     def backoff(self, attempts: int) -> float:
         return min(self.initial * 2 ** max(attempts - 1, 0), self.maximum) * (1 + 0.1 * random.random())
 
-    @contextlib.contextmanager
-    def _holding(self, row_id: int, claimed_at: dt.datetime) -> Iterator[None]:
-        """Renew the claim of row ``row_id`` every third of the lease while the block (a send) runs: a channel's
-        ``timeout`` bounds each phase of a send (connect, each read, each SMTP round trip), not the whole of it,
-        so a live instance's slow send may outlast the lease; renewed, its claim is never taken over while the
-        instance lives. Only an instance that died or froze for a whole lease loses it."""
-        stop = threading.Event()
-        started = time.monotonic()
-
-        def renew() -> None:
-            while not stop.wait(self.lease / 3):
-                until = claimed_at + dt.timedelta(seconds=time.monotonic() - started + self.lease)
-                try:
-                    if not self.store.renew_claim(row_id, self.owner, until):
-                        log.warning("outbox row %s: the claim of this instance (%s) was lost while sending",
-                                    row_id, self.owner)
-                        return
-                except Exception as exc:  # noqa: BLE001 - the next renewal tries again, within the lease
-                    log.warning("outbox row %s: renewing the claim failed: %s", row_id, exc)
-
-        renewer = threading.Thread(target=renew, name="lineagewire-alerting-claim", daemon=True)
-        renewer.start()
-        try:
-            yield
-        finally:
-            stop.set()
-            renewer.join()
-
-    def _lost(self, row_id: int) -> None:
-        self.lost += 1
-        log.warning("outbox row %s: this instance (%s) no longer held its claim when it marked it (it outlasted "
-                    "claim_lease without renewing it: frozen, or the database unreachable); another instance took "
-                    "the row over and may send it again", row_id, self.owner)
+    def close(self, timeout: float = 30.0) -> None:
+        self.renewer.close(timeout)
 
     def deliver(self, now: dt.datetime, limit: int = 200) -> int:
         """Claim and try due rows one by one (skipping channels known to be down), up to ``limit``; how many were
         delivered. Each row is marked delivered as soon as its channel took it: a kill before the mark makes the
         next claimant send it again, so the window is one send, not a batch."""
+        return self._page(now, limit)[0]
+
+    def deliver_due(self, now: Callable[[], dt.datetime], page: int = 200) -> None:
+        """``deliver`` page after page while a full page was claimed and something was sent: there may be more."""
+        while True:
+            sent, claimed = self._page(now(), page)
+            if not sent or claimed < page:
+                return
+
+    def _page(self, now: dt.datetime, limit: int) -> tuple[int, int]:
+        """(delivered, claimed) of one ``deliver``."""
+        clock = RoundClock(now)
         sent = claimed = 0
-        started = time.monotonic()
         while claimed < limit:
-            # Each claim's lease counts from its own time, not the round's: a round of slow sends is long.
-            now += dt.timedelta(seconds=time.monotonic() - started)
-            started = time.monotonic()
-            down = [ch for ch, until in self._down_until.items() if now < until]
-            row = self.store.claim_outbox(self.owner, now, self.lease, skip=down)
+            at = clock.now()
+            down = [ch for ch, until in self._down_until.items() if at < until]
+            row = self.store.claim_outbox(self.owner, at, self.lease, skip=down)
             if row is None:
                 break
             claimed += 1
+            sent += self._attempt(row, at, clock)
+        return sent, claimed
+
+    def _attempt(self, row: OutboxRow, at: dt.datetime, clock: RoundClock) -> bool:
+        """Send ``row``, claimed at ``at``, and record the attempt; whether its channel took it."""
+        attempts = row.attempts + 1
+        try:
             channel = self.channels.get(row.channel)
-            attempts = row.attempts + 1
-            try:
-                if channel is None:
-                    raise ChannelError(f"channel {row.channel!r} is not in the rules file (any more); the "
-                                       "notification waits until it is")
-                with self._holding(row.id, now):
-                    channel.send(Notification.from_json(row.payload))
-            except Exception as exc:  # noqa: BLE001 - whatever a channel raises, the row must stay
-                self.failures += 1
-                retryable = not isinstance(exc, ChannelError) or exc.retryable
-                if not retryable:
-                    log.error("outbox row %s: %s; not retried (see `lineagewire alerts outbox`)", row.id, exc)
-                    if not self.store.mark_outbox(row.id, state="failed", attempts=attempts, now=now,
-                                                  error=str(exc), owner=self.owner):
-                        self._lost(row.id)
-                    continue
-                delay = self.backoff(attempts)
-                retry_at = now + dt.timedelta(seconds=delay)
-                self._down_until[row.channel] = retry_at
-                log.warning("outbox row %s: %s; attempt %d failed, next in %.1fs", row.id, exc, attempts, delay)
-                if not self.store.mark_outbox(row.id, state="pending", attempts=attempts, now=now,
-                                              next_attempt_at=retry_at, error=str(exc), owner=self.owner):
-                    self._lost(row.id)
-                continue
-            self._down_until.pop(row.channel, None)
-            if not self.store.mark_delivered([(row.id, attempts)], now, owner=self.owner):
-                self._lost(row.id)
-            sent += 1
-        self.last_page = claimed
-        self.delivered += sent
-        return sent
+            if channel is None:
+                raise ChannelError(f"channel {row.channel!r} is not in the rules file (any more); the "
+                                   "notification waits until it is")
+            with self.renewer.holding(row.id, clock):
+                channel.send(Notification.from_json(row.payload))
+        except Exception as exc:  # noqa: BLE001 - whatever a channel raises, the row must stay
+            self._failed(row, attempts, at, exc)
+            return False
+        self._down_until.pop(row.channel, None)
+        self._marked(row.id, self.store.mark_delivered([(row.id, attempts)], at, owner=self.owner))
+        return True
+
+    def _failed(self, row: OutboxRow, attempts: int, at: dt.datetime, exc: Exception) -> None:
+        if isinstance(exc, ChannelError) and not exc.retryable:
+            log.error("outbox row %s: %s; not retried (see `lineagewire alerts outbox`)", row.id, exc)
+            self._marked(row.id, self.store.mark_outbox(row.id, state="failed", attempts=attempts, now=at,
+                                                        error=str(exc), owner=self.owner))
+            return
+        delay = self.backoff(attempts)
+        retry_at = at + dt.timedelta(seconds=delay)
+        self._down_until[row.channel] = retry_at
+        log.warning("outbox row %s: %s; attempt %d failed, next in %.1fs", row.id, exc, attempts, delay)
+        self._marked(row.id, self.store.mark_outbox(row.id, state="pending", attempts=attempts, now=at,
+                                                    next_attempt_at=retry_at, error=str(exc), owner=self.owner))
+
+    def _marked(self, row_id: int, held: bool) -> None:
+        if not held:
+            log.warning("outbox row %s: this instance (%s) no longer held its claim when it marked it (it outlasted "
+                        "claim_lease without renewing it: frozen, or the database unreachable); another instance "
+                        "took the row over and may send it again", row_id, self.owner)
 
 
 class OutboxWorker:
@@ -210,6 +307,7 @@ class OutboxWorker:
                 if stopping:
                     return
         finally:
+            self.outbox.close()
             with self._cond:
                 self._thread = None
                 self._cond.notify_all()
@@ -224,7 +322,6 @@ class OutboxWorker:
             except Exception as exc:  # noqa: BLE001 - a re-send is a refresh; the next one comes soon
                 log.warning("re-sending %d firing alert(s) to %s failed: %s", len(notification.alerts), name, exc)
         try:
-            while self.outbox.deliver(self.now(), limit=200) and self.outbox.last_page >= 200:
-                pass  # a full page delivered: there may be more due
+            self.outbox.deliver_due(self.now)
         except Exception:  # noqa: BLE001 - the database is down: the rows wait, the next round tries again
             log.exception("delivering the alert outbox failed; retrying in %.0fs", self.idle)
