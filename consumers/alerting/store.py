@@ -356,13 +356,6 @@ class AlertStore:
 
     # -- outbox --------------------------------------------------------------------------------------
 
-    def due_outbox(self, now: dt.datetime, limit: int = 100) -> list[OutboxRow]:
-        with self._conn() as c:
-            rows = c.execute(sa.select(outbox_t).where(outbox_t.c.state == "pending",
-                                                       outbox_t.c.next_attempt_at <= now)
-                             .order_by(outbox_t.c.id).limit(limit))
-            return [self._outbox(r) for r in rows]
-
     def claim_outbox(self, owner: str, now: dt.datetime, lease: float, skip: Iterable[str] = ()) -> OutboxRow | None:
         """Claim the oldest due row no live claim holds (none held, or its lease ended: its instance died) for
         ``owner`` until ``now + lease``, and return it; None when there is none. A row waits while an earlier row of
