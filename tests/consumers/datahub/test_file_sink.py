@@ -15,6 +15,7 @@ from lineagewire.consumers.datahub.handler import DataHubHandler
 from lineagewire.consumers.runtime.record import Record
 from lineagewire.exceptions import ConfigError
 from tests.consumers.openlineage.samples import app_run
+from tests.drift import assert_same
 
 from .check import check_aspects_belong, check_metadata_file
 
@@ -130,6 +131,7 @@ def test_yaml_config_and_flags_on_top(tmp_path) -> None:  # noqa: ANN001
         load_config(bad)
 
 
+@pytest.mark.upstream
 def test_each_line_is_datahubs_file_format() -> None:
     """``line`` (the aspect's JSON text put in as it is) gives ``record``, which is what acryl-datahub's own
     ``write_metadata_file`` writes for the proposal, with the sink's properties added."""
@@ -145,7 +147,9 @@ def test_each_line_is_datahubs_file_format() -> None:
     kinds, changes = set(), set()
     for i, p in enumerate(proposals):
         props = {"k": str(i)}
-        assert line(p, system_json(p.systemMetadata), json.dumps(props)) == json.dumps(record(p, props))
+        assert_same(line(p, system_json(p.systemMetadata), json.dumps(props)), json.dumps(record(p, props)),
+                    library="acryl-datahub", what=f"the file line of the {p.aspectName} proposal {i} (line, and "
+                    "record: acryl-datahub's rendering)")
         kinds.add(p.aspectName)
         changes.add(p.changeType)
     assert len(kinds) >= 11 and len(proposals) > 100 and changes == {"UPSERT", "PATCH"}
@@ -154,9 +158,11 @@ def test_each_line_is_datahubs_file_format() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = pathlib.Path(tmp) / "theirs.json"
         write_metadata_file(path, proposals)
-        assert json.loads(path.read_text()) == [record(p) for p in proposals]
+        assert_same([record(p) for p in proposals], json.loads(path.read_text()), library="acryl-datahub",
+                    what="the records of the proposals (record, and write_metadata_file's)")
 
 
+@pytest.mark.upstream
 def test_lines_with_system_metadata_of_any_shape_are_datahubs_file_format() -> None:
     from datahub.emitter.mcp import MetadataChangeProposalWrapper
     from datahub.metadata.schema_classes import StatusClass, SystemMetadataClass
@@ -169,7 +175,9 @@ def test_lines_with_system_metadata_of_any_shape_are_datahubs_file_format() -> N
         p = MetadataChangeProposalWrapper(entityUrn=urn, aspect=StatusClass(removed=False),
                                           systemMetadata=sm).make_mcp()
         for props in (None, {"k": "v"}):
-            assert line(p, system_json(sm), json.dumps(props) if props else None) == json.dumps(record(p, props))
+            assert_same(line(p, system_json(sm), json.dumps(props) if props else None), json.dumps(record(p, props)),
+                        library="acryl-datahub", what=f"the file line of a proposal with systemMetadata {sm} "
+                        "(line, and record: acryl-datahub's rendering)")
 
 
 def split_action() -> list[dict]:

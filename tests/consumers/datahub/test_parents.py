@@ -18,6 +18,7 @@ from lineagewire.consumers.datahub.parents import airflow_task
 from lineagewire.consumers.datahub.translate import instance_urn
 from lineagewire.exceptions import ConfigError
 from tests.consumers.openlineage.samples import app_run
+from tests.drift import assert_same
 
 from .check import check_aspects_belong, check_metadata_file
 from .test_translate import by, rendered
@@ -55,6 +56,7 @@ def plugin_task_job(dag_id: str, task_id: str, cluster: str = "prod", platform_i
     return str(DataJob(id=task_id, flow_urn=flow, platform_instance=platform_instance).urn)
 
 
+@pytest.mark.upstream
 @pytest.mark.parametrize(("dag_id", "task_id"), [("orders_daily", "spark_aggregate"),
                                                  ("team.etl", "group.load")])  # dotted DAG id, task-group task
 def test_an_airflow_parent_gives_the_plugins_flow_and_job_and_the_converters_instance(dag_id, task_id) -> None:  # noqa: ANN001
@@ -63,7 +65,9 @@ def test_an_airflow_parent_gives_the_plugins_flow_and_job_and_the_converters_ins
     assert got is not None
     assert (got.dag_id, got.task_id, got.run_id) == (dag_id, task_id, task["run_id"])
     assert got.flow == f"urn:li:dataFlow:(airflow,{dag_id},prod)"
-    assert got.job == plugin_task_job(dag_id, task_id) == f"urn:li:dataJob:({got.flow},{task_id})"
+    assert_same(got.job, plugin_task_job(dag_id, task_id), library="acryl-datahub",
+                what="the DataJob URN of an Airflow task (ours, and DataHub's Airflow plugin's)")
+    assert got.job == f"urn:li:dataJob:({got.flow},{task_id})"
     # DataHub's OpenLineage converter (Spark agent, GMS's OpenLineage endpoint) names a run by its run id.
     assert got.instance == f"urn:li:dataProcessInstance:{task['run_id']}"
     # The plugin's own instance needs Airflow's run id string, which the OpenLineage run id does not carry.
@@ -71,7 +75,9 @@ def test_an_airflow_parent_gives_the_plugins_flow_and_job_and_the_converters_ins
                                                   id=f"{dag_id}_{task_id}_scheduled__{LOGICAL.isoformat()}")
     assert str(plugin_dpi.urn) != got.instance
     staged = airflow_task({"parent_run": task, "root_parent_run": dag}, "staging", "eu")
-    assert staged is not None and staged.job == plugin_task_job(dag_id, task_id, "staging", "eu")
+    assert staged is not None
+    assert_same(staged.job, plugin_task_job(dag_id, task_id, "staging", "eu"), library="acryl-datahub",
+                what="the DataJob URN of an Airflow task in a cluster and platform instance of its own")
 
 
 def test_parents_of_other_shapes_are_not_airflow_tasks() -> None:

@@ -16,6 +16,7 @@ from lineagewire.consumers.datahub.proposals import record as render
 from lineagewire.consumers.datahub.translate import Translator, instance_urn
 from lineagewire.schemas import action_lineage, dataset, header
 from tests.consumers.openlineage.samples import app_run, refresh_run
+from tests.drift import assert_same
 
 from .check import check_aspects_belong, check_metadata_file
 
@@ -41,6 +42,7 @@ def test_same_events_give_byte_identical_proposals() -> None:
     assert len(json.loads(first)) > 50
 
 
+@pytest.mark.upstream
 def test_output_passes_datahubs_own_check(tmp_path) -> None:  # noqa: ANN001
     events = app_run() + app_run("hourly", fail=True) + refresh_run()
     t = Translator()
@@ -223,6 +225,7 @@ def test_summary_names_flows_jobs_runs_and_column_lineage() -> None:
     assert ": COMPLETE SUCCESS" in text and ": COMPLETE FAILURE" in text
 
 
+@pytest.mark.upstream
 def test_proposals_are_what_acryl_datahub_serialises() -> None:
     """Every upsert's aspect text is acryl-datahub's own serialisation (``MetadataChangeProposalWrapper.make_mcp``)
     of the aspect it describes, also those whose times and run ids are set in their JSON per event."""
@@ -242,7 +245,8 @@ def test_proposals_are_what_acryl_datahub_serialises() -> None:
     for p in plain:
         aspect = ASPECT_MAP[p.aspectName].from_obj(post_json_transform(json.loads(p.aspect.value)))
         built = MetadataChangeProposalWrapper(entityUrn=p.entityUrn, aspect=aspect, systemMetadata=p.systemMetadata)
-        assert built.make_mcp().to_obj() == p.to_obj(), p.aspectName
+        assert_same(p.to_obj(), built.make_mcp().to_obj(), library="acryl-datahub",
+                    what=f"the {p.aspectName} proposal of {p.entityUrn} (ours, and make_mcp's of its aspect)")
         kinds.add(p.aspectName)
     assert {"dataProcessInstanceRunEvent", "upstreamLineage", "dataProcessInstanceProperties"} <= kinds
     times = {json.loads(p.aspect.value)["timestampMillis"] for p in plain
@@ -256,6 +260,7 @@ def test_proposals_are_what_acryl_datahub_serialises() -> None:
     assert any(n.startswith("other-run/") for n in names) and "" not in names
 
 
+@pytest.mark.upstream
 def test_a_proposals_json_for_the_emitters_is_the_one_its_class_gives() -> None:
     """``Proposal.to_obj`` (what acryl-datahub's emitters send) equals ``MetadataChangeProposalClass.to_obj``, also
     once an emitter stamped its systemMetadata, and for systemMetadata of other shapes."""
@@ -276,7 +281,8 @@ def test_a_proposals_json_for_the_emitters_is_the_one_its_class_gives() -> None:
                     aspect=p.aspect, systemMetadata=sm) for p in ours[:1] for sm in (
         None, SystemMetadataClass(lastObserved=1, aspectCreated=AuditStampClass(time=1, actor="urn:li:corpuser:x")))]
     for p in ours + stamped + odd:
-        assert pre_json_transform(p.to_obj()) == pre_json_transform(MetadataChangeProposalClass.to_obj(p))
+        assert_same(pre_json_transform(p.to_obj()), pre_json_transform(MetadataChangeProposalClass.to_obj(p)),
+                    library="acryl-datahub", what=f"Proposal.to_obj of the {p.aspectName} proposal of {p.entityUrn}")
     assert all(p.systemMetadata.properties["clientId"] for p in stamped)
     assert all(p.systemMetadata.properties is None for p in ours)  # the translator's were not changed
 

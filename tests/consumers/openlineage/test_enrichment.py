@@ -14,6 +14,7 @@ from lineagewire.consumers.openlineage import Translator
 from lineagewire.consumers.openlineage.handler import Enrichment, _HandBack
 from lineagewire.consumers.openlineage.render import Renderer
 from lineagewire.schemas import Codec
+from tests.drift import assert_same
 
 from .samples import app_run, refresh_run
 
@@ -39,6 +40,7 @@ CONFIGS = [
 ]
 
 
+@pytest.mark.upstream
 @pytest.mark.parametrize("own_tags", [False, True])
 @pytest.mark.parametrize("config", CONFIGS)
 def test_the_same_events_as_the_clients_emit(config: dict[str, Any], own_tags: bool, monkeypatch) -> None:  # noqa: ANN001
@@ -53,8 +55,12 @@ def test_the_same_events_as_the_clients_emit(config: dict[str, Any], own_tags: b
                         share=renderer.share)
     assert enrich.public  # the public methods, not the emit fallback
     ours = [e for e in (enrich(ev) for ev in _translated(own_tags)) if e is not None]
-    assert [json.loads(Serde.to_json(e)) for e in ours] == [json.loads(Serde.to_json(e)) for e in theirs_back.events]
-    assert [renderer.to_json(e) for e in ours] == [Serde.to_json(e) for e in theirs_back.events]
+    theirs = theirs_back.events
+    assert_same([json.loads(Serde.to_json(e)) for e in ours], [json.loads(Serde.to_json(e)) for e in theirs],
+                library="openlineage-python", what="the events Enrichment gives and those OpenLineageClient.emit sends")
+    for i, (o, t) in enumerate(zip(ours, theirs, strict=True)):
+        assert_same(renderer.to_json(o), Serde.to_json(t), library="openlineage-python",
+                    what=f"Renderer.to_json of enriched event {i}")
     assert ours, "every event was filtered out"
     tags = [{(t["key"], t["value"]) for t in json.loads(Serde.to_json(e))["run"]["facets"]["tags"]["tags"]}
             for e in ours]

@@ -8,6 +8,7 @@ import uuid
 from typing import Any
 
 import attr
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
@@ -18,6 +19,7 @@ from openlineage.client.serde import Serde
 from lineagewire.consumers.openlineage import TranslationError, Translator
 from lineagewire.consumers.openlineage.render import Renderer
 from lineagewire.schemas import Codec, _repository
+from tests.drift import assert_same
 from tests.schemas.strategies import events as schema_events
 
 from .samples import app_run, refresh_run
@@ -29,18 +31,25 @@ def translated(events: list[dict[str, Any]], translator: Translator) -> list[Run
     return [o for e in events for o in translator.translate(codec.decode(codec.encode(e)))]
 
 
+def same_as_serde(ours: str, ev: RunEvent, what: str) -> None:
+    assert_same(ours, Serde.to_json(ev), library="openlineage-python",
+                what=f"Renderer.to_json of {what} ({ev.eventType.value} of {ev.job.namespace}/{ev.job.name})")
+
+
+@pytest.mark.upstream
 def test_sample_events_render_as_openlineage_python_does() -> None:
     tr = Translator()
     samples = [*app_run(), *app_run(fail=True), *refresh_run(), *app_run(actions=5, parent={
         "job_namespace": "wf", "job_name": "w", "run_id": "not-a-uuid"})]
     # Twice through one translator: the second pass renders the shared facets from their kept form.
     for ev in translated(samples, tr) + translated(samples, tr):
-        assert tr.to_json(ev) == Serde.to_json(ev)
+        same_as_serde(tr.to_json(ev), ev, "a sample event")
 
 
 _KINDS = list(_repository.current())
 
 
+@pytest.mark.upstream
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(_KINDS).flatmap(schema_events))
 def test_any_contract_event_renders_as_openlineage_python_does(event: dict[str, Any]) -> None:
@@ -51,7 +60,7 @@ def test_any_contract_event_renders_as_openlineage_python_does(event: dict[str, 
         assume(False)
         return
     for ev in out + tr.translate(event):  # the second time from the cache
-        assert tr.to_json(ev) == Serde.to_json(ev)
+        same_as_serde(tr.to_json(ev), ev, f"a {event['header']['schema_name']}")
 
 
 class Colour(enum.Enum):
@@ -78,6 +87,7 @@ class Odd(RunFacet):
     raw: bytes = b"\x00"
 
 
+@pytest.mark.upstream
 def test_odd_values_render_as_openlineage_python_does() -> None:
     ev = RunEvent(eventType=RunState.OTHER, eventTime="2026-11-01T03:00:00.000Z",
                   run=Run(runId=str(uuid.uuid4()), facets={"odd": Odd(), "empty": Empty()}),
@@ -87,9 +97,10 @@ def test_odd_values_render_as_openlineage_python_does() -> None:
                           schema_dataset.SchemaDatasetFacetFields(name="a", type=None)])})],
                   outputs=[OutputDataset(namespace="file", name="/out")], producer="https://example.com/p")
     r = Renderer()
-    assert r.to_json(ev) == Serde.to_json(ev)
+    same_as_serde(r.to_json(ev), ev, "odd values")
     r.share(ev.run.facets["odd"])
-    assert r.to_json(ev) == r.to_json(ev) == Serde.to_json(ev)
+    same_as_serde(r.to_json(ev), ev, "odd values, a shared facet rendered the first time")
+    same_as_serde(r.to_json(ev), ev, "odd values, a shared facet from its kept form")
 
 
 def test_shared_objects_are_rendered_once_and_the_bound_holds() -> None:
