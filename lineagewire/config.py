@@ -14,14 +14,12 @@ Secrets are ``SecretStr``: printed as ``**********``, revealed only in
 ``as_librdkafka_dict()`` at the boundary with librdkafka.
 
 Every service's own settings follow the same rule under its section: flags, then
-``LINEAGEWIRE_<SECTION>__<FIELD>`` (nested with ``__``, values read as YAML scalars,
-so ``5``, ``true`` and ``[a, b]`` have their types), then the service's YAML file, then
-defaults. Models built on pydantic-settings (``Settings``, the scheduler, the emitter)
-subclass ``SettingsBase``, whose one ``settings_customise_sources`` builds that order
-from their ``env_prefix`` and ``config_section``; services whose settings are a YAML
-document (DataHub's config, the alerting rules file) get it from ``layered``, which
-also says where each value came from, so an error names the variable or the file;
-command-line options that read a variable name it in ``envvar=``, with ``lineagewire.cli.env_fallback``.
+``LINEAGEWIRE_<SECTION>__<FIELD>`` (nested with ``__``, complex values read as YAML, so ``[a, b]`` and
+``{k: v}`` have their types), then the old names, then the section of the YAML file, then defaults. Each
+settings model subclasses ``SettingsBase``, whose one ``settings_customise_sources`` builds that order from
+its ``env_prefix`` and ``config_section``, and whose ``load`` is the one builder: it turns a bad value into a
+ConfigError naming the setting and where it came from. A service whose settings are a YAML document of their
+own (DataHub's ``--config``, the alerting rules file) passes it as ``document``, in place of the section.
 
 Variables renamed to follow the rule (``RENAMED_VARIABLES``, the emitter's flat
 ``LINEAGEWIRE_<KEY>``) are still read, below their new name, with a logged warning
@@ -44,12 +42,18 @@ from typing import Any, ClassVar
 import yaml
 from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
 from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    InitSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 from lineagewire.exceptions import ConfigError
 
-__all__ = ["ENV_PREFIX", "RENAMED_VARIABLES", "KafkaSecurity", "Layered", "Settings", "SettingsBase", "TopicNames",
-           "find_config_file", "layered", "load_settings", "read_section", "renamed"]
+__all__ = ["ENV_PREFIX", "RENAMED_VARIABLES", "KafkaSecurity", "Settings", "SettingsBase", "TopicNames",
+           "find_config_file", "load_settings", "read_section", "renamed"]
 
 log = logging.getLogger(__name__)
 
@@ -103,18 +107,32 @@ class _RenamedVariables(PydanticBaseSettingsSource):
         return out
 
 
+class _YamlEnv(EnvSettingsSource):
+    """The variables, with complex values read as YAML (a superset of JSON): ``[a, b]``, ``{k: v}``."""
+
+    def decode_complex_value(self, field_name: str, field: FieldInfo, value: Any) -> Any:
+        try:
+            return yaml.safe_load(value)
+        except yaml.YAMLError:
+            raise ConfigError(f"{self.env_prefix}{field_name.upper()}: not a YAML value; expected e.g. [a, b] or "
+                              "{key: value}") from None
+
+
 class SettingsBase(BaseSettings):
-    """Base of every pydantic-settings model of lineagewire: the one source order, highest first:
+    """Base of every settings model of lineagewire: the one source order, highest first:
 
     1. values passed in code or as flags;
     2. the variables ``<env_prefix><FIELD>`` (the model's own ``env_prefix``, e.g. ``LINEAGEWIRE_SCHEDULER__``);
     3. their deprecated names (``renamed_variables``), each with a warning naming the new one;
-    4. the ``config_section`` of the YAML config file (``config_file`` when passed, else ``find_config_file()``);
+    4. the ``config_section`` of the YAML config file (``config_file`` when passed, else ``find_config_file()``),
+       or the ``config_document`` passed in its place;
     5. the defaults.
     """
 
     #: the section of the YAML config file with this model's settings; None: its top level
     config_section: ClassVar[str | None] = None
+    #: what ``load``'s errors call these settings
+    title: ClassVar[str] = "settings"
 
     @classmethod
     def renamed_variables(cls) -> dict[str, str]:
@@ -132,10 +150,58 @@ class SettingsBase(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        path = getattr(init_settings, "init_kwargs", {}).get("config_file") or find_config_file()
-        section = read_section(path, cls.config_section, cls)
-        return (init_settings, env_settings, _RenamedVariables(settings_cls),
-                InitSettingsSource(settings_cls, init_kwargs=section))
+        given = dict(getattr(init_settings, "init_kwargs", {}))
+        document = given.pop("config_document", None)
+        if "config_file" not in cls.model_fields:
+            given.pop("config_file", None)
+        if document is None:
+            path = getattr(init_settings, "init_kwargs", {}).get("config_file") or find_config_file()
+            document = read_section(path, cls.config_section, cls)
+        return (InitSettingsSource(settings_cls, init_kwargs=given), _YamlEnv(settings_cls),
+                _RenamedVariables(settings_cls), InitSettingsSource(settings_cls, init_kwargs=document))
+
+    @classmethod
+    def load(cls, config_file: str | os.PathLike[str] | None = None, *, document: dict[str, Any] | None = None,
+             source: str | None = None, **flags: Any) -> Any:
+        """The one builder: these settings from ``flags`` (None values ignored), the environment, and the YAML
+        ``document`` (else the ``config_section`` of ``config_file``, else of ``find_config_file()``).
+
+        Raises ConfigError naming each bad setting and where it came from (never a secret's value).
+        """
+        flags = {k: v for k, v in flags.items() if v is not None}
+        path = find_config_file(config_file) if document is None else None
+        try:
+            return cls(config_file=path, config_document=document, **flags)
+        except ValidationError as exc:
+            where = source or (f"config file {str(path)!r}" if path else None)
+            problems = "; ".join(f"{_where(cls, err['loc'], flags, where)}: {err['msg']}{_shown(err)}"
+                                 for err in exc.errors())
+            raise ConfigError(f"invalid {cls.title}: {problems}") from None
+
+
+def _where(cls: type[SettingsBase], loc: tuple[Any, ...], flags: dict[str, Any], file: str | None) -> str:
+    """``loc`` as a dotted key, with the source that set it: a flag, a variable (new or old name) or the file."""
+    key = ".".join(str(p) for p in loc) or cls.title
+    names = [str(p) for p in loc[:next((i for i, p in enumerate(loc) if isinstance(p, int)), len(loc))]]
+    node: Any = flags
+    for name in names:
+        if not isinstance(node, dict):
+            break  # a flag set the value this key is part of
+        if name not in node:
+            node = None
+            break
+        node = node[name]
+    if names and node is not None:
+        return f"{key} (from a command-line flag)"
+    prefix = str(cls.model_config.get("env_prefix") or "")
+    olds = {new: old for old, new in cls.renamed_variables().items()}
+    for n in range(len(names), 0, -1):
+        var = (prefix + "__".join(names[:n])).upper()
+        if var in {k.upper() for k in os.environ}:
+            return f"{key} (from environment {var})"
+        if var in olds and olds[var] in os.environ:
+            return f"{key} (from environment {olds[var]})"
+    return f"{key} (from {file})" if file else key
 
 
 class KafkaSecurity(BaseModel):
@@ -198,6 +264,7 @@ class Settings(SettingsBase):
         extra="ignore",
         validate_default=True,
     )
+    title: ClassVar[str] = "lineagewire settings"
 
     config_file: pathlib.Path | None = Field(None, exclude=True, description="the YAML file these settings read "
                                              "(default: find_config_file())")
@@ -254,17 +321,10 @@ def find_config_file(explicit: str | os.PathLike[str] | None = None) -> pathlib.
 def load_settings(config_file: str | os.PathLike[str] | None = None, **overrides: Any) -> Settings:
     """Settings from flags (``overrides``, None values ignored), environment and config file.
 
-    Raises ConfigError naming the setting, the value and what was expected.
+    Raises ConfigError naming the setting, where it came from and what was expected.
     """
-    path = find_config_file(config_file)
-    try:
-        return Settings(config_file=path, **{k: v for k, v in overrides.items() if v is not None})
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'settings'}: {err['msg']} (got {_shown(err)})"
-            for err in exc.errors()
-        )
-        raise ConfigError(f"invalid lineagewire settings: {problems}") from None
+    settings: Settings = Settings.load(config_file, **overrides)
+    return settings
 
 
 def read_section(path: pathlib.Path | None, section: str | None, model: type[BaseModel]) -> dict[str, Any]:
@@ -310,66 +370,6 @@ def _read_yaml(path: pathlib.Path) -> dict[str, Any]:
     return loaded or {}
 
 
-class Layered:
-    """A settings document merged from its layers, with where each value came from (``origin``)."""
-
-    def __init__(self, data: dict[str, Any], origins: dict[str, str]) -> None:
-        self.data = data
-        self.origins = origins
-
-    def origin(self, loc: tuple[Any, ...] | list[Any]) -> str | None:
-        """Where the value at ``loc`` (a pydantic error location) came from, for the longest known prefix."""
-        parts = [str(p) for p in loc]
-        for n in range(len(parts), 0, -1):
-            found = self.origins.get(".".join(parts[:n]))
-            if found is not None:
-                return found
-        return None
-
-    def describe(self, exc: ValidationError) -> str:
-        """The errors of ``exc``, each naming the setting and, when not the file, where it came from; never the
-        value itself (it may be a secret)."""
-        out = []
-        for err in exc.errors():
-            where = ".".join(str(p) for p in err["loc"]) or "settings"
-            came = self.origin(err["loc"])
-            out.append(f"{where}{f' (from {came})' if came else ''}: {err['msg']}")
-        return "; ".join(out)
-
-
-def layered(section: str, document: dict[str, Any] | None, source: str, flags: dict[str, Any] | None = None, *,
-            environ: dict[str, str] | None = None) -> Layered:
-    """``document`` (read from ``source``, a YAML file), then ``LINEAGEWIRE_<SECTION>__*`` variables (and their
-    deprecated names, ``RENAMED_VARIABLES``), then ``flags`` (None values ignored, dotted keys nest), each layer
-    over the one before.
-
-    Raises ConfigError naming a variable whose value is not YAML, or a variable that would set a key inside
-    a value that is not a mapping.
-    """
-    env = os.environ if environ is None else environ
-    prefix = f"{ENV_PREFIX}{section.upper()}__"
-    data: dict[str, Any] = dict(document or {})
-    origins: dict[str, str] = {}
-    # Deprecated names first (only those whose new name is unset), so that the new names go over them.
-    olds = [old for old, new in RENAMED_VARIABLES.items() if new.startswith(prefix)
-            and renamed(old, new, env) is not None]
-    for name in [*olds, *sorted(n for n in env if n.startswith(prefix) and n != prefix)]:
-        path = [part.lower() for part in RENAMED_VARIABLES.get(name, name)[len(prefix):].split("__")]
-        try:
-            value = yaml.safe_load(env[name]) if env[name] != "" else ""
-        except yaml.YAMLError:
-            raise ConfigError(f"{name}: not a YAML value; expected a scalar such as 5, true or a text") from None
-        _put(data, path, value, name)
-        origins[".".join(path)] = f"environment {name}"
-    for key, value in (flags or {}).items():
-        if value is None:
-            continue
-        path = key.split(".")
-        _put(data, path, value, f"flag {key}")
-        origins[key] = "a command-line flag"
-    return Layered(data, origins)
-
-
 def _put(data: dict[str, Any], path: list[str], value: Any, what: str) -> None:
     node = data
     for i, part in enumerate(path[:-1]):
@@ -386,7 +386,10 @@ def _put(data: dict[str, Any], path: list[str], value: Any, what: str) -> None:
 
 
 def _shown(err: Any) -> str:
+    """`` (got <value>)`` for a scalar input; never a secret's value, nor a whole mapping (it may hold one)."""
+    if "input" not in err or isinstance(err["input"], dict | list):
+        return ""
     loc = [str(p) for p in err.get("loc", ())]
-    if any("password" in p or "auth" in p for p in loc):
-        return "<secret>"
-    return repr(err.get("input"))[:80]
+    if any(word in p for p in loc for word in ("password", "auth", "token", "secret")):
+        return " (got <secret>)"
+    return f" (got {repr(err['input'])[:80]})"

@@ -31,8 +31,9 @@ from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_settings import SettingsConfigDict
 
-from lineagewire.config import layered
+from lineagewire.config import SettingsBase
 from lineagewire.exceptions import ConfigError
 
 from .channels import Channel, channel_class
@@ -93,10 +94,15 @@ class RuleSpec(BaseModel):
         return v
 
 
-class AlertingConfig(BaseModel):
-    """The validated rules file; ``rules()`` and ``channels()`` build the objects."""
+class AlertingConfig(SettingsBase):
+    """The validated rules file; ``rules()`` and ``channels()`` build the objects. Its settings follow lineagewire's
+    one rule (``SettingsBase``): flags, ``LINEAGEWIRE_ALERTING__<KEY>``, the rules file (else the ``alerting:``
+    section of lineagewire's YAML file), the defaults."""
 
-    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+    model_config = SettingsConfigDict(env_prefix="LINEAGEWIRE_ALERTING__", env_nested_delimiter="__", extra="forbid",
+                                      arbitrary_types_allowed=True)
+    config_section = "alerting"
+    title = "alerting settings"
 
     database: str | None = Field(None, description="SQLAlchemy URL of the alert database, which `alerts` and `ui` "
                                  "read too (default sqlite:///lineagewire-alerting.db)")
@@ -181,20 +187,16 @@ def _errors(exc: ValidationError) -> str:
     return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'value'}: {e['msg']}" for e in exc.errors())
 
 
-def parse_config(doc: Any, source: str = "rules", *, environ: dict[str, str] | None = None) -> AlertingConfig:
+def parse_config(doc: Any, source: str = "rules", **flags: Any) -> AlertingConfig:
     """The configuration from a rules document, with ``LINEAGEWIRE_ALERTING__*`` variables over it
-    (``LINEAGEWIRE_ALERTING__DATABASE``, ``LINEAGEWIRE_ALERTING__ROUTE__GROUP_WAIT=1m``)."""
+    (``LINEAGEWIRE_ALERTING__DATABASE``, ``LINEAGEWIRE_ALERTING__ROUTE__GROUP_WAIT=1m``) and ``flags`` over those."""
     if not isinstance(doc, dict):
         raise RulesError(f"{source}: expected a mapping with 'rules' (and 'channels', 'route'), "
                          f"got {type(doc).__name__}")
     try:
-        layers = layered("alerting", doc, source, environ=environ)
+        config: AlertingConfig = AlertingConfig.load(document=doc, source=source, **flags)
     except ConfigError as exc:
         raise RulesError(f"{source}: {exc}") from exc
-    try:
-        config = AlertingConfig(**layers.data)
-    except ValidationError as exc:
-        raise RulesError(f"{source}: {layers.describe(exc)}") from exc
     # Kind, params and channel errors (unknown type, missing field, unset secret) surface at load time, in one
     # line, not as a traceback when the service opens its channels.
     try:
@@ -210,8 +212,9 @@ def parse_config(doc: Any, source: str = "rules", *, environ: dict[str, str] | N
     return config
 
 
-def load_config(path: str | pathlib.Path) -> AlertingConfig:
-    """Read and validate a rules file; RulesError naming the file, the place and what was expected."""
+def load_config(path: str | pathlib.Path, **flags: Any) -> AlertingConfig:
+    """Read and validate a rules file (``flags`` over it); RulesError naming the file, the place and what was
+    expected."""
     p = pathlib.Path(path)
     try:
         doc = yaml.safe_load(p.read_text())
@@ -219,7 +222,7 @@ def load_config(path: str | pathlib.Path) -> AlertingConfig:
         raise RulesError(f"rules file {str(p)!r}: cannot read it: {exc.strerror}") from exc
     except yaml.YAMLError as exc:
         raise RulesError(f"rules file {str(p)!r}: not valid YAML: {exc}") from exc
-    config = parse_config(doc, f"rules file {str(p)!r}")
+    config = parse_config(doc, f"rules file {str(p)!r}", **flags)
     try:
         config.require_channels()
     except RulesError as exc:

@@ -1,9 +1,10 @@
 """Configuration of the DataHub service: the model options and the sinks.
 
-Precedence, highest first (lineagewire's one rule, docs/settings.md): command-line flags
-(``--file``, ``--gms-url``...), then ``LINEAGEWIRE_DATAHUB__<KEY>`` environment variables
+Precedence, highest first (lineagewire's one rule, docs/settings.md, ``SettingsBase``): command-line
+flags (``--file``, ``--gms-url``...), then ``LINEAGEWIRE_DATAHUB__<KEY>`` environment variables
 (nested with ``__``: ``LINEAGEWIRE_DATAHUB__SINKS__REST__GMS_URL``), then the YAML file given
-with ``--config`` (the keys below), then the defaults. The
+with ``--config`` (the keys below), else the ``datahub:`` section of lineagewire's YAML file, then the
+defaults. The
 Kafka connection of the MCP sink defaults to lineagewire's own ``Settings``.
 
 .. code-block:: yaml
@@ -38,9 +39,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import yaml
-from pydantic import BaseModel, Field, SecretStr, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, Field, SecretStr, ValidationInfo, field_validator
+from pydantic_settings import SettingsConfigDict
 
-from lineagewire.config import layered
+from lineagewire.config import SettingsBase
 from lineagewire.exceptions import ConfigError
 
 __all__ = ["DataHubConfig", "DeliveryConfig", "FileSinkConfig", "KafkaSinkConfig", "RestSinkConfig", "SinksConfig",
@@ -133,10 +135,12 @@ class SinksConfig(BaseModel):
         return {"path": v} if isinstance(v, str | pathlib.Path) else v
 
 
-class DataHubConfig(BaseModel):
+class DataHubConfig(SettingsBase):
     """How events become DataHub entities (see the module docstring for the YAML form)."""
 
-    model_config = {"extra": "forbid"}
+    model_config = SettingsConfigDict(env_prefix="LINEAGEWIRE_DATAHUB__", env_nested_delimiter="__", extra="forbid")
+    config_section = "datahub"
+    title = "DataHub options"
 
     env: str = "PROD"
     cluster: str = "prod"
@@ -215,37 +219,23 @@ class DataHubConfig(BaseModel):
 
 
 def load_config(path: str | pathlib.Path | None = None, **overrides: Any) -> DataHubConfig:
-    """The configuration: defaults, then the YAML file (optional), then ``LINEAGEWIRE_DATAHUB__*`` variables
-    (``LINEAGEWIRE_DATAHUB__ENV=DEV``, ``LINEAGEWIRE_DATAHUB__SINKS__REST__GMS_URL=...``), then ``overrides``
-    (flags; None values ignored; ``file``, ``rest`` and ``kafka`` each replace that sink whole, but a ``rest``
-    without a token keeps the one ``LINEAGEWIRE_DATAHUB__SINKS__REST__TOKEN`` sets, as ``--gms-url`` always has)."""
-    data: dict[str, Any] = {}
+    """The configuration (``SettingsBase.load``): ``overrides`` (flags; None values ignored; ``file``, ``rest`` and
+    ``kafka`` set that sink), then ``LINEAGEWIRE_DATAHUB__*`` variables (``LINEAGEWIRE_DATAHUB__ENV=DEV``,
+    ``LINEAGEWIRE_DATAHUB__SINKS__REST__GMS_URL=...``), then the YAML file ``path`` (else the ``datahub:``
+    section of lineagewire's YAML file), then the defaults."""
+    data: dict[str, Any] | None = None
     if path is not None:
         p = pathlib.Path(path)
         try:
-            loaded = yaml.safe_load(p.read_text())
+            data = yaml.safe_load(p.read_text()) or {}
         except (OSError, yaml.YAMLError) as exc:
             raise ConfigError(f"DataHub config {str(p)!r}: cannot read it ({exc}); expected a YAML mapping") from exc
-        if loaded is None:
-            loaded = {}
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"DataHub config {str(p)!r}: expected a YAML mapping, got {type(loaded).__name__}")
-        data = loaded
-    sinks = data.get("sinks") or {}
-    if not isinstance(sinks, dict):
-        raise ConfigError(f"DataHub config {str(path)!r}: 'sinks' is a {type(sinks).__name__}; expected a mapping "
-                          "with file, rest and/or kafka")
-    data = {**data, "sinks": sinks}
-    flags = {(f"sinks.{k}" if k in ("file", "rest", "kafka") else k): v for k, v in overrides.items()}
-    doc = layered("datahub", data, str(path))
-    rest = flags.get("sinks.rest")
-    if rest is not None and "token" not in rest and "sinks.rest.token" in doc.origins:
-        flags["sinks.rest"] = {**rest, "token": doc.data["sinks"]["rest"]["token"]}
-    origins = doc.origins
-    doc = layered("datahub", doc.data, str(path), flags, environ={})
-    doc.origins = {**origins, **doc.origins}
-    try:
-        return DataHubConfig.model_validate(doc.data)
-    except ValidationError as exc:
-        where = f"DataHub config {str(path)!r}" if path else "DataHub options"
-        raise ConfigError(f"{where}: {doc.describe(exc)}") from exc
+        if not isinstance(data, dict):
+            raise ConfigError(f"DataHub config {str(p)!r}: expected a YAML mapping, got {type(data).__name__}")
+        if not isinstance(data.get("sinks") or {}, dict):
+            raise ConfigError(f"DataHub config {str(p)!r}: 'sinks' is a {type(data['sinks']).__name__}; expected "
+                              "a mapping with file, rest and/or kafka")
+    sinks = {k: overrides.pop(k) for k in ("file", "rest", "kafka") if overrides.get(k) is not None}
+    source = f"DataHub config {str(path)!r}" if path is not None else None
+    config: DataHubConfig = DataHubConfig.load(document=data, source=source, sinks=sinks or None, **overrides)
+    return config
