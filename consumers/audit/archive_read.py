@@ -91,19 +91,7 @@ def read_archive(storage: Storage, topic: str, *, start: Position, end: Position
     for manifest in load_checked(storage, topic):
         p = manifest.partition
         started = not isinstance(start, dt.datetime)
-        trusted = _chain_holds(storage, manifest, errors)
-        files: list[tuple[str, str | None]] = []
-        for entry in manifest.entries:
-            # Only the bounds of the range need a file's span: from the beginning to the end, none is read.
-            if isinstance(start, int) or isinstance(end, int) or (not files and start_ms > 0):
-                first, last, max_ts = _span(storage, entry, trusted)
-                if isinstance(start, int) and last < start:
-                    continue
-                if not files and max_ts < start_ms:
-                    continue  # wholly before the start time, and before the first offset at or after it
-                if isinstance(end, int) and first >= end:
-                    break
-            files.append((entry["file"], entry["sha256"] if trusted else None))
+        files = _files_in_range(storage, manifest, _chain_holds(storage, manifest, errors), start, end, start_ms)
         # The files are read and decompressed on a thread, a batch ahead, while this one decodes.
         with contextlib.closing(_prefetched(_batches(storage, manifest.rel, files, columns))) as batches:
             for batch in batches:
@@ -127,6 +115,25 @@ def _chain_holds(storage: Storage, manifest: Manifest, errors: IO[str]) -> bool:
               "offsets and times are read from the file (lineagewire audit verify lists what changed)",
               file=errors, flush=True)
     return not breaks
+
+
+def _files_in_range(storage: Storage, manifest: Manifest, trusted: bool, start: Position, end: Position | None,
+                    start_ms: int) -> list[tuple[str, str | None]]:
+    """(file, SHA-256 to check it against, or None when the chain does not vouch for it) of each file of
+    ``manifest`` that may hold rows of the range, in offset order."""
+    files: list[tuple[str, str | None]] = []
+    for entry in manifest.entries:
+        # Only the bounds of the range need a file's span: from the beginning to the end, none is read.
+        if isinstance(start, int) or isinstance(end, int) or (not files and start_ms > 0):
+            first, last, max_ts = _span(storage, entry, trusted)
+            if isinstance(start, int) and last < start:
+                continue
+            if not files and max_ts < start_ms:
+                continue  # wholly before the start time, and before the first offset at or after it
+            if isinstance(end, int) and first >= end:
+                break
+        files.append((entry["file"], entry["sha256"] if trusted else None))
+    return files
 
 
 def _span(storage: Storage, entry: dict[str, Any], trusted: bool) -> tuple[int, int, int]:
