@@ -134,19 +134,34 @@ class DatasetNamer:
         """(platform, dataset name) of a namespace and name. Never raises: a namespace of an unusual form (see
         ``_parse``) is named the best way it can be, and logged once per form."""
         scheme, authority, location, kind = _parse(namespace)
-        platform = self.config.platform_aliases.get(scheme) or SCHEME_PLATFORMS.get(scheme) or scheme
+        platform = self._platform_of(scheme)
         if not name:
             kind = kind or "an empty dataset name"
             name = location or authority or namespace.strip() or "unnamed"
             location = ""
-        if kind is not None and kind not in self._logged:
-            self._logged.add(kind)
-            log.warning("dataset namespace %r is %s: its datasets go to platform %r (e.g. %r); other namespaces of "
-                        "this form are named the same way without a log line", namespace, kind, platform,
-                        name if not location else f"{location.rstrip('/')}/{name}")
+        if kind is not None:
+            self._log_unusual(namespace, kind, platform, f"{location.rstrip('/')}/{name}" if location else name)
         if platform not in _PATH_PLATFORMS:
             # An embedded database's tables are named after its location (two databases may have the same tables).
             return platform, f"{location.rstrip('/')}/{name}" if location else name
+        return platform, self._path(platform, authority, location, name)
+
+    def _platform_of(self, scheme: str) -> str:
+        """The platform of a namespace's scheme: the configured alias, else DataHub's name for it, else itself."""
+        return self.config.platform_aliases.get(scheme) or SCHEME_PLATFORMS.get(scheme) or scheme
+
+    def _log_unusual(self, namespace: str, kind: str, platform: str, example: str) -> None:
+        """One warning per unusual namespace form, naming where its datasets go."""
+        if kind in self._logged:
+            return
+        self._logged.add(kind)
+        log.warning("dataset namespace %r is %s: its datasets go to platform %r (e.g. %r); other namespaces of "
+                    "this form are named the same way without a log line", namespace, kind, platform, example)
+
+    def _path(self, platform: str, authority: str, location: str, name: str) -> str:
+        """The dataset name on a platform of paths: a relative name under the location, one slash between
+        folders, the bucket in front, no trailing slash, the path specs applied and (if configured) the
+        partition folders dropped."""
         if location and not name.startswith("/"):
             name = f"{location.rstrip('/')}/{name}"
         path = re.sub(r"/{2,}", "/", name)
@@ -160,7 +175,7 @@ class DatasetNamer:
             while len(parts) > 2 and _PARTITION.fullmatch(parts[-1]):
                 parts.pop()
             path = "/".join(parts)
-        return platform, path
+        return path
 
     def _apply_specs(self, platform: str, path: str) -> str:
         for spec in self.config.path_specs.get(platform, ()):

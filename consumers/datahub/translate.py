@@ -67,6 +67,7 @@ try:
         DataProcessRunStatusClass,
         DataProcessTypeClass,
         EdgeClass,
+        FineGrainedLineageClass,
         RunResultTypeClass,
         StatusClass,
         SystemMetadataClass,
@@ -386,14 +387,16 @@ class Translator:
             serialise(DataJobInfoClass(name=name, type="SPARK", flowUrn=flow, customProperties=props,
                                        env=self.config.env)),
             _STATUS,
-            serialise(DataJobInputOutputClass(
-                inputDatasets=[], outputDatasets=[],
-                inputDatasetEdges=[EdgeClass(destinationUrn=u) for u in in_urns],
-                outputDatasetEdges=[EdgeClass(destinationUrn=u) for u in out_urns],
-                inputDatajobEdges=[EdgeClass(destinationUrn=u) for u in upstream_jobs] or None,
-                inputDatasetFields=sorted({u for fgl in lineages for u in fgl.upstreams or ()}),
-                outputDatasetFields=sorted({u for fgl in lineages for u in fgl.downstreams or ()}),
-                fineGrainedLineages=lineages))]
+            serialise(_job_input_output(in_urns, out_urns, upstream_jobs, lineages))]
+        feeds = self._feeds(outputs, in_urns, known, lineages, relations)
+        datasets = [self._dataset(d, False) for d in inputs] + [self._dataset(d, True) for d in outputs]
+        return aspects, feeds, datasets, self._instance_io(in_urns, out_urns)
+
+    def _feeds(self, outputs: list[dict[str, Any]], in_urns: list[str], known: dict[tuple[str, str], str],
+               lineages: list[FineGrainedLineageClass], relations: list[dict[str, Any]] | None
+               ) -> list[dict[str, Any] | None]:
+        """Per output, the JSON of its upstreamLineage at time 0 (None when dataset lineage is off): the inputs
+        that feed it (all of them, unless the event's relations say which) and its fine-grained lineage."""
         feeds: list[dict[str, Any] | None] = []
         for d in outputs:
             urn = self.names.urn(d)
@@ -407,8 +410,7 @@ class Translator:
                                   for r in relations if known.get((r["sink"]["namespace"], r["sink"]["name"])) == urn
                                   ) or in_urns
             feeds.append(upstream_lineage([u for u in feeding if u != urn], of_output(lineages, urn)))
-        datasets = [self._dataset(d, False) for d in inputs] + [self._dataset(d, True) for d in outputs]
-        return aspects, feeds, datasets, self._instance_io(in_urns, out_urns)
+        return feeds
 
     def _dataset(self, d: dict[str, Any], output: bool) -> tuple[str, list[Aspect]]:
         """(the dataset's URN, its schemaMetadata when the event has fields for it, and a view's aspects)."""
@@ -437,3 +439,17 @@ def _patches(builder: Any) -> list[Proposal]:
     """A patch builder's proposals. acryl-datahub makes them plain ``MetadataChangeProposalClass``es, not our
     ``Proposal`` (which only writes its JSON faster): every sink reads both through the public ``to_obj``."""
     return cast("list[Proposal]", builder.build())
+
+
+def _job_input_output(in_urns: list[str], out_urns: list[str], upstream_jobs: tuple[str, ...],
+                      lineages: list[FineGrainedLineageClass]) -> DataJobInputOutputClass:
+    """The DataJob's dataJobInputOutput: its dataset edges, the Airflow task feeding it (if any), and the
+    columns on either side of its fine-grained lineage."""
+    return DataJobInputOutputClass(
+        inputDatasets=[], outputDatasets=[],
+        inputDatasetEdges=[EdgeClass(destinationUrn=u) for u in in_urns],
+        outputDatasetEdges=[EdgeClass(destinationUrn=u) for u in out_urns],
+        inputDatajobEdges=[EdgeClass(destinationUrn=u) for u in upstream_jobs] or None,
+        inputDatasetFields=sorted({u for fgl in lineages for u in fgl.upstreams or ()}),
+        outputDatasetFields=sorted({u for fgl in lineages for u in fgl.downstreams or ()}),
+        fineGrainedLineages=lineages)

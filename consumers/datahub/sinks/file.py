@@ -113,16 +113,20 @@ class FileSink(Sink):
             want *= 2  # the last complete event began before the tail read: read further back
         end = len(_HEAD) if keep is None else keep  # byte after the last complete event's last record
         self._records = total if keep is not None else 0
-        tail = _TAIL if keep is not None else _EMPTY[len(_HEAD):]
-        if size != end + len(tail) or os.pread(self._fd, len(tail), end) != tail:
-            log.warning("DataHub file sink %s was cut mid-write: %d bytes after the last complete event are "
-                        "dropped (that event comes again from Kafka)", self.path, size - end)
-            os.pwrite(self._fd, tail, end)
-            os.ftruncate(self._fd, end + len(tail))
-            os.fsync(self._fd)
-            size = end + len(tail)
-        self._end = size
+        self._end = self._close_array(self._fd, end, _TAIL if keep is not None else _EMPTY[len(_HEAD):], size)
         return records
+
+    def _close_array(self, fd: int, end: int, tail: bytes, size: int) -> int:
+        """The file's size once ``tail`` closes the JSON array at byte ``end``: whatever a crash left after the
+        last complete event is cut (that event comes again from Kafka)."""
+        if size == end + len(tail) and os.pread(fd, len(tail), end) == tail:
+            return size
+        log.warning("DataHub file sink %s was cut mid-write: %d bytes after the last complete event are "
+                    "dropped (that event comes again from Kafka)", self.path, size - end)
+        os.pwrite(fd, tail, end)
+        os.ftruncate(fd, end + len(tail))
+        os.fsync(fd)
+        return end + len(tail)
 
     def _parse(self, chunk: bytes, start: int, *, whole: bool
                ) -> tuple[list[tuple[str, dict[str, Any]]], int | None, int]:
@@ -147,18 +151,24 @@ class FileSink(Sink):
                 obj = json.loads(text)
             except ValueError:
                 break  # cut mid-write: nothing after it counts
-            props = ((obj.get("systemMetadata") or {}).get("properties") or {}) if isinstance(obj, dict) else {}
-            if EVENT_ID_PROPERTY not in props or RECORD_PROPERTY not in props:
-                raise ConfigError(f"--file {str(self.path)!r} has a record without systemMetadata.properties"
-                                  f"[{EVENT_ID_PROPERTY!r}]; expected a file this service wrote (or a new path)")
-            index, _, total = str(props[RECORD_PROPERTY]).partition("/")
-            event.append((props[EVENT_ID_PROPERTY], obj))
-            if index == total:
+            event_id, last = self._place(obj)
+            event.append((event_id, obj))
+            if last:
                 out += event
                 count += len(event)
                 event = []
                 keep = end - (len(raw) - len(text))  # the record's end, before its separating comma
         return out, keep, count if whole else max(count, 1)
+
+    def _place(self, obj: Any) -> tuple[str, bool]:
+        """(event id, whether it is the event's last record) of a record, from the properties this sink wrote in
+        its systemMetadata."""
+        props = ((obj.get("systemMetadata") or {}).get("properties") or {}) if isinstance(obj, dict) else {}
+        if EVENT_ID_PROPERTY not in props or RECORD_PROPERTY not in props:
+            raise ConfigError(f"--file {str(self.path)!r} has a record without systemMetadata.properties"
+                              f"[{EVENT_ID_PROPERTY!r}]; expected a file this service wrote (or a new path)")
+        index, _, total = str(props[RECORD_PROPERTY]).partition("/")
+        return props[EVENT_ID_PROPERTY], index == total
 
     def _newest_rolled(self) -> pathlib.Path | None:
         prefix, suffix = self.path.stem + ".", self.path.suffix
