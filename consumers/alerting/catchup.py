@@ -22,6 +22,10 @@ group_wait / grouping. An alert newer than ``since`` is notified at once.
 
 A group that has committed offsets already (a restart, or a deployment from
 before this) keeps notifying as it always did: its record is written done.
+
+``CatchUp`` asks Kafka for a new plan; ``CatchUpPlan`` is the record;
+``CatchUpProgress`` is the service's side: the plan as the database holds it,
+the positions this instance saves, and the check that history was read.
 """
 
 from __future__ import annotations
@@ -32,15 +36,19 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .store import CATCHUP_POS
+
 if TYPE_CHECKING:
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
     from confluent_kafka.admin import AdminClient
 
     from lineagewire.config import Settings
 
+    from .store import AlertStore
+
 log = logging.getLogger(__name__)
 
-__all__ = ["CatchUp", "CatchUpPlan", "partition_key"]
+__all__ = ["CatchUp", "CatchUpPlan", "CatchUpProgress", "partition_key"]
 
 
 def partition_key(topic: str, partition: int) -> str:
@@ -133,3 +141,77 @@ class CatchUp:
                     raise
             time.sleep(pause)  # the coordinator gives no signal to wait on
             pause = min(pause * 2, 1.0)
+
+
+class CatchUpProgress:
+    """The service's side of a new group's catch-up through ``catch_up``: the plan (None: not known yet, no event
+    handled and no record in the database), and which partition positions this instance saved."""
+
+    def __init__(self, catch_up: CatchUp, started: dt.datetime) -> None:
+        self.catch_up = catch_up
+        self.group = catch_up.group
+        #: the service's start: the plan's ``since`` unless --notify-since says otherwise
+        self.started = started
+        self.plan: CatchUpPlan | None = None
+        #: partition key -> the position last handed to a save (not written again while it has not moved)
+        self._saved: dict[str, int] = {}
+
+    @property
+    def active(self) -> bool:
+        """History is still being read: old alerts wait, and so do the clock's rules."""
+        return self.plan is not None and not self.plan.done
+
+    @property
+    def held_before(self) -> dt.datetime | None:
+        """Alerts that began before this wait (while ``active``)."""
+        return self.plan.since if self.plan is not None and not self.plan.done else None
+
+    def load(self, store: AlertStore) -> None:
+        """Take the plan the database holds, if any (a restart carries on where the group was)."""
+        if (held := store.catchup(self.group)) is not None:
+            self.plan = CatchUpPlan.from_json(held)
+
+    def ensure_plan(self, store: AlertStore) -> None:
+        """Before the first event: the plan in the database, or a new one stored (the first instance's wins)."""
+        if self.plan is not None:
+            return
+        held = store.catchup(self.group)
+        if held is None:
+            held = store.start_catchup(self.group, self.catch_up.plan(self.started).to_json())
+        self.plan = CatchUpPlan.from_json(held)
+
+    def finish_if_read(self, store: AlertStore, durable: dict[tuple[str, int], int]) -> bool:
+        """Mark the plan done when every partition of it was saved up to its end, by this instance (``durable``:
+        its saved positions) or another; whether this call marked it."""
+        plan = self.plan
+        if plan is None or plan.done:
+            return False
+        held = store.catchup(self.group)
+        if held is None or not held["done"]:  # else another instance saw the end (and cleared the positions)
+            saved = store.catchup_positions(self.group)
+            for (topic, partition), pos in durable.items():
+                key = partition_key(topic, partition)
+                saved[key] = max(saved.get(key, 0), pos)
+            if any(saved.get(key, 0) < end for key, end in plan.ends.items()):
+                return False
+            store.finish_catchup(self.group, plan.to_json())
+        plan.done = True
+        return True
+
+    def positions(self, handled: dict[tuple[str, int], int]) -> list[tuple[str, str, dict[str, Any] | None]]:
+        """Rows saving how far this instance read each partition of the plan (other instances read them), for the
+        positions that moved since the last call."""
+        plan = self.plan
+        if plan is None or plan.done:
+            return []
+        out: list[tuple[str, str, dict[str, Any] | None]] = []
+        for (topic, partition), pos in handled.items():
+            key = partition_key(topic, partition)
+            if key in plan.ends and self._saved.get(key) != pos:
+                self._saved[key] = pos
+                out.append((CATCHUP_POS, f"{self.group}\x1f{key}", {"pos": pos}))
+        return out
+
+    def save_failed(self) -> None:
+        """The save that carried ``positions`` failed: the next one writes them all again."""
+        self._saved.clear()

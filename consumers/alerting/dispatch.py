@@ -97,6 +97,11 @@ class Dispatcher:
         #: groups with something to tell (a new alert or a resolve): the only ones an event can make due
         self._active: set[str] = set()
 
+    def clear_changes(self) -> None:
+        """Forget ``changed_alerts`` and ``changed_groups`` (they were saved, or the save failed and is redone)."""
+        self.changed_alerts.clear()
+        self.changed_groups.clear()
+
     def key_of(self, signal: Signal) -> str:
         """The key of the group ``signal``'s alert belongs to."""
         return group_key_of({k: signal.labels.get(k, "") for k in self.group_by}, signal.channels)

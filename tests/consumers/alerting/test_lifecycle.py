@@ -51,6 +51,20 @@ def ok(job: str = "nightly_orders", **kw) -> list[dict]:
     return RunBuilder(job, **kw).life(at(0), 5)
 
 
+def test_the_clock_call_decides_at_the_time_it_is_given(tmp_path) -> None:
+    """``tick(now)`` is the runtime's time: group_wait runs out at the ``now`` it is handed, whatever the
+    handler's own clock says (here it stands still)."""
+    clock = Clock()
+    h = handler(tmp_path, clock, {"rec": Recorder()})
+    feed(h, fail())
+    h.tick(clock() + 29)
+    assert h.store.outbox() == []  # group_wait (30 s) is still running
+    h.tick(clock() + 31)
+    (row,) = h.store.outbox()
+    assert (row.channel, row.created_at) == ("rec", dt.datetime.fromtimestamp(clock() + 31, dt.UTC))
+    h.close()
+
+
 def test_group_wait_collects_siblings_then_repeat_interval_holds_back_repeats(tmp_path) -> None:
     clock, rec = Clock(), Recorder()
     h = handler(tmp_path, clock, {"rec": rec}, route={"group_by": ["alertname"]})
