@@ -146,17 +146,37 @@ def curl_options(config: Any, url: str, trust_env: bool) -> dict[int, Any]:
     from .curl import pycurl  # (which says what to install when pycurl is missing)
 
     ms = max(int(float(config.timeout) * 1000), 1)
-    parts = urlsplit(url)
-    proxy = urllib.request.getproxies().get(parts.scheme) if trust_env else None
-    if proxy and urllib.request.proxy_bypass(parts.netloc):
-        proxy = None
     options = {pycurl.URL: url, pycurl.POST: 1, pycurl.USERAGENT: f"lineagewire/{__version__}", pycurl.NOSIGNAL: 1,
                pycurl.TIMEOUT_MS: ms, pycurl.CONNECTTIMEOUT_MS: ms,
-               pycurl.PROXY: proxy or "",  # "" is no proxy: libcurl would read http_proxy itself
+               pycurl.PROXY: _proxy(url) if trust_env else "",  # "" is no proxy: libcurl would read http_proxy itself
                pycurl.NETRC: pycurl.NETRC_OPTIONAL if trust_env else pycurl.NETRC_IGNORED}
+    tls = _tls_options(config)
+    options.update(tls)
+    # Never with a client certificate, as openlineage-python: it would be shown to another endpoint. A redirect is
+    # followed as a POST with its body: a 2xx from a GET would not mean the event was taken.
+    if pycurl.SSLCERT not in tls:
+        options.update({pycurl.FOLLOWLOCATION: 1, pycurl.MAXREDIRS: 5, pycurl.POSTREDIR: pycurl.REDIR_POST_ALL})
+    return options
+
+
+def _proxy(url: str) -> str:
+    """The proxy for ``url`` as ``urllib`` reads the environment, or "" for none."""
+    parts = urlsplit(url)
+    proxy = urllib.request.getproxies().get(parts.scheme)
+    if not proxy or urllib.request.proxy_bypass(parts.netloc):
+        return ""
+    return str(proxy)
+
+
+def _tls_options(config: Any) -> dict[int, Any]:
+    """The libcurl TLS options of ``config``'s ``verify`` and ``ssl_context``: the CA bundle (its own, else the
+    system's), verification, and the client certificate and key."""
+    from .curl import pycurl
+
     ctx = getattr(config, "ssl_context", None)
     ca_file, cert, key = (getattr(ctx, name, None) or None
                           for name in ("ca_cert_path", "client_cert_path", "client_key_path"))
+    options: dict[int, Any] = {}
     # As openlineage-python's http transport: a CA bundle of its own turns verification on, whatever ``verify`` says.
     if not config.verify and ca_file is None:
         options.update({pycurl.SSL_VERIFYPEER: 0, pycurl.SSL_VERIFYHOST: 0})
@@ -165,9 +185,6 @@ def curl_options(config: Any, url: str, trust_env: bool) -> dict[int, Any]:
                           (pycurl.SSLKEY, key if cert else None)):
         if value:
             options[option] = value
-    if not cert:  # never with a client certificate, as openlineage-python: it would be shown to another endpoint
-        # A redirect is followed as a POST with its body: a 2xx from a GET would not mean the event was taken.
-        options.update({pycurl.FOLLOWLOCATION: 1, pycurl.MAXREDIRS: 5, pycurl.POSTREDIR: pycurl.REDIR_POST_ALL})
     return options
 
 

@@ -372,14 +372,7 @@ class OpenLineageHandler(Handler):
         assert record.event is not None  # the runtime hands this handler decoded events only
         events = self.translator.translate(record.event)
         if self._enrich is None:
-            for ev in events:
-                try:
-                    self.client.emit(ev)
-                except Exception as exc:  # noqa: BLE001 - any transport failure means the backend did not take it
-                    state = ev.eventType.value if ev.eventType else "event"
-                    raise EmitError(f"{record.where}: OpenLineage {state} for run {ev.run.runId} "
-                                    f"not sent: {type(exc).__name__}: {exc}") from exc
-            return len(events)
+            return self._emit_by_client(record, events)
         message_key = self._kafka.message_key if self._kafka is not None else None
         out: list[Rendered] = []
         to_json = self.translator.to_json
@@ -388,15 +381,32 @@ class OpenLineageHandler(Handler):
             if e is not None:
                 out.append(Rendered(to_json(e), kafka_message_key(e, message_key), record.where))
         assert self.inflight is not None  # noqa: S101 - set with _enrich
-        if self.concurrency == 0:  # one at a time, on this thread: raises EmitError unless delivered
-            if out:
-                if self._http is not None:
-                    self.inflight.call(self._http.send(out))
-                elif self._kafka is not None:
-                    self._kafka.send(out)
+        if self.concurrency == 0:
+            self._deliver_here(self.inflight, out)
             return len(out)
         self.inflight.submit(record, out)
         return 0  # counted when confirmed, by batch_done and tick
+
+    def _deliver_here(self, inflight: InFlight[Rendered], out: list[Rendered]) -> None:
+        """Delivers ``out`` one at a time, on this thread (``concurrency`` 0): raises EmitError unless delivered."""
+        if not out:
+            return
+        if self._http is not None:
+            inflight.call(self._http.send(out))
+        elif self._kafka is not None:
+            self._kafka.send(out)
+
+    def _emit_by_client(self, record: Record, events: list[Any]) -> int:
+        """Sends ``events`` one by one through the client's own ``emit`` (a transport of openlineage-python's
+        that the service does not deliver itself); EmitError names the first one not sent."""
+        for ev in events:
+            try:
+                self.client.emit(ev)
+            except Exception as exc:  # noqa: BLE001 - any transport failure means the backend did not take it
+                state = ev.eventType.value if ev.eventType else "event"
+                raise EmitError(f"{record.where}: OpenLineage {state} for run {ev.run.runId} "
+                                f"not sent: {type(exc).__name__}: {exc}") from exc
+        return len(events)
 
     def batch_done(self) -> int:
         return self.inflight.check() if self.inflight is not None else 0

@@ -167,17 +167,10 @@ class Renderer:
         names = self._fields.get(cls)
         if names is None and attr.has(cls):
             names = self._fields[cls] = tuple(a.name for a in attr.fields(cls))
-        plain = self.plain
         if names is not None:
-            out = {}
-            for name in names:
-                value = getattr(obj, name)
-                if value is None:
-                    continue
-                if type(value) not in _SCALARS and (value := plain(value)) is None:  # scalars as they are
-                    continue
-                out[name] = value
-            return out
+            return self._attrs_plain(obj, names)
+        # Values inside an event (its enums, dates) come here on every event: kept inline, without a further call.
+        plain = self.plain
         if isinstance(obj, Enum):
             return obj.value
         if isinstance(obj, dt.date):
@@ -190,3 +183,16 @@ class Renderer:
             items = (plain(v) for v in obj if v is not None)
             return [v for v in items if v is not None and v != {}]
         return obj
+
+    def _attrs_plain(self, obj: Any, names: tuple[str, ...]) -> dict[str, Any]:
+        """An attrs object's fields by name, those whose value is or becomes None left out."""
+        plain = self.plain
+        out = {}
+        for name in names:
+            value = getattr(obj, name)
+            if value is None:
+                continue
+            if type(value) not in _SCALARS and (value := plain(value)) is None:  # scalars as they are
+                continue
+            out[name] = value
+        return out
