@@ -117,12 +117,12 @@ def _median_interval(values: list[float], level: float = 0.90, resamples: int = 
 
 def overhead(spark: Any, settings: Settings, actions: int, rounds: int, outbox: str,
              variants: list[str]) -> dict[str, Any]:
-    from lineagewire.producers.spark import install
+    from lineagewire.producers.spark import install, internals
 
     def with_openlineage() -> float:
         # As spark.extraListeners would create it: with the SparkConf, whose spark.openlineage.* it reads.
-        sc = spark.sparkContext._jsc.sc()
-        listener = spark.sparkContext._jvm.io.openlineage.spark.agent.OpenLineageSparkListener(sc.conf())
+        sc = internals.java_spark_context(spark)
+        listener = internals.context_jvm(spark).io.openlineage.spark.agent.OpenLineageSparkListener(sc.conf())
         sc.addSparkListener(listener)
         try:
             took = _workload(spark, actions)
@@ -216,18 +216,18 @@ class _Capture:
 
 
 def extraction(spark: Any, columns: int, calls: int, tmp: str) -> dict[str, Any]:
-    from pyspark.java_gateway import ensure_callback_server_started
     from pyspark.sql import functions as F
 
+    from lineagewire.producers.spark import internals
     from lineagewire.producers.spark.lineage import extract_action_lineage
 
-    gateway = spark.sparkContext._gateway
-    ensure_callback_server_started(gateway)
+    gateway = internals.gateway(spark)
+    internals.start_callback_server(gateway)
     capture = _Capture()
     holder = gateway.jvm.java.util.ArrayList()
     holder.add(capture)
     jlistener = holder.get(0)
-    manager = spark._jsparkSession.listenerManager()
+    manager = internals.java_session(spark).listenerManager()
     manager.register(jlistener)
     try:
         src = f"{tmp}/wide_src"
@@ -242,7 +242,7 @@ def extraction(spark: Any, columns: int, calls: int, tmp: str) -> dict[str, Any]
         for i, df in enumerate(plans):
             df.write.mode("overwrite").parquet(f"{tmp}/wide_out_{i}")
             df.write.format("noop").mode("overwrite").save()
-        spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(30_000)
+        internals.java_spark_context(spark).listenerBus().waitUntilEmpty(30_000)
     finally:
         manager.unregister(jlistener)
     seen = list(capture.seen)

@@ -73,11 +73,10 @@ def main() -> None:
     parser.add_argument("--tojson", action="store_true", help="Spark's own toJSON() instead of the JVM writer")
     args = parser.parse_args()
 
-    from pyspark.java_gateway import ensure_callback_server_started
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F  # noqa: N812
 
-    from lineagewire.producers.spark import jvm_classes
+    from lineagewire.producers.spark import internals, jvm_classes
     from lineagewire.producers.spark.lineage import extract_action_lineage, jvm
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -92,9 +91,9 @@ def main() -> None:
         if not args.tojson:  # what the emitter's install does once per machine and Spark version
             info = jvm_classes.JvmInfo.of(spark)
             jvm_classes.compile_classes(info, jvm_classes.find_javac(info) or "javac")
-        ensure_callback_server_started(spark.sparkContext._gateway)
+        internals.start_callback_server(internals.gateway(spark))
         capture = _Capture()
-        spark._jsparkSession.listenerManager().register(capture)
+        internals.java_session(spark).listenerManager().register(capture)
         wide = spark.range(10).select(F.col("id").alias("key"),
                                       *[(F.col("id") * i).alias(f"c{i}") for i in range(COLUMNS - 1)])
         wide.write.parquet(f"{base}/wide")
@@ -152,7 +151,7 @@ def main() -> None:
         writer = jvm.plan_writer()
         results["jvm_writer"] = None if writer is None else {"written": writer.written(),
                                                              "fallbacks": writer.fallbacks()}
-        spark._jsparkSession.listenerManager().unregister(capture)
+        internals.java_session(spark).listenerManager().unregister(capture)
         save("lineage-tojson" if args.tojson else "lineage", results)
     finally:
         spark.stop()

@@ -49,7 +49,7 @@ import sqlalchemy as sa
 
 from lineagewire.config import Settings
 from lineagewire.consumers.runtime import ConsumerRuntime, Handler, OutputError, PermanentError, Record, RetryPolicy
-from lineagewire.producers.spark import release_thread_connection
+from lineagewire.producers.spark.internals import release_thread_connection
 from lineagewire.schemas import kind_of
 
 from .exceptions import RefreshCanceled

@@ -12,11 +12,11 @@ Zero-code: ``lineagewire instrument -- python job.py [args]``. Settings:
 Listener plugins: ``listeners/base.py``. User guide: docs/emitter.md.
 """
 
-from ._py4j import release_thread_connection
 from .callbacks import SparkCallbacks
 from .config import EmitterConfig
 from .emitter import Emitter, install, job_run, running
 from .exceptions import EmitterConfigError, EmitterError, OutboxError, UnknownListenerError, UnsupportedSparkError
+from .internals import release_thread_connection
 from .listeners.base import JobStatusListener, JobStatusListenerFactory, ListenerContext
 from .runs import Run
 

@@ -27,8 +27,8 @@ from lineagewire.redact import Redactor
 from lineagewire.schemas import Codec, action_lineage
 from lineagewire.schemas.events import ErrorInfo
 
-from ._py4j import release_thread_connection
 from .config import EmitterConfig
+from .internals import release_thread_connection
 from .listeners.base import EncodedEvent
 from .listeners.executor import BoundedExecutor
 from .runs import Run

@@ -26,7 +26,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from . import versions
+from . import internals, versions
 from .emitter import install
 
 log = logging.getLogger(__name__)
@@ -54,8 +54,8 @@ def serve(conf: Mapping[str, str], *, host: str = "127.0.0.1", port: int = 15002
         if not emitter.wait_ready(READY_TIMEOUT):
             log.warning("lineagewire's SparkListener was not ready within %.0fs: sessions opened before it is "
                         "will not be reported", READY_TIMEOUT)
-        service = getattr(spark.sparkContext._jvm, CONNECT_SERVICE)
-        service.start(spark.sparkContext._jsc.sc())
+        service = getattr(internals.context_jvm(spark), CONNECT_SERVICE)
+        service.start(internals.java_spark_context(spark))
         print(f"lineagewire connect-server: listening on sc://{host}:{port} "
               f"(application run {emitter.app_run.run_id})", flush=True)
         stop.wait()
@@ -65,7 +65,7 @@ def serve(conf: Mapping[str, str], *, host: str = "127.0.0.1", port: int = 15002
 
 
 def _none(spark: Any) -> Any:
-    return spark.sparkContext._jvm.scala.Option.empty()
+    return internals.context_jvm(spark).scala.Option.empty()
 
 
 def _stop_on_signals() -> threading.Event:

@@ -49,7 +49,7 @@ from lineagewire.config import Settings, load_settings
 from lineagewire.schemas import Codec, job_spec
 from lineagewire.schemas.events import ErrorInfo, RunRef, ScheduleRef
 
-from . import process_hooks, versions
+from . import internals, process_hooks, versions
 from .actions import ActionLineage
 from .callbacks import SparkCallbacks
 from .config import CONF_PREFIX, EmitterConfig, conf_snapshot, resolve_config
@@ -108,8 +108,10 @@ class Emitter(SparkCallbacks):
                                     lock=self._lock, start=self._emit_start, end=self._end)
         self._emit_start(self.app_run, self._spec)
         try:
+            # Kept before install(): if install fails halfway, close() still reaches what it registered.
             self._hooks = SparkHooks(self, spark, spark_listener=config.spark_listener,
                                      streaming_listener=config.streaming_listener, javac=config.javac)
+            self._hooks.install()
         except Exception as exc:
             self.close(0.5)
             raise EmitterError(f"could not register the Spark listeners on {spark!r}: {exc}") from exc
@@ -425,7 +427,7 @@ def install(spark: Any, *, settings: Settings | None = None, listeners: list[str
         if existing is not None:
             return existing
         sc = spark.sparkContext
-        versions.check(str(sc.version), sc.getConf().get("spark.jars.packages", ""), sc._jvm)
+        versions.check(str(sc.version), sc.getConf().get("spark.jars.packages", ""), internals.context_jvm(sc))
         conf = {k: v for k, v in sc.getConf().getAll() if k.startswith(CONF_PREFIX)}
         orchestrator = {k: v for k in CONF_KEYS if (v := spark.conf.get(k, None))}
         cfg = resolve_config(spark_conf=conf, config=config, listeners=listeners, namespace=job_namespace,

@@ -33,10 +33,10 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+from collections.abc import Callable
 from typing import Any
 
-from . import jvm_classes, versions
-from ._py4j import release_thread_connection
+from . import internals, jvm_classes, versions
 from .callbacks import SparkCallbacks
 from .exceptions import JvmClassesError
 
@@ -207,24 +207,28 @@ def _streaming_listener(callbacks: SparkCallbacks) -> Any:
 
 
 class SparkHooks:
-    """Registers the callbacks on a SparkSession and removes every one of them again."""
+    """Registers the callbacks on a SparkSession (``install``) and removes every one of them again (``remove``).
+
+    What the JVM holds of ours is recorded as it is registered, with how to take it back: ``install``
+    failing halfway removes what it had registered before raising, and ``remove`` (safe to call again, also
+    after a failed ``install``) removes whatever is there. No JVM call is made while ``_lock`` is held:
+    removing a listener can wait for Spark's listener bus, whose thread may be in ``_on_connect_event``
+    waiting for that lock. A registration that ``remove`` could not see yet (made on the compile thread
+    or the bus thread while it ran) is taken back by the thread that made it.
+    """
 
     def __init__(self, callbacks: SparkCallbacks, spark: Any, *, spark_listener: bool, streaming_listener: bool,
                  javac: str | None = None) -> None:
-        from pyspark.java_gateway import ensure_callback_server_started
-
         self.spark = spark
         self._callbacks = callbacks
-        sc = spark.sparkContext
-        self._gateway = sc._gateway
-        self._spark_version = str(sc.version)
-        ensure_callback_server_started(self._gateway)
-        self._qel: Any = None
+        self._options = (spark_listener, streaming_listener, javac)
+        self._py4j = internals.gateway(spark)
+        self._spark_version = str(spark.sparkContext.version)
         self._sl: Any = None  # the registered SparkListener: the Java one, or the proxy of _SparkListener
         self._sl_py: _SparkListener | None = None
         self._app_end: _ApplicationEnd | None = None
-        self._stream: Any = None
         self._connect = _ConnectEvents(self._on_connect_event)
+        self._registered: list[tuple[str, Callable[[], Any]]] = []  # what the JVM holds, how to take it back
         self._sessions: dict[str, tuple[Any, Any]] = {}  # Connect session id -> (its Java session, our listener)
         self._lock = threading.Lock()
         self._removed = False
@@ -233,20 +237,43 @@ class SparkHooks:
         #: set once the SparkListener is registered (or will not be)
         self.spark_listener_ready = threading.Event()
         self._py = _QueryExecutionListener(callbacks)
-        self._qel = self._java_proxy(self._py)
-        spark._jsparkSession.listenerManager().register(self._qel)
-        if spark_listener:
-            self._start_spark_listener(javac)
-        else:
-            self.spark_listener_ready.set()
-        if streaming_listener:
-            self._stream = _streaming_listener(callbacks)
-            spark.streams.addListener(self._stream)
+
+    def install(self) -> None:
+        """Register the listeners; if one fails, remove those registered before it, then raise."""
+        spark_listener, streaming_listener, javac = self._options
+        try:
+            internals.start_callback_server(self._py4j)
+            qel = self._java_proxy(self._py)
+            manager = internals.java_session(self.spark).listenerManager()
+            manager.register(qel)
+            self._keep([("query execution listener", functools.partial(manager.unregister, qel))])
+            if spark_listener:
+                self._start_spark_listener(javac)
+            else:
+                self.spark_listener_ready.set()
+            if streaming_listener:
+                stream = _streaming_listener(self._callbacks)
+                self.spark.streams.addListener(stream)
+                self._keep([("streaming listener", lambda: self.spark.streams.removeListener(stream))])
+        except BaseException:
+            self.remove()
+            raise
 
     def _java_proxy(self, obj: Any) -> Any:
-        holder = self._gateway.jvm.java.util.ArrayList()
+        holder = self._py4j.jvm.java.util.ArrayList()
         holder.add(obj)
         return holder.get(0)
+
+    def _keep(self, undo: list[tuple[str, Callable[[], Any]]], record: Callable[[], None] | None = None) -> bool:
+        """Record a registration just made, with its ``undo`` steps; if ``remove()`` ran meanwhile, undo it now."""
+        with self._lock:
+            if not self._removed:
+                self._registered.extend(undo)
+                if record is not None:
+                    record()
+                return True
+        _undo(undo)
+        return False
 
     # -- the SparkListener: Java if it can be had, else Python ------------------------------------
 
@@ -278,19 +305,21 @@ class SparkHooks:
         else:
             self._register_jvm_listener(directory)
         finally:
-            release_thread_connection()
+            internals.release_thread_connection()
 
     def _register_jvm_listener(self, directory: Any) -> None:
         try:
-            with self._lock:
-                if not self._removed:
-                    listener = jvm_classes.new_instance(self.spark, directory, jvm_classes.JOB_EVENTS_LISTENER)
-                    self._app_end = _ApplicationEnd(self._callbacks)
-                    listener.setOnApplicationEnd(self._app_end)
-                    listener.setOnConnectEvent(self._connect)
-                    self.spark.sparkContext._jsc.sc().addSparkListener(listener)
-                    self._sl = listener
-                    self.spark_listener_kind = "jvm"
+            if not self._removed:
+                listener = jvm_classes.new_instance(self.spark, directory, jvm_classes.JOB_EVENTS_LISTENER)
+                self._app_end = _ApplicationEnd(self._callbacks)
+                listener.setOnApplicationEnd(self._app_end)
+                listener.setOnConnectEvent(self._connect)
+                context = internals.java_spark_context(self.spark)
+                context.addSparkListener(listener)
+                self._keep([("spark listener", functools.partial(context.removeSparkListener, listener)),
+                            ("application-end callback", functools.partial(listener.setOnApplicationEnd, None)),
+                            ("Connect event callback", functools.partial(listener.setOnConnectEvent, None))],
+                           functools.partial(self._record_spark_listener, "jvm", listener, None))
         except Exception as exc:  # noqa: BLE001 - a class that will not load or register: Python does the work
             self._fallback(f"registering {jvm_classes.JOB_EVENTS_LISTENER} from {directory} failed: "
                            f"{str(exc).splitlines()[0] if str(exc) else exc!r}")
@@ -304,16 +333,21 @@ class SparkHooks:
                     "Point spark.lineagewire.javac at a JDK's javac, or set spark.lineagewire.spark_listener=false "
                     "to go without job counts and JVM-side application end.", why)
         try:
-            with self._lock:
-                if not self._removed:
-                    py = _SparkListener(self._callbacks, self._on_connect_event)
-                    proxy = self._java_proxy(py)
-                    self.spark.sparkContext._jsc.sc().addSparkListener(proxy)
-                    self._sl_py, self._sl, self.spark_listener_kind = py, proxy, "py4j"
+            if not self._removed:
+                py = _SparkListener(self._callbacks, self._on_connect_event)
+                proxy = self._java_proxy(py)
+                context = internals.java_spark_context(self.spark)
+                context.addSparkListener(proxy)
+                self._keep([("spark listener", functools.partial(context.removeSparkListener, proxy))],
+                           functools.partial(self._record_spark_listener, "py4j", proxy, py))
         except Exception as exc:  # noqa: BLE001 - a stopping context: no SparkListener, the runs still end at stop()
             log.warning("could not register lineagewire's SparkListener: %s", exc)
         finally:
             self.spark_listener_ready.set()
+
+    def _record_spark_listener(self, kind: str, listener: Any, py: _SparkListener | None) -> None:
+        # Under _lock (from _keep): job_counts() reads the three together.
+        self._sl, self._sl_py, self.spark_listener_kind = listener, py, kind
 
     # -- Spark Connect: a query listener per client session -----------------------------------------
 
@@ -338,19 +372,24 @@ class SparkHooks:
             if self._removed:
                 return {}
         if known is None:
-            jvm = self._gateway.jvm
+            jvm = self._py4j.jvm
             service = getattr(jvm, _CONNECT_SERVICE)
             # The session exists already (this operation runs in it): get-or-create returns it.
             holder = service.getOrCreateIsolatedSession(
                 user_id, session_id, *versions.isolated_session_extra(self._spark_version, jvm))
             jsession = holder.session()
             proxy = self._java_proxy(_QueryExecutionListener(_SessionActions(self._callbacks, session_id)))
+            jsession.listenerManager().register(proxy)
             with self._lock:
-                if self._removed or session_id in self._sessions:
-                    return {}
-                jsession.listenerManager().register(proxy)
-                self._sessions[session_id] = known = (jsession, proxy)
-        conf = known[0].conf()
+                kept = not self._removed and session_id not in self._sessions
+                if kept:
+                    self._sessions[session_id] = (jsession, proxy)
+            if not kept:  # remove() ran meanwhile (it could not see this one), or another event attached first
+                _undo([("Connect session's query listener", functools.partial(_unregister, jsession, proxy))])
+                return {}
+        else:
+            jsession = known[0]
+        conf = jsession.conf()
         return {k: str(v) for k in CONNECT_CONF_KEYS if (v := conf.get(k, None)) is not None}
 
     def _detach_session(self, session_id: str) -> None:
@@ -358,7 +397,7 @@ class SparkHooks:
             known = self._sessions.pop(session_id, None)
         if known is not None:
             try:
-                known[0].listenerManager().unregister(known[1])
+                _unregister(*known)
             except Exception as exc:  # noqa: BLE001 - the session is closing: nothing to undo
                 log.debug("could not unregister the query listener of Connect session %s: %s", session_id, exc)
 
@@ -381,7 +420,7 @@ class SparkHooks:
         if timeout <= 0:
             return False
         try:
-            self.spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(int(timeout * 1000))
+            internals.java_spark_context(self.spark).listenerBus().waitUntilEmpty(int(timeout * 1000))
             return True
         except Exception:  # noqa: BLE001 - a timeout or a stopped context: nothing more to wait for
             return False
@@ -389,28 +428,24 @@ class SparkHooks:
     def remove(self) -> None:
         """Unregister everything; each step on its own, so one failure does not leave the others behind."""
         with self._lock:
-            # A compile still running registers nothing after this.
+            # A compile still running registers nothing after this; a registration under way takes itself back.
             self._removed = True
-            qel, sl, stream, kind = self._qel, self._sl, self._stream, self.spark_listener_kind
+            steps, self._registered = self._registered, []
             sessions = list(self._sessions.values())
             self._sessions.clear()
-        steps = [
-            ("query execution listener", lambda: self.spark._jsparkSession.listenerManager().unregister(qel)),
-        ]
-        if sl is not None:
-            steps.append(("spark listener", lambda: self.spark.sparkContext._jsc.sc().removeSparkListener(sl)))
-            if kind == "jvm":
-                steps.append(("application-end callback", lambda: sl.setOnApplicationEnd(None)))
-                steps.append(("Connect event callback", lambda: sl.setOnConnectEvent(None)))
-        for jsession, proxy in sessions:
-            steps.append(("Connect session's query listener",
-                          functools.partial(lambda js, p: js.listenerManager().unregister(p), jsession, proxy)))
-        if stream is not None:
-            steps.append(("streaming listener", lambda: self.spark.streams.removeListener(stream)))
-        for what, step in steps:
-            try:
-                step()
-            except Exception as exc:  # noqa: BLE001 - the session may be stopping; nothing to undo then
-                log.debug("could not unregister the %s: %s", what, exc)
+        steps += [("Connect session's query listener", functools.partial(_unregister, jsession, proxy))
+                  for jsession, proxy in sessions]
         # _sl stays: its counters are still read by stats() after close.
-        self._qel = self._stream = None
+        _undo(steps)
+
+
+def _unregister(jsession: Any, proxy: Any) -> None:
+    jsession.listenerManager().unregister(proxy)
+
+
+def _undo(steps: list[tuple[str, Callable[[], Any]]]) -> None:
+    for what, step in steps:
+        try:
+            step()
+        except Exception as exc:  # noqa: BLE001 - the session may be stopping; nothing to undo then
+            log.debug("could not unregister the %s: %s", what, exc)

@@ -16,6 +16,8 @@ import sys
 import threading
 from typing import Any
 
+from . import internals
+
 log = logging.getLogger(__name__)
 
 __all__ = ["BOOT_DIR", "INSTRUMENT_ENV", "activate_on", "on_term"]
@@ -64,8 +66,7 @@ def _is_connect(spark: Any) -> bool:
 
 def _local_connect_server(client: Any) -> Any:
     """The classic SparkSession of the Connect server PySpark started in this process; None for a remote one."""
-    # PySpark sets SPARK_LOCAL_REMOTE while it runs a local server for remote("local[...]") / SPARK_REMOTE=local.
-    if not os.environ.get("SPARK_LOCAL_REMOTE"):
+    if not internals.local_connect_server():
         sys.stderr.write("lineagewire: this Spark Connect client talks to a server elsewhere; its lineage is "
                          "reported by that server (start it with `lineagewire connect-server`, docs/emitter.md)\n")
         return None

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from . import internals
 from .exceptions import JvmClassesError
 
 __all__ = ["JOB_EVENTS_LISTENER", "PLAN_JSON", "JvmInfo", "cached", "compile_classes", "find_javac", "new_instance"]
@@ -65,7 +66,7 @@ class JvmInfo:
     def of(cls, spark: Any) -> JvmInfo:
         """The driver JVM's facts, from a SparkSession or a SparkContext."""
         sc = getattr(spark, "sparkContext", spark)
-        system = sc._gateway.jvm.java.lang.System
+        system = internals.gateway(sc).jvm.java.lang.System
         return cls(spark_version=str(sc.version),
                    java_version=str(system.getProperty("java.specification.version")),
                    java_home=str(system.getProperty("java.home") or ""),
@@ -194,8 +195,7 @@ def new_instance(spark: Any, directory: pathlib.Path, class_name: str) -> Any:
     that loaded Spark, so it sees the same ``SparkListener`` the listener bus knows.
     ``spark`` is a SparkSession or a SparkContext.
     """
-    sc = getattr(spark, "sparkContext", spark)
-    gateway = sc._gateway
+    gateway = internals.gateway(spark)
     jvm = gateway.jvm
     key = (id(gateway), str(directory), class_name)
     with _LOADED_LOCK:
@@ -203,7 +203,7 @@ def new_instance(spark: Any, directory: pathlib.Path, class_name: str) -> Any:
         if cls is None:
             urls = gateway.new_array(jvm.java.net.URL, 1)
             urls[0] = jvm.java.io.File(str(directory) + os.sep).toURI().toURL()
-            loader = jvm.java.net.URLClassLoader(urls, sc._jsc.sc().getClass().getClassLoader())
+            loader = jvm.java.net.URLClassLoader(urls, internals.java_spark_context(spark).getClass().getClassLoader())
             cls = _LOADED[key] = loader.loadClass(class_name)
     constructor = cls.getDeclaredConstructor(gateway.new_array(jvm.java.lang.Class, 0))
     return constructor.newInstance(gateway.new_array(jvm.java.lang.Object, 0))

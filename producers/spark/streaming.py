@@ -30,6 +30,7 @@ from typing import Any
 from lineagewire.schemas import dataset
 from lineagewire.schemas.events import ErrorInfo
 
+from . import internals
 from .actions import ActionLineage
 from .lineage import SINK_KINDS, described_path, extract_stream_lineage, sink_description
 from .runs import Run
@@ -41,7 +42,7 @@ log = logging.getLogger(__name__)
 
 def jvm_query(spark: Any, query_id: str) -> Any:
     """The JVM ``StreamExecution`` of the active query ``query_id`` of ``spark``'s session, or None."""
-    query = spark._jsparkSession.streams().get(query_id)
+    query = internals.java_session(spark).streams().get(query_id)
     return query.streamingQuery() if query is not None else None
 
 

@@ -87,7 +87,7 @@ def connector_mismatches(packages: str, spark_version: str) -> list[str]:
 
 
 def scala_binary(jvm: Any) -> str:
-    """The driver's Scala binary version, ``2.12`` or ``2.13``, from the JVM (py4j ``sc._jvm``)."""
+    """The driver's Scala binary version, ``2.12`` or ``2.13``, from the py4j JVM view (``internals.context_jvm``)."""
     full = str(jvm.scala.util.Properties.versionNumberString())
     return ".".join(full.split(".")[:2])
 

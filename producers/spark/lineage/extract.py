@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from .. import internals
 from . import origins
 from .connectors import INPUTS, NO_DATASET, OUTPUTS
 from .context import Extraction
@@ -229,10 +230,8 @@ class _Extraction(Extraction):
         ``foreachBatch`` runs the user's function in a clone of the session that started the query, and a
         clone has a streaming query manager of its own, without the query.
         """
-        from pyspark import SparkContext
-
         sessions = [self.session()]
-        jvm = SparkContext._jvm
+        jvm = internals.active_jvm()
         if jvm is not None:
             # Resolving the class through the JVM view is a round trip per package level: once per JVM.
             cls = _SESSION_CLASS.get(id(jvm))

@@ -12,7 +12,7 @@ import threading
 import time
 from typing import Any
 
-from .. import jvm_classes
+from .. import internals, jvm_classes
 from .exceptions import BudgetExceededError
 from .plan import Step
 
@@ -81,12 +81,10 @@ def plan_writer() -> Any:
     It is compiled with the emitter's SparkListener (``jvm_classes``); this only loads it
     from the cache, never compiles, so an extraction does not wait for javac.
     """
-    from pyspark import SparkContext
-
-    sc = SparkContext._active_spark_context
+    sc = internals.active_context()
     if sc is None:
         return None
-    key = id(sc._gateway)
+    key = id(internals.gateway(sc))
     now = time.monotonic()
     found = _WRITERS.get(key)
     if found is not None and (found[0] is not None or now - found[1] < _RETRY_S):
@@ -261,9 +259,7 @@ def scala_map(value: Any) -> dict[str, str]:
     """A scala Map[String, String] as a dict (through the JVM's own converter)."""
     if value is None or value.isEmpty():
         return {}
-    from pyspark import SparkContext
-
-    jvm = SparkContext._jvm
+    jvm = internals.active_jvm()
     if jvm is None:
         return {}
     # Resolving a class through the JVM view costs a round trip per package level: once is enough.

@@ -12,6 +12,7 @@ from typing import Any
 
 from lineagewire.schemas.events import Dataset
 
+from ... import internals
 from ..context import Extraction
 
 __all__ = ["add_write_version", "version_after_write", "version_read"]
@@ -38,9 +39,7 @@ def version_after_write(ctx: Extraction, path: str) -> str | None:
     if session is None:
         return None
     try:
-        from pyspark import SparkContext
-
-        jvm: Any = SparkContext._jvm
+        jvm: Any = internals.active_jvm()
         # forTable returns the DeltaLog this JVM just committed through: its snapshot is the new version.
         delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(session, path)
         return str(delta_log.unsafeVolatileSnapshot().version())

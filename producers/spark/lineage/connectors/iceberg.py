@@ -26,6 +26,7 @@ from typing import Any
 
 from lineagewire.schemas.events import Dataset, SchemaField, Symlink, dataset
 
+from ... import internals
 from ..context import Extraction
 from ..naming import file_dataset_id, normalize_uri
 from ..plan import PlanNode
@@ -79,9 +80,7 @@ def _scan_report_snapshot(scan: Any) -> str | None:
     the same action), so its current snapshot may already be a later one; the ScanReport is what was read.
     openlineage-spark reads the same field, the same way, for its Iceberg scan report facet.
     """
-    from pyspark import SparkContext
-
-    jvm = SparkContext._jvm
+    jvm = internals.active_jvm()
     if jvm is None:
         return None
     # One call that walks the class hierarchy: a missing field tried class by class would cost a Java
