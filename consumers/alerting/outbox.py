@@ -37,10 +37,12 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import logging
+import queue
 import random
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 
 from .channels import Channel
 from .exceptions import ChannelError
@@ -64,91 +66,73 @@ class RoundClock:
         return self.start + dt.timedelta(seconds=time.monotonic() - self._began)
 
 
+@dataclass
+class _Hold:
+    """A claim kept while its row is sent."""
+
+    row_id: int
+    clock: RoundClock
+    #: the send is over
+    ended: threading.Event = field(default_factory=threading.Event)
+    #: the renewer let go of it: no renewal is under way or to come
+    released: threading.Event = field(default_factory=threading.Event)
+
+
 class ClaimRenewer:
     """Renews the claim of the row being sent, every third of the lease while ``holding`` lasts: a channel's
     ``timeout`` bounds each phase of a send (connect, each read, each SMTP round trip), not the whole of it, so a
     live instance's slow send may outlast the lease; renewed, its claim is never taken over while the instance
     lives. Only an instance that died or froze for a whole lease loses it.
 
-    One thread per outbox, started by the first hold and ended by ``close``: an outbox sends one row at a time,
-    so there is at most one claim to renew."""
+    One thread per outbox (started by the first hold, ended by ``close``): an outbox sends one row at a time, so
+    there is one claim at a time to renew. ``holding`` and ``close`` are called from the thread that sends."""
 
     def __init__(self, store: AlertStore, owner: str, lease: float) -> None:
         self.store = store
         self.owner = owner
         self.lease = lease
-        self._cond = threading.Condition()
-        #: the row being sent and the clock of its round; None between sends
-        self._row: tuple[int, RoundClock] | None = None
-        #: counts the starts and ends of holds, so a wait that saw one end does not renew the next row early
-        self._holds = 0
-        #: the hold whose claim was lost: it is not renewed again
-        self._lost_hold = -1
-        #: a renewal is being written: the hold's end waits for it, since the row's mark ends the claim
-        self._renewing = False
-        self._closed = False
+        self._holds: queue.SimpleQueue[_Hold | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
 
     @contextlib.contextmanager
     def holding(self, row_id: int, clock: RoundClock) -> Iterator[None]:
         """Keep the claim of row ``row_id`` while the block (a send) runs."""
-        with self._cond:
-            if self._thread is None and not self._closed:
-                self._thread = threading.Thread(target=self._run, name="lineagewire-alerting-claim", daemon=True)
-                self._thread.start()
-            self._row = (row_id, clock)
-            self._holds += 1
-            self._cond.notify_all()
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._run, name="lineagewire-alerting-claim", daemon=True)
+            self._thread.start()
+        hold = _Hold(row_id, clock)
+        self._holds.put(hold)
         try:
             yield
         finally:
-            with self._cond:
-                self._row = None
-                self._holds += 1
-                self._cond.notify_all()
-                self._cond.wait_for(lambda: not self._renewing)
+            hold.ended.set()
+            hold.released.wait()  # a renewal under way is written before the row's mark ends the claim
 
     def close(self, timeout: float = 30.0) -> None:
-        """End the thread (after a renewal under way)."""
-        with self._cond:
-            self._closed = True
-            self._cond.notify_all()
-            thread = self._thread
+        thread, self._thread = self._thread, None
         if thread is not None:
+            self._holds.put(None)
             thread.join(timeout)
 
     def _run(self) -> None:
-        while (due := self._next_due()) is not None:
-            hold, row_id, clock = due
+        while (hold := self._holds.get()) is not None:
             try:
-                kept = self.store.renew_claim(row_id, self.owner, clock.now() + dt.timedelta(seconds=self.lease))
-            except Exception as exc:  # noqa: BLE001 - the next renewal tries again, within the lease
-                log.warning("outbox row %s: renewing the claim failed: %s", row_id, exc)
-                kept = True
-            if not kept:
-                log.warning("outbox row %s: the claim of this instance (%s) was lost while sending", row_id,
-                            self.owner)
-            with self._cond:
-                self._renewing = False
-                if not kept:
-                    self._lost_hold = hold
-                self._cond.notify_all()
+                while not hold.ended.wait(self.lease / 3) and self._renew(hold):
+                    pass
+            finally:
+                hold.released.set()
 
-    def _next_due(self) -> tuple[int, int, RoundClock] | None:
-        """Wait until a held claim is a third of the lease older; (its hold, row id, clock), or None once closed."""
-        with self._cond:
-            while not self._closed:
-                row, hold = self._row, self._holds
-                if row is None or hold == self._lost_hold:
-                    self._cond.wait()
-                elif not self._ends_within(hold, self.lease / 3):
-                    self._renewing = True
-                    return hold, *row
-            return None
-
-    def _ends_within(self, hold: int, seconds: float) -> bool:
-        """Wait (lock held) up to ``seconds`` for hold ``hold`` to end or the renewer to close; whether it did."""
-        return self._cond.wait_for(lambda: self._holds != hold or self._closed, seconds)
+    def _renew(self, hold: _Hold) -> bool:
+        """Extend the claim by a lease from now; False when it was lost (it is not renewed again)."""
+        until = hold.clock.now() + dt.timedelta(seconds=self.lease)
+        try:
+            if self.store.renew_claim(hold.row_id, self.owner, until):
+                return True
+        except Exception as exc:  # noqa: BLE001 - the next renewal tries again, within the lease
+            log.warning("outbox row %s: renewing the claim failed: %s", hold.row_id, exc)
+            return True
+        log.warning("outbox row %s: the claim of this instance (%s) was lost while sending", hold.row_id, self.owner)
+        return False
 
 
 class Outbox:
