@@ -110,7 +110,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping, Sequence
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from lineagewire.exceptions import ConfigError
@@ -214,23 +214,29 @@ class Handler:
 def load_handler_class(name: str) -> type[Handler]:
     """The handler class registered as ``name`` (built in, entry point, or a ``module:Class`` path)."""
     target = HANDLERS.get(name)
-    if target is None:
-        for ep in entry_points(group=ENTRY_POINT_GROUP):
-            if ep.name == name:
-                cls = ep.load()
-                break
-        else:
-            if ":" not in name:
-                known = sorted({*HANDLERS, *(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP))})
-                raise ConfigError(f"handler {name!r} is not registered; expected one of {', '.join(known)} "
-                                  "or a 'module:Class' path")
-            target = name
-    if target is not None:
-        module, _, attr = target.partition(":")
-        try:
-            cls = getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError) as exc:
-            raise ConfigError(f"handler {name!r}: cannot import {target!r}: {exc}") from exc
+    ep = None if target is not None else _entry_point(name)
+    if ep is not None:
+        cls = ep.load()
+    elif target is None and ":" not in name:
+        known = sorted({*HANDLERS, *(e.name for e in entry_points(group=ENTRY_POINT_GROUP))})
+        raise ConfigError(f"handler {name!r} is not registered; expected one of {', '.join(known)} "
+                          "or a 'module:Class' path")
+    else:
+        cls = _imported(name, target or name)
     if not (isinstance(cls, type) and issubclass(cls, Handler)):
         raise ConfigError(f"handler {name!r} is {cls!r}; expected a subclass of {Handler.__module__}.Handler")
     return cls
+
+
+def _entry_point(name: str) -> EntryPoint | None:
+    """The entry point an outside package registered a handler class under ``name``, if any."""
+    return next((ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == name), None)
+
+
+def _imported(name: str, target: str) -> Any:
+    """What the ``module:attribute`` path ``target`` names (the handler ``name``'s class)."""
+    module, _, attr = target.partition(":")
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"handler {name!r}: cannot import {target!r}: {exc}") from exc

@@ -85,11 +85,8 @@ class DeadLetterWriter:
         key = record.key_bytes
         headers = self.headers(record, exc, reason)
         fixed = len(key or b"") + sum(len(k) + len(v) for k, v in headers.items()) + 200 + _OVERHEAD
-        fits = max(0, self.max_bytes - fixed)
-        forms = [len(value)] if len(value) <= fits else []
-        forms += [n for n in (fits, SMALL_FORM, 0) if n < len(value) and (not forms or n < forms[-1])]
         last: PublishError | None = None
-        for keep in forms:
+        for keep in _forms(len(value), max(0, self.max_bytes - fixed)):
             out: dict[str, str | bytes] = dict(headers)
             if keep < len(value):
                 out.update(zip(TRUNCATION_HEADERS, (str(len(value)), hashlib.sha256(value).hexdigest(),
@@ -117,3 +114,11 @@ class DeadLetterWriter:
 
     def flush(self, timeout: float) -> None:
         self._pub.flush(timeout)
+
+
+def _forms(size: int, fits: int) -> list[int]:
+    """The bytes of a value of ``size`` to keep in its dead letter, one try after the other: all of it if it
+    fits in ``fits``, else what fits, then ``SMALL_FORM``, then none (each smaller than the one before)."""
+    forms = [size] if size <= fits else []
+    forms += [n for n in (fits, SMALL_FORM, 0) if n < size and (not forms or n < forms[-1])]
+    return forms

@@ -501,27 +501,31 @@ class InFlight(Generic[T]):
                 with self._lock:
                     self._reject(lane, batch, lambda _, exc=exc: exc)  # type: ignore[misc]
                 return None
-            # Which of the batch's records does the backend refuse? Each alone, in order.
-            for i, group in enumerate(groups):
-                try:
-                    await self._send([out for _, out in group])
-                except PermanentError as one:
-                    with self._lock:
-                        self._reject(lane, group, lambda _, one=one: one)  # type: ignore[misc]
-                except Exception as other:  # noqa: BLE001 - the output is down: the lane waits at this record
-                    with self._lock:
-                        self._fail(lane, [x for g in groups[i:] for x in g], other)
-                    return other
-                else:
-                    with self._lock:
-                        self._confirm(group)
-            return None
+            return await self._deliver_one_by_one(lane, groups)
         except Exception as exc:  # noqa: BLE001 - any failure of the output: reported to the runtime, retried
             with self._lock:
                 self._fail(lane, batch, exc)
             return exc
         with self._lock:
             self._confirm(batch)
+        return None
+
+    async def _deliver_one_by_one(self, lane: _Lane[T], groups: list[list[tuple[_Entry, T]]]) -> BaseException | None:
+        """A refused batch of several records: which of them does the backend refuse? Each record's outputs are
+        sent alone, in order, and settled; a failure stops the lane at that record and is returned."""
+        for i, group in enumerate(groups):
+            try:
+                await self._send([out for _, out in group])
+            except PermanentError as one:
+                with self._lock:
+                    self._reject(lane, group, lambda _, one=one: one)  # type: ignore[misc]
+            except Exception as other:  # noqa: BLE001 - the output is down: the lane waits at this record
+                with self._lock:
+                    self._fail(lane, [x for g in groups[i:] for x in g], other)
+                return other
+            else:
+                with self._lock:
+                    self._confirm(group)
         return None
 
     def _fail(self, lane: _Lane[T], batch: list[tuple[_Entry, T]], exc: BaseException) -> None:

@@ -179,23 +179,16 @@ class Retrier:
             if isinstance(exc, PermanentError) and not forever:
                 raise
             first: BaseException = exc
+        return self._retry(where, call, first, stage, retryable, forever)
+
+    def _retry(self, where: str, call: Callable[[], T], first: BaseException, stage: str,
+               retryable: tuple[type[BaseException], ...], forever: bool) -> T:
+        """``call()`` retried with backoff after its first failure ``first``, the partitions paused meanwhile."""
         policy = self.policy
-        stop: Any = _StopWhen(self._stopping)
         bugs = _StopAfterBugs(policy.max_handler_retries, retryable)
-        if not forever:
-            stop = stop | bugs
-            if policy.give_up_after is not None:
-                stop = stop | stop_after_delay(policy.give_up_after)
         attempts = 0  # retries that failed and were followed by a wait
         calls = 1
-        started = time.monotonic()
-        self.stage, self.since = stage, started
-        self.state = f"{where}: {stage}: {type(first).__name__}: {first}"
-        kind = "output down" if forever or is_outage(first, retryable) else "unexpected error"
-        log.warning("%s: %s failed (%s), retrying with backoff: %s: %s", where, stage, kind, type(first).__name__,
-                    first)
-        self._on_failure(stage)
-        self._pause()
+        started = self._begin(where, stage, first, retryable, forever)
 
         def before_sleep(state: Any) -> None:
             nonlocal attempts
@@ -212,7 +205,7 @@ class Retrier:
         retrying = Retrying(
             retry=retry_if_exception(lambda e: forever or not isinstance(e, PermanentError)),
             wait=wait_exponential_jitter(multiplier=policy.initial, max=policy.maximum, jitter=policy.jitter),
-            stop=stop,
+            stop=self._stop(bugs, forever),
             sleep=self._sleep,
             before_sleep=before_sleep,
             reraise=False,
@@ -238,16 +231,48 @@ class Retrier:
                     if self._stopping():
                         raise Aborted from exc
                     last = exc.last_attempt.exception()  # type: ignore[assignment]
-            if not is_outage(last, retryable) and not isinstance(last, PermanentError):
-                raise HandlerBugError(last, attempts=calls, traceback=traceback_tail(last)) from last
-            elapsed = time.monotonic() - started
-            after = (f"{policy.give_up_after}s" if policy.give_up_after is not None and elapsed >= policy.give_up_after
-                     else f"{calls} attempts in {elapsed:.1f}s")
-            raise GaveUpError(f"{where}: {stage} still failing after {after}: {type(last).__name__}: {last}",
-                              error=last, since=started) from last
+            raise self._failed(where, stage, last, calls, started, retryable) from last
         finally:
             self._resume()
             self.state = self.stage = self.since = None
             if recovered:
                 log.info("%s: %s recovered after %d retries", where, stage, calls - 1)
+
+    def _begin(self, where: str, stage: str, first: BaseException, retryable: tuple[type[BaseException], ...],
+               forever: bool) -> float:
+        """Retrying starts: the failure is shown (``state``, the log, ``on_failure``) and fetching paused; returns
+        the start (monotonic)."""
+        kind = "output down" if forever or is_outage(first, retryable) else "unexpected error"
+        started = time.monotonic()
+        self.stage, self.since = stage, started
+        self.state = f"{where}: {stage}: {type(first).__name__}: {first}"
+        log.warning("%s: %s failed (%s), retrying with backoff: %s: %s", where, stage, kind, type(first).__name__,
+                    first)
+        self._on_failure(stage)
+        self._pause()
+        return started
+
+    def _stop(self, bugs: _StopAfterBugs, forever: bool) -> Any:
+        """When retrying ends: once the service stops; unless ``forever``, also once the handler's bugs are past
+        their budget or ``give_up_after`` has passed."""
+        stop: Any = _StopWhen(self._stopping)
+        if forever:
+            return stop
+        stop = stop | bugs
+        if self.policy.give_up_after is not None:
+            stop = stop | stop_after_delay(self.policy.give_up_after)
+        return stop
+
+    def _failed(self, where: str, stage: str, last: BaseException, calls: int, started: float,
+                retryable: tuple[type[BaseException], ...]) -> PermanentError:
+        """What the event is dead-lettered with once retrying ended on ``last``: a handler bug, or an output that
+        stayed down (past ``give_up_after``, or through every attempt)."""
+        if not is_outage(last, retryable) and not isinstance(last, PermanentError):
+            return HandlerBugError(last, attempts=calls, traceback=traceback_tail(last))
+        give_up_after = self.policy.give_up_after
+        elapsed = time.monotonic() - started
+        after = (f"{give_up_after}s" if give_up_after is not None and elapsed >= give_up_after
+                 else f"{calls} attempts in {elapsed:.1f}s")
+        return GaveUpError(f"{where}: {stage} still failing after {after}: {type(last).__name__}: {last}",
+                           error=last, since=started)
 

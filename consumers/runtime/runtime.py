@@ -51,6 +51,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -207,33 +208,39 @@ class ConsumerRuntime(Polling):
             self._open()
             if on_open is not None:
                 on_open()
-            last_message = time.monotonic()
-            while not self._stop.is_set():
-                self._last_loop = time.monotonic()
-                batch = self._next_batch()
-                if batch:
-                    last_message = time.monotonic()
-                for msg in self._messages(batch):
-                    self._process(msg)
-                    if self._stop.is_set() or (max_events is not None and self.stats.consumed >= max_events):
-                        break
-                self._update_lag(batch)
-                if batch:
-                    self._batch_done()
-                self._maybe_tick()
-                self._maybe_commit()
-                if max_events is not None and self.stats.consumed >= max_events:
-                    break
-                # Joining the group is not idleness: count from the last message or the last assignment
-                # (waiting at most a minute more for a first assignment).
-                since = max(last_message, self._assigned_at or last_message + 60)
-                if idle_timeout is not None and time.monotonic() - since > idle_timeout:
-                    break
+            self._consume(sys.maxsize if max_events is None else max_events, idle_timeout)
         finally:
             self._close()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         return self.stats
+
+    def _consume(self, max_events: int, idle_timeout: float | None) -> None:
+        """The loop: poll a batch, process its messages, then the batch's hooks, the tick and the commit."""
+        last_message = time.monotonic()
+        while not self._stop.is_set():
+            self._last_loop = time.monotonic()
+            batch = self._next_batch()
+            if batch:
+                last_message = time.monotonic()
+            for msg in self._messages(batch):
+                self._process(msg)
+                if self._stop.is_set() or self.stats.consumed >= max_events:
+                    break
+            self._update_lag(batch)
+            if batch:
+                self._batch_done()
+            self._maybe_tick()
+            self._maybe_commit()
+            if self.stats.consumed >= max_events:
+                break
+            if idle_timeout is not None and self._idle_for(last_message) > idle_timeout:
+                break
+
+    def _idle_for(self, last_message: float) -> float:
+        """Seconds without a message. Joining the group is not idleness: counted from the last message or the
+        last assignment (waiting at most a minute more for a first assignment)."""
+        return time.monotonic() - max(last_message, self._assigned_at or last_message + 60)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -377,13 +384,7 @@ class ConsumerRuntime(Polling):
     def _commit(self, *, asynchronous: bool, only: set[tuple[str, int]] | None = None) -> None:
         if self._consumer is None or not self._next:
             return
-        keys = [k for k in self._next if only is None or k in only]
-        durable = self.handler.durable_offsets()
-        if durable is not None:
-            # A buffering handler: never commit past what it has made durable.
-            wanted = {k: min(self._next[k], durable[k]) for k in keys if k in durable}
-        else:
-            wanted = {k: self._next[k] for k in keys}
+        wanted = self._committable(only)
         if not wanted:
             return
         offsets = [TopicPartition(t, p, off) for (t, p), off in wanted.items()]
@@ -399,6 +400,15 @@ class ConsumerRuntime(Polling):
             if self._next.get((tp.topic, tp.partition)) == tp.offset:
                 del self._next[(tp.topic, tp.partition)]
         self._last_commit = time.monotonic()
+
+    def _committable(self, only: set[tuple[str, int]] | None) -> dict[tuple[str, int], int]:
+        """The offset to commit per partition (of ``only``, if given): past the last message done, but never past
+        what a buffering handler has made durable."""
+        keys = [k for k in self._next if only is None or k in only]
+        durable = self.handler.durable_offsets()
+        if durable is None:
+            return {k: self._next[k] for k in keys}
+        return {k: min(self._next[k], durable[k]) for k in keys if k in durable}
 
     def _done(self, msg: Message) -> None:
         """The message's outputs are durable (or it was dead-lettered or skipped): commit past it."""
