@@ -27,6 +27,7 @@ def assert_same(ours: Any, theirs: Any, *, library: str, what: str) -> None:
     ``library``: the distribution whose output ``theirs`` is (its installed version is named);
     ``what``: what was compared, e.g. "Renderer.to_json of a START event".
     """
+    __tracebackhide__ = True  # the failure is the caller's comparison
     if ours == theirs:
         return
     raise AssertionError(side_by_side(ours, theirs, library=library, what=what))
@@ -45,13 +46,17 @@ def side_by_side(ours: Any, theirs: Any, *, library: str, what: str) -> str:
         note = f" (the same JSON written differently: first difference at character {_first_difference(ours, theirs)})"
     head = f"{what}: ours differs from {library} {version}'s{note}"
     rows = [head, f"  {'ours (lineagewire)':<{_WIDTH}} | {library} {version}", f"  {'-' * _WIDTH}-+-{'-' * _WIDTH}"]
-    matcher = difflib.SequenceMatcher(None, left, right, autojunk=False)
+    # Lines are matched without their trailing comma: a key added after the last one changes nothing else.
+    matcher = difflib.SequenceMatcher(None, [x.rstrip(",") for x in left], [y.rstrip(",") for y in right],
+                                      autojunk=False)
     for group in matcher.get_grouped_opcodes(_CONTEXT):
         rows.append(f"@@ ours from line {group[0][1] + 1}, {library}'s from line {group[0][3] + 1}")
         for tag, i1, i2, j1, j2 in group:
-            mark = {"equal": " ", "replace": "|", "delete": "<", "insert": ">"}[tag]
             for k in range(max(i2 - i1, j2 - j1)):
-                rows.extend(_row(left[i1 + k] if i1 + k < i2 else "", right[j1 + k] if j1 + k < j2 else "", mark))
+                a = left[i1 + k] if i1 + k < i2 else None
+                b = right[j1 + k] if j1 + k < j2 else None
+                mark = " " if tag == "equal" else "<" if b is None else ">" if a is None else "|"
+                rows.extend(_row(a or "", b or "", mark))
     if len(rows) > _MAX_ROWS:
         rows = [*rows[:_MAX_ROWS], f"... {len(rows) - _MAX_ROWS} more rows"]
     rows.append("('|' differs, '<' only ours, '>' only the library's; "
@@ -67,7 +72,22 @@ def _lines(value: Any) -> list[str]:
         except ValueError:
             text = value.decode(errors="replace") if isinstance(value, bytes) else value
             return text.splitlines() or [""]
-    return json.dumps(value, indent=1, default=repr, ensure_ascii=False).splitlines()
+    return json.dumps(_expanded(value), indent=1, default=repr, ensure_ascii=False).splitlines()
+
+
+def _expanded(value: Any) -> Any:
+    """``value`` with the JSON texts inside it (a DataHub proposal's aspect) parsed, each under a key that says
+    so: a difference inside one shows as its own lines, not in one long line of escaped text."""
+    if isinstance(value, dict):
+        return {k: _expanded(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_expanded(v) for v in value]
+    if isinstance(value, str) and value[:1] in ("{", "["):
+        try:
+            return {"(JSON text)": _expanded(json.loads(value))}
+        except ValueError:
+            return value
+    return value
 
 
 def _chunks(value: Any) -> list[str]:
