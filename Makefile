@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: setup system-deps kafka-jars test test-main test-services test-producers test-spark-lines test-fast test-spark-newest test-spark-35 demo lint layers installed-layout bench settings-doc clean
+.PHONY: setup system-deps kafka-jars test test-main test-services test-producers test-spark-lines test-upstream test-fast test-spark-newest test-spark-35 demo lint layers installed-layout bench settings-doc clean
 
 setup: $(VENV)/.installed
 
@@ -57,16 +57,17 @@ installed-layout:
 	rm -rf build/layers && mkdir -p build/layers
 	cp -r lineagewire build/layers/ && for d in schemas producers consumers; do cp -r $$d build/layers/lineagewire/$$d; done
 
-# Sets everything up, then runs every test (each pytest session starts its own broker) in three runs side by side:
-# the services' tests, the producers' (emitter, lineage, scheduler, refresh runner), and the Spark tests again on
-# PySpark 3.5 and on the newest PySpark 4.x (the main venv has the oldest). A failure of any fails.
+# Sets everything up, then runs every test (each pytest session starts its own broker) in four runs side by side:
+# the services' tests, the producers' (emitter, lineage, scheduler, refresh runner), the Spark tests again on
+# PySpark 3.5 and on the newest PySpark 4.x (the main venv has the oldest), and the comparison tests on the
+# newest openlineage-python and acryl-datahub (test-upstream: about a minute, mostly pip). A failure of any fails.
 # The cluster tests (YARN, standalone: four minutes) run once, on 3.5, the Spark of EMR, Dataproc and Glue.
 # The runs mostly wait (on brokers, JVMs, servers): one after another they took 35 minutes here, 14 of them CPU.
 # Each run's output is printed whole when it ends.
 test: system-deps kafka-jars lint layers
-	@echo "make test: three runs side by side (services, producers, the other Spark lines);"
+	@echo "make test: four runs side by side (services, producers, the other Spark lines, upstream drift);"
 	@echo "each prints its output when it ends"
-	$(MAKE) --no-print-directory -j3 --output-sync=target test-services test-producers test-spark-lines
+	$(MAKE) --no-print-directory -j4 --output-sync=target test-services test-producers test-spark-lines test-upstream
 
 # The main venv's tests, in two sessions (`make -j2 test-main` runs them side by side).
 test-main: test-services test-producers
@@ -83,6 +84,13 @@ test-spark-lines: kafka-jars
 	PYTHON=$(PYTHON) bash tests/spark_line.sh newest --setup-only
 	$(MAKE) --no-print-directory test-spark-35
 	$(MAKE) --no-print-directory test-spark-newest
+
+# The comparison tests of the OpenLineage and DataHub fast paths (pytest -m upstream) on the newest
+# openlineage-python and acryl-datahub on the index, in .venv-upstream (see the script); it says which versions
+# it tested, and skips in one line, succeeding, when the index cannot be reached. It needs no main venv (whose
+# versions it names as those installed today when there is one).
+test-upstream:
+	PYTHON=$(PYTHON) bash tests/upstream.sh
 
 # The edit loop: every test that needs no SparkSession, browser or PostgreSQL and is not marked slow (the
 # session still starts its own broker). `make test` is what CI runs.
@@ -122,4 +130,4 @@ settings-doc: setup
 	$(BIN)/python -m lineagewire.settings_doc docs/settings.md
 
 clean:
-	rm -rf $(VENV) .venv-spark-newest .venv-spark35 build *.egg-info .pytest_cache .ruff_cache .mypy_cache native/target schemas/*.so
+	rm -rf $(VENV) .venv-spark-newest .venv-spark35 .venv-upstream build *.egg-info .pytest_cache .ruff_cache .mypy_cache native/target schemas/*.so
