@@ -1,7 +1,8 @@
 """``lineagewire consume <service>``: run a consumer service on the shared runtime.
 
 Each service is a subcommand; they share the runtime options below
-(``runtime_options``). Each service's command lives in its own package (``SERVICES``).
+(``runtime_options``, the settings ``ConsumerSettings``: flags, ``LINEAGEWIRE_CONSUMER__<KEY>``, the
+``consumer:`` section of the YAML file, defaults). Each service's command lives in its own package (``SERVICES``).
 """
 
 from __future__ import annotations
@@ -12,67 +13,100 @@ from collections.abc import Callable
 from typing import Any
 
 import click
+from pydantic import Field
+from pydantic_settings import SettingsConfigDict
 
-from lineagewire.cli import settings_from
+from lineagewire.cli import setting, settings_from, settings_of
+from lineagewire.config import SettingsBase
 
 log = logging.getLogger(__name__)
 
-__all__ = ["consume", "run_service", "runtime_options"]
+__all__ = ["ConsumerSettings", "consume", "run_service", "runtime_options", "runtime_settings"]
+
+
+class ConsumerSettings(SettingsBase):
+    """What every service shares: its topics, group, metrics port, retries and dead letters (``consumer:``)."""
+
+    model_config = SettingsConfigDict(env_prefix="LINEAGEWIRE_CONSUMER__", extra="forbid")
+    config_section = "consumer"
+    title = "consumer settings"
+
+    topics: list[str] = Field(default_factory=list, description="topics to consume (default: the service's own, "
+                              "lineage.jobs for most)")
+    group_id: str | None = Field(None, description="consumer group (default: lineagewire-<service>)")
+    metrics_port: int | None = Field(None, ge=0, le=65535, description="serve /metrics and /healthz on "
+                                     "127.0.0.1:PORT (0 = any free port; default: off)")
+    retry_initial: float = Field(0.5, gt=0, description="first backoff (s) while an output is down; doubles up to "
+                                 "retry_max")
+    retry_max: float = Field(30.0, gt=0, description="longest backoff (s)")
+    give_up_after: float | None = Field(None, gt=0, description="dead-letter an event whose output is still down "
+                                        "after this many seconds (default: retry until it is back)")
+    max_handler_retries: int = Field(5, ge=0, description="retries of an event whose handler raised an unexpected "
+                                     "exception (a bug, not an output that is down) before it is dead-lettered "
+                                     "with the traceback in its headers")
+    dedup_window: int = Field(100_000, ge=0, description="how many recent event ids to remember to skip "
+                              "redelivered events")
+    dead_letters: bool = Field(True, description="write bad events to a dead-letter topic (false: skip and log them)")
+    consumer_properties: dict[str, str] = Field(default_factory=dict, description="librdkafka consumer properties, "
+                                                "e.g. {session.timeout.ms: '6000'}")
 
 
 def runtime_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    """The options every service has: topics, group, metrics port, retries, dedup window."""
+    """The options every service has (``ConsumerSettings``)."""
     options = [
-        click.option("--topic", "topics", multiple=True,
-                     help="Topic to consume (repeatable; default: the jobs topic, lineage.jobs)."),
-        click.option("--group", "group_id", default=None,
-                     help="Consumer group (default: lineagewire-<service>)."),
-        click.option("--metrics-port", type=int, default=None,
-                     help="Serve /metrics and /healthz on 127.0.0.1:PORT (0 = any free port; default: off)."),
-        click.option("--retry-initial", type=float, default=0.5, show_default=True,
-                     help="First backoff (s) while an output is down; doubles up to --retry-max."),
-        click.option("--retry-max", type=float, default=30.0, show_default=True, help="Longest backoff (s)."),
-        click.option("--give-up-after", type=float, default=None,
-                     help="Dead-letter an event whose output is still down after this many seconds "
-                          "(default: retry until it is back)."),
-        click.option("--max-handler-retries", type=click.IntRange(min=0), default=5, show_default=True,
-                     help="Retries of an event whose handler raised an unexpected exception (a bug, not an output "
-                          "that is down) before it is dead-lettered with the traceback in its headers."),
-        click.option("--dedup-window", type=int, default=100_000, show_default=True,
-                     help="How many recent event ids to remember to skip redelivered events."),
-        click.option("--no-dlq", is_flag=True, help="Skip (log) bad events instead of writing a dead-letter topic."),
-        click.option("--consumer-property", "consumer_properties", multiple=True, metavar="KEY=VALUE",
-                     help="A librdkafka consumer property (repeatable), e.g. session.timeout.ms=6000."),
+        setting(ConsumerSettings, "topics", "--topic", multiple=True, help="Topic to consume (repeatable)."),
+        setting(ConsumerSettings, "group_id", "--group", help="Consumer group."),
+        setting(ConsumerSettings, "metrics_port", "--metrics-port", type=int, help="Serve /metrics and /healthz on "
+                "127.0.0.1:PORT (0 = any free port)."),
+        setting(ConsumerSettings, "retry_initial", "--retry-initial", type=float,
+                help="First backoff (s) while an output is down; doubles up to --retry-max."),
+        setting(ConsumerSettings, "retry_max", "--retry-max", type=float, help="Longest backoff (s)."),
+        setting(ConsumerSettings, "give_up_after", "--give-up-after", type=float,
+                help="Dead-letter an event whose output is still down after this many seconds."),
+        setting(ConsumerSettings, "max_handler_retries", "--max-handler-retries", type=click.IntRange(min=0),
+                help="Retries of an event whose handler raised an unexpected exception (a bug, not an output that "
+                     "is down) before it is dead-lettered with the traceback in its headers."),
+        setting(ConsumerSettings, "dedup_window", "--dedup-window", type=int,
+                help="How many recent event ids to remember to skip redelivered events."),
+        setting(ConsumerSettings, "dead_letters", "--dlq/--no-dlq",
+                help="Write bad events to a dead-letter topic, or skip (log) them."),
+        setting(ConsumerSettings, "consumer_properties", "--consumer-property", multiple=True, metavar="KEY=VALUE",
+                help="A librdkafka consumer property (repeatable), e.g. session.timeout.ms=6000."),
     ]
     for opt in reversed(options):
         f = opt(f)
     return f
 
 
-def run_service(ctx: click.Context, handler: Any, *, topics: tuple[str, ...], group_id: str | None,
-                metrics_port: int | None, retry_initial: float, retry_max: float, give_up_after: float | None,
-                dedup_window: int, no_dlq: bool, consumer_properties: tuple[str, ...] = (),
-                max_handler_retries: int = 5) -> None:
-    """Run ``handler`` until SIGTERM/SIGINT, then print what was done to stderr."""
+def runtime_settings(ctx: click.Context, **runtime: Any) -> ConsumerSettings:
+    """The runtime options of a service: its flags (``runtime_options``), then the rule's other sources."""
+    props = runtime.pop("consumer_properties", None)
+    if props is not None:
+        runtime["consumer_properties"] = {}
+        for prop in props:
+            key, sep, value = prop.partition("=")
+            if not sep or not key.strip():
+                raise click.BadParameter(f"{prop!r}: expected KEY=VALUE", param_hint="--consumer-property")
+            runtime["consumer_properties"][key.strip()] = value.strip()
+    return settings_of(ctx, ConsumerSettings, **runtime)
+
+
+def run_service(ctx: click.Context, handler: Any, **runtime: Any) -> None:
+    """Run ``handler`` until SIGTERM/SIGINT, then print what was done to stderr; ``runtime``: the flags of
+    ``runtime_options`` (None: not given)."""
     from lineagewire.consumers.runtime import ConsumerRuntime, RetryPolicy
 
-    consumer_config = {}
-    for prop in consumer_properties:
-        key, sep, value = prop.partition("=")
-        if not sep or not key.strip():
-            raise click.BadParameter(f"{prop!r}: expected KEY=VALUE", param_hint="--consumer-property")
-        consumer_config[key.strip()] = value.strip()
-
+    cfg = runtime_settings(ctx, **runtime)
     try:
-        retry = RetryPolicy(initial=retry_initial, maximum=retry_max, give_up_after=give_up_after,
-                            max_handler_retries=max_handler_retries)
+        retry = RetryPolicy(initial=cfg.retry_initial, maximum=cfg.retry_max, give_up_after=cfg.give_up_after,
+                            max_handler_retries=cfg.max_handler_retries)
     except ValueError as exc:
         raise click.UsageError(f"retry options: {exc}") from exc
     settings = settings_from(ctx)
     runtime = ConsumerRuntime(
-        settings, handler, topics=list(topics) or None, group_id=group_id, retry=retry,
-        dedup_window=dedup_window, dead_letters=not no_dlq, metrics_port=metrics_port,
-        consumer_config=consumer_config)
+        settings, handler, topics=cfg.topics or None, group_id=cfg.group_id, retry=retry,
+        dedup_window=cfg.dedup_window, dead_letters=cfg.dead_letters, metrics_port=cfg.metrics_port,
+        consumer_config=cfg.consumer_properties)
 
     def started() -> None:  # once the settings were accepted, so a wrong one is the only line printed
         click.echo(f"{handler.name}: consuming {', '.join(runtime.topics)} as group {runtime.group_id} "

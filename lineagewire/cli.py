@@ -12,12 +12,21 @@ import importlib
 import logging
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from lineagewire import __version__
 from lineagewire.exceptions import LineagewireError
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+M = TypeVar("M")
+F = TypeVar("F", bound=Callable[..., Any])
+#: the prefix of the Kafka settings' variables (``lineagewire.config.ENV_PREFIX``; not imported: pydantic would load
+#: with every command, even --help)
+ENV_PREFIX = "LINEAGEWIRE_"
 
 #: command name -> "module:attribute" of a click command or group
 COMMANDS: dict[str, str] = {
@@ -95,11 +104,13 @@ class LazyGroup(click.Group):
 @click.version_option(__version__, prog_name="lineagewire")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
               help="YAML config file (default: $LINEAGEWIRE_CONFIG, else ./lineagewire.yaml).")
-@click.option("--bootstrap-servers", default=None, help="Kafka bootstrap servers (env LINEAGEWIRE_BOOTSTRAP_SERVERS).")
-@click.option("--schema-registry-url", default=None, help="Schema registry URL; enables the Confluent wire format.")
+@click.option("--bootstrap-servers", default=None,
+              help=f"Kafka bootstrap servers [{ENV_PREFIX}BOOTSTRAP_SERVERS, YAML bootstrap_servers].")
+@click.option("--schema-registry-url", default=None, help="Schema registry URL; enables the Confluent wire format "
+              f"[{ENV_PREFIX}SCHEMA_REGISTRY_URL, YAML schema_registry_url].")
 @click.option("--connect-timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
               help="How long a command that ends by itself waits for a broker before it exits "
-                   "(env LINEAGEWIRE_CONNECT_TIMEOUT; default 10).")
+                   f"[{ENV_PREFIX}CONNECT_TIMEOUT, YAML connect_timeout; default 10].")
 @click.option("-v", "--verbose", count=True, help="More logging (-v info, -vv debug).")
 @click.pass_context
 def main_group(ctx: click.Context, config_file: str | None, bootstrap_servers: str | None,
@@ -120,25 +131,26 @@ def settings_from(ctx: click.Context, **more: Any):  # noqa: ANN201 - Settings
     return load_settings(obj.get("config_file"), **{**flags, **more})
 
 
-def env_fallback(new: str, default: Any = None, *, required: bool = False) -> Callable[..., Any]:
-    """A click ``callback=`` for an option or argument whose ``envvar=`` is ``new``: without the flag and ``new``,
-    the value of a variable renamed ``new`` (``lineagewire.config.RENAMED_VARIABLES``), with its warning, else
-    ``default``; a ``required`` one that is still missing is click's usual error. (A callback, not a callable
-    ``default=``: click 8.3 takes a callable default's None for a value, so ``required=True`` would no longer be
-    checked.)"""
-    from lineagewire.config import RENAMED_VARIABLES, renamed
+def settings_of(ctx: click.Context, model: type[M], **flags: Any) -> M:
+    """A command's settings of ``model`` (a ``SettingsBase``): ``flags`` (None: not given), then its variables,
+    then its section of the YAML file the group's ``--config`` names (``SettingsBase.load``)."""
+    loaded: M = model.load((ctx.find_root().obj or {}).get("config_file"), **flags)  # type: ignore[attr-defined]
+    return loaded
 
-    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-        if ctx.get_parameter_source(param.name or "") is not click.core.ParameterSource.COMMANDLINE:
-            for old in (o for o, to in RENAMED_VARIABLES.items() if to == new):
-                found = renamed(old, new)  # warns when ``old`` is set, also when ``new`` wins
-                value = found if value is None and found is not None else value
-        value = default if value is None else value
-        if value is None and required:
-            raise click.MissingParameter(ctx=ctx, param=param)
-        return value
 
-    return callback
+def setting(model: type[BaseModel], key: str, *decls: str, **kwargs: Any) -> Callable[[F], F]:
+    """A click option for the setting ``key`` of ``model``, with no default of its own (``settings_of`` fills it
+    in), whose help names the setting's variable and YAML key as the one rule names them, and its default."""
+    prefix = str(model.model_config.get("env_prefix") or "")
+    section = getattr(model, "config_section", None)
+    field = model.model_fields[key]
+    default = None if field.is_required() else field.get_default(call_default_factory=True)
+    shown = f"; default {default}" if default not in (None, [], {}) else ""
+    where = f"[{prefix}{key.upper()}, YAML {f'{section}.' if section else ''}{key}{shown}]"
+    kwargs["help"] = f"{kwargs.get('help', '')} {where}".strip()
+    if kwargs.get("multiple"):
+        kwargs["callback"] = lambda _ctx, _param, value: value or None  # not given: None, as for the others
+    return click.option(*decls, key, default=None, **kwargs)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -4,8 +4,7 @@
 it. tests/core/test_settings_doc.py fails when the file in the repository differs from what this prints, so
 the table of variables cannot drift from the models: change a model, then run ``make settings-doc``.
 
-Services are imported by name (``importlib``), as ``lineagewire.cli`` does: the core knows no service. Run it
-where every extra is installed (``make setup``): a command whose extra is missing has no rows.
+Services are imported by name (``importlib``), as ``lineagewire.cli`` does: the core knows no service.
 """
 
 from __future__ import annotations
@@ -18,10 +17,9 @@ import typing
 from collections.abc import Iterator
 from typing import Any
 
-import click
 from pydantic import BaseModel
 
-from lineagewire.config import CONFIG_ENV, ENV_PREFIX, RENAMED_VARIABLES
+from lineagewire.config import CONFIG_ENV, RENAMED_VARIABLES
 
 __all__ = ["render"]
 
@@ -41,18 +39,19 @@ Every part of lineagewire reads its settings the same way. Highest first:
    YAML file and nested keys go on with `__` (`LINEAGEWIRE_DATAHUB__SINKS__REST__GMS_URL`); the Kafka settings,
    at the top of the YAML file, have no section (`LINEAGEWIRE_BOOTSTRAP_SERVERS`). Values are read as YAML
    scalars, so `5`, `true` and `[a, b]` have their types;
-3. **the YAML file**: `--config PATH`, else `${CONFIG_ENV}`, else `./lineagewire.yaml`
-   (Kafka, the emitter under `emitter:`, the scheduler under `scheduler:`); DataHub's `--config`
-   file and the alerting rules file are their own documents;
-4. **the defaults**.
+3. **old names** of renamed variables (last table), each with a warning naming the new one;
+4. **the YAML file**: `--config PATH`, else `${CONFIG_ENV}`, else `./lineagewire.yaml`, each part under its
+   section (Kafka at the top); DataHub's `--config` file and the alerting rules file, when given, take the
+   place of their sections;
+5. **the defaults**.
 
-One module owns this: `lineagewire/config.py`: `SettingsBase`, the one source order of every
-pydantic-settings model (Kafka, the emitter, the scheduler), `layered` for the services whose settings are a
-YAML document (DataHub, alerting), and `RENAMED_VARIABLES`. A read command takes its settings from the
-variables its service reads: `alerts` the alerting service's database, `audit` and `replay` the archive's,
-`jobs`, `runs`, `lineage` and `ui` the registry's. A bad value is a one-line error naming the setting and,
-when it came from the environment or a flag, which variable or flag set it; a secret's value is never
-printed. Secrets keep their forms in the YAML documents: `{{env: NAME}}` and `{{file: PATH}}` (alerting
+One module owns this: `lineagewire/config.py`: `SettingsBase`, the one source order of every settings model
+below, with its one builder (`SettingsBase.load`), and `RENAMED_VARIABLES`. A read command takes its settings
+from its service's: `alerts` the alerting service's database, `audit` and `replay` the archive's, `jobs`,
+`runs`, `lineage` and `ui` the registry's, `workflows` and `ui` the scheduler client's. Each flag's `--help`
+names its variable and YAML key. A bad value is a one-line error naming the setting and which flag, variable
+or file set it; a secret's value is never printed.
+Secrets keep their forms in the YAML documents: `{{env: NAME}}` and `{{file: PATH}}` (alerting
 channels), `SecretStr` everywhere.
 
 **Renamed variables.** The names in the last table still work: each is read when its new name is not set,
@@ -60,17 +59,24 @@ and logs a warning naming the new one (`WARNING lineagewire.config: LINEAGEWIRE_
 LINEAGEWIRE_EMITTER__NAMESPACE`). When both are set, the new one wins.
 """
 
-#: (title, YAML section or None, "module:attribute" of the model, variable prefix)
-MODELS: list[tuple[str, str, str, str]] = [
-    ("Kafka (every part)", "", "lineagewire.config:Settings", ENV_PREFIX),
-    ("Emitter (`emitter:` section; Spark conf `spark.lineagewire.<key>` above the environment)", "emitter",
-     "lineagewire.producers.spark.config:EmitterConfig", "LINEAGEWIRE_EMITTER__"),
-    ("Scheduler (`scheduler:` section; `lineagewire scheduler serve` flags)", "scheduler",
-     "lineagewire.producers.scheduler.settings:ServiceConfig", "LINEAGEWIRE_SCHEDULER__"),
-    ("DataHub (`consume datahub --config FILE`; its keys at the top)", "",
-     "lineagewire.consumers.datahub.config:DataHubConfig", "LINEAGEWIRE_DATAHUB__"),
-    ("Alerting (the rules file of `consume alerting --rules FILE` and `alerts --rules FILE`; its keys at the top)",
-     "", "lineagewire.consumers.alerting.config:AlertingConfig", "LINEAGEWIRE_ALERTING__"),
+#: (title, "module:attribute" of a ``SettingsBase`` model); its section and variables are the model's own
+MODELS: list[tuple[str, str]] = [
+    ("Kafka (every part; the top of the YAML file)", "lineagewire.config:Settings"),
+    ("Emitter (Spark conf `spark.lineagewire.<key>` above the environment)",
+     "lineagewire.producers.spark.config:EmitterConfig"),
+    ("Scheduler (`lineagewire scheduler serve` flags)", "lineagewire.producers.scheduler.settings:ServiceConfig"),
+    ("Scheduler client (`workflows`, `ui`)", "lineagewire.producers.scheduler.cli:SchedulerClientSettings"),
+    ("Consumer runtime (every `consume` service)", "lineagewire.consumers.cli:ConsumerSettings"),
+    ("OpenLineage (`consume openlineage`, `replay --into openlineage`)",
+     "lineagewire.consumers.openlineage.cli:OpenLineageSettings"),
+    ("DataHub (`consume datahub`; its `--config FILE` in place of the section)",
+     "lineagewire.consumers.datahub.config:DataHubConfig"),
+    ("Alerting (`consume alerting`, `alerts`; the rules file `--rules FILE` in place of the section)",
+     "lineagewire.consumers.alerting.config:AlertingConfig"),
+    ("Audit archive (`consume archive`, `audit`, `replay`)", "lineagewire.consumers.audit.cli:AuditSettings"),
+    ("Job registry (`consume registry`, `jobs`, `runs`, `lineage`, `registry serve`, `ui`)",
+     "lineagewire.consumers.audit.registry_cli:RegistrySettings"),
+    ("Web UI (`ui`)", "lineagewire.consumers.audit.ui.cli:UISettings"),
 ]
 
 #: variables of the process rather than of a service: "module:attribute" of the name -> what it sets
@@ -111,51 +117,16 @@ def _rows(model: type[BaseModel], prefix: str, path: list[str]) -> Iterator[tupl
         yield prefix + "__".join(k.upper() for k in keys), ".".join(keys), field.description or ""
 
 
-def _model_section(title: str, section: str, target: str, prefix: str) -> list[str]:
+def _model_section(title: str, target: str) -> list[str]:
     model = _load(target)
-    old = {new: o for o, new in (model.renamed_variables().items() if hasattr(model, "renamed_variables") else ())}
-    lines = [f"## {title}", "", "| variable | YAML key | what it sets |", "|---|---|---|"]
+    section, prefix = model.config_section, str(model.model_config.get("env_prefix") or "")
+    old = {new: o for o, new in model.renamed_variables().items()}
+    lines = [f"## {title}" + (f": `{section}:`" if section else ""), "", "| variable | YAML key | what it sets |",
+             "|---|---|---|"]
     for variable, key, description in _rows(model, prefix, []):
         yaml_key = f"{section}.{key}" if section else key
         was = f" (was `{old[variable]}`)" if variable in old else ""
         lines.append(f"| `{variable}`{was} | `{yaml_key}` | {_cell(description)} |")
-    return [*lines, ""]
-
-
-def _commands() -> Iterator[tuple[str, click.Command]]:
-    """Every command of ``lineagewire``, with its full name."""
-    from lineagewire.cli import main_group
-
-    def walk(group: click.Group, name: str) -> Iterator[tuple[str, click.Command]]:
-        ctx = click.Context(group, info_name=name)
-        for sub in group.list_commands(ctx):
-            cmd = group.get_command(ctx, sub)
-            if cmd is None:
-                continue
-            full = f"{name} {sub}"
-            yield full, cmd
-            if isinstance(cmd, click.Group):
-                yield from walk(cmd, full)
-
-    yield from walk(main_group, "lineagewire")
-
-
-def _option_section() -> list[str]:
-    """The variables that commands' options read (``envvar=``), and which options."""
-    used: dict[str, list[str]] = {}
-    for name, cmd in _commands():
-        for param in cmd.params:
-            names = [param.envvar] if isinstance(param.envvar, str) else list(param.envvar or ())
-            flag = param.opts[0] if isinstance(param, click.Option) else param.human_readable_name
-            for variable in names:
-                used.setdefault(variable, []).append(f"`{name} {flag}`")
-    db = _load("lineagewire.db.cli:DB_URL_ENV")
-    for store, variable in db.items():
-        used.setdefault(variable, []).append(f"`lineagewire db upgrade\\|current --store {store} --db-url`")
-    lines = ["## Variables of command-line options", "",
-             "Each is read by the service too, where one has the setting (tables above).", "",
-             "| variable | the options it sets |", "|---|---|"]
-    lines += [f"| `{variable}` | {', '.join(sorted(set(options)))} |" for variable, options in sorted(used.items())]
     return [*lines, ""]
 
 
@@ -167,7 +138,7 @@ def _process_section() -> list[str]:
 
 def _renamed_section() -> list[str]:
     renames = dict(RENAMED_VARIABLES)
-    renames.update(_load(MODELS[1][2]).renamed_variables())
+    renames.update(_load(MODELS[1][1]).renamed_variables())
     db = _load("lineagewire.db.cli:DB_URL_ENV")
     renames[_load("lineagewire.db.cli:OLD_DB_URL_ENV")] = ", ".join(f"`{v}` (`--store {k}`)" for k, v in db.items())
     lines = ["## Renamed variables (deprecated: read, with a warning)", "", "| old name | new name |", "|---|---|"]
@@ -179,9 +150,9 @@ def _renamed_section() -> list[str]:
 def render() -> str:
     """The text of docs/settings.md."""
     lines = [INTRO]
-    for title, section, target, prefix in MODELS:
-        lines += _model_section(title, section, target, prefix)
-    lines += _option_section() + _process_section() + _renamed_section()
+    for title, target in MODELS:
+        lines += _model_section(title, target)
+    lines += _process_section() + _renamed_section()
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

@@ -1,8 +1,9 @@
 """``lineagewire consume alerting`` (the service) and ``lineagewire alerts ...`` (list, show, silence).
 
 The alert database comes from ``--database``, else ``LINEAGEWIRE_ALERTING__DATABASE``, else the rules
-file's ``database:`` (``--rules``), else ``sqlite:///lineagewire-alerting.db``: the read commands
-(``alerts ...``) find it where the service does.
+file's ``database:`` (``--rules``; without it the ``alerting:`` section of the YAML file), else
+``sqlite:///lineagewire-alerting.db`` (``AlertingConfig``): the read commands (``alerts ...``) find it where
+the service does.
 """
 
 from __future__ import annotations
@@ -14,21 +15,19 @@ from typing import Any
 
 import click
 
-from lineagewire.cli import env_fallback
-from lineagewire.consumers.cli import run_service, runtime_options
+from lineagewire.consumers.cli import run_service, runtime_options, runtime_settings
 
-__all__ = ["DATABASE_ENV", "alerting", "alerts"]
+__all__ = ["alerting", "alerts"]
 
-#: the service reads it through its rules file's layers (``layered``); ``alerts`` through ``--database``
-DATABASE_ENV = "LINEAGEWIRE_ALERTING__DATABASE"
+#: the help of both ``--database`` options: where the database comes from without the flag
+DATABASE_HELP = ("SQLAlchemy URL of the alert database [LINEAGEWIRE_ALERTING__DATABASE, else the rules file's "
+                 "database, YAML alerting.database; default sqlite:///lineagewire-alerting.db].")
 
 
 @click.command("alerting")
 @click.option("--rules", "rules_path", required=True, type=click.Path(dir_okay=False),
               help="The rules file (YAML: route, channels, rules, inhibit_rules; see docs/alerting.md).")
-@click.option("--database", default=None,
-              help="SQLAlchemy URL of the alert database (default: the rules file's, else "
-                   "sqlite:///lineagewire-alerting.db).")
+@click.option("--database", default=None, help=DATABASE_HELP)
 @click.option("--refresh-commands/--no-refresh-commands", default=True, show_default=True,
               help="Also consume the scheduler's refresh-commands topic (refresh deadlines) when no --topic is given.")
 @click.option("--notify-since", "notify_since", default=None, metavar="TIME",
@@ -47,15 +46,16 @@ def alerting(ctx: click.Context, rules_path: str, database: str | None, refresh_
     from .service import AlertingHandler
 
     since = _parse_since(notify_since) if notify_since is not None else None
-    config = load_config(rules_path)
+    config = load_config(rules_path, database=database)
     settings = settings_from(ctx)
-    if not runtime["topics"]:
-        topics = settings.topics
-        runtime["topics"] = (topics.jobs, topics.refresh_commands) if refresh_commands else (topics.jobs,)
+    options = runtime_settings(ctx, **runtime)
+    topics = options.topics or ([settings.topics.jobs, settings.topics.refresh_commands] if refresh_commands
+                                else [settings.topics.jobs])
+    runtime["topics"] = tuple(topics)
     # the runtime's own default group name: the catch-up asks Kafka about the group the service will join
-    group = runtime["group_id"] or f"lineagewire-{AlertingHandler.name}"
-    handler = AlertingHandler(config, database=database,
-                              catch_up=CatchUp(settings, group, list(runtime["topics"]), notify_since=since))
+    group = options.group_id or f"lineagewire-{AlertingHandler.name}"
+    handler = AlertingHandler(config, database=config.database,
+                              catch_up=CatchUp(settings, group, topics, notify_since=since))
     run_service(ctx, handler, **runtime)
 
 
@@ -78,10 +78,7 @@ def _store(ctx: click.Context, *, create: bool = False, read_only: bool = True) 
     precede the service); the others need it to exist, and the read commands open it read-only."""
     from .store import DEFAULT_URL, AlertStore
 
-    obj = ctx.find_object(dict) or {}
-    url = obj.get("alerts_database")
-    if url is None and obj.get("alerts_config") is not None:
-        url = obj["alerts_config"].database
+    url = (ctx.find_object(dict) or {})["alerts_config"].database
     return AlertStore(url or DEFAULT_URL, create=create, read_only=read_only and not create)
 
 
@@ -99,8 +96,7 @@ def _parse_matchers(matches: tuple[str, ...]) -> dict[str, str]:
 
 
 @click.group("alerts")
-@click.option("--database", envvar=DATABASE_ENV, callback=env_fallback(DATABASE_ENV),
-              help=f"SQLAlchemy URL of the alert database (env {DATABASE_ENV}, as the service reads it).")
+@click.option("--database", default=None, help=DATABASE_HELP)
 @click.option("--rules", "rules_path", type=click.Path(dir_okay=False, exists=True), default=None,
               help="Take the database from this rules file.")
 @click.pass_context
@@ -110,12 +106,13 @@ def alerts(ctx: click.Context, database: str | None, rules_path: str | None) -> 
     if root.obj is None:
         root.obj = {}
     ctx.ensure_object(dict)
-    ctx.obj["alerts_database"] = database
-    if rules_path is not None:
-        from .config import load_config
+    from lineagewire.cli import settings_of
 
-        # Validated whole (channels and their secrets too), so a broken rules file is reported by every command.
-        ctx.obj["alerts_config"] = load_config(rules_path)
+    from .config import AlertingConfig, load_config
+
+    # Validated whole (channels and their secrets too), so a broken rules file is reported by every command.
+    ctx.obj["alerts_config"] = (load_config(rules_path, database=database) if rules_path is not None
+                                else settings_of(ctx, AlertingConfig, database=database))
 
 
 @alerts.command("list")

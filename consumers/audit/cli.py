@@ -10,8 +10,11 @@ import logging
 from typing import Any
 
 import click
+from pydantic import Field
+from pydantic_settings import SettingsConfigDict
 
-from lineagewire.cli import env_fallback, settings_from
+from lineagewire.cli import setting, settings_from, settings_of
+from lineagewire.config import SettingsBase
 from lineagewire.consumers.cli import run_service, runtime_options
 
 # The registry's commands live in registry_cli; lineagewire.cli.COMMANDS and consumers.cli.SERVICES name them here.
@@ -19,10 +22,33 @@ from .registry_cli import jobs, lineage, registry, registry_group, runs
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ARCHIVE_ENV", "archive", "audit", "jobs", "lineage", "registry", "registry_group", "runs"]
+__all__ = ["AuditSettings", "archive", "archive_location", "audit", "jobs", "lineage", "registry", "registry_group",
+           "runs"]
 
-#: where ``--archive`` / ``--to`` default from
-ARCHIVE_ENV = "LINEAGEWIRE_AUDIT__ARCHIVE"
+
+class AuditSettings(SettingsBase):
+    """The audit archive's settings (``audit:``), read by ``consume archive`` and by ``audit`` and ``replay``."""
+
+    model_config = SettingsConfigDict(env_prefix="LINEAGEWIRE_AUDIT__", extra="forbid")
+    config_section = "audit"
+    title = "audit settings"
+
+    archive: str | None = Field(None, description="the archive's folder or fsspec URL (s3://, gs://, abfs://): "
+                                "`consume archive --to`, `audit verify`, `audit query --archive`, `replay --archive`")
+    roll_mb: float = Field(64.0, ge=0.001, description="close a file when its records reach this many MiB")
+    roll_records: int = Field(1_000_000, ge=1, description="close a file at this many records")
+    roll_seconds: float = Field(600.0, ge=0.001, description="close a file open this long (a file also closes "
+                                "when its UTC hour is over)")
+
+
+def archive_location(ctx: click.Context, location: str | None, param: str) -> str:
+    """The archive: ``location`` (the parameter named ``param``), else ``AuditSettings.archive``; click's missing
+    parameter error, naming the variable too, without."""
+    found = settings_of(ctx, AuditSettings, archive=location).archive
+    if found is None:
+        raise click.MissingParameter(ctx=ctx, param=next(p for p in ctx.command.params if p.name == param),
+                                     message="Expected it, LINEAGEWIRE_AUDIT__ARCHIVE or YAML audit.archive.")
+    return found
 
 
 def _pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
@@ -47,31 +73,32 @@ storage_option = click.option(
 
 
 @click.command("archive")
-@click.option("--to", "location", envvar=ARCHIVE_ENV, callback=env_fallback(ARCHIVE_ENV, required=True),
-              metavar="DIR_OR_URL",
-              help=f"Archive folder or fsspec URL (s3://, gs://, abfs://; env {ARCHIVE_ENV}).")
-@click.option("--roll-mb", type=click.FloatRange(min=0.001), default=64.0, show_default=True,
-              help="Close a file when its records reach this many MiB.")
-@click.option("--roll-records", type=click.IntRange(min=1), default=1_000_000, show_default=True,
-              help="Close a file at this many records.")
-@click.option("--roll-seconds", type=click.FloatRange(min=0.001), default=600.0, show_default=True,
-              help="Close a file open this long (a file also closes when its UTC hour is over).")
+@setting(AuditSettings, "archive", "--to", metavar="DIR_OR_URL", help="Archive folder or fsspec URL.")
+@setting(AuditSettings, "roll_mb", "--roll-mb", type=click.FloatRange(min=0.001),
+         help="Close a file when its records reach this many MiB.")
+@setting(AuditSettings, "roll_records", "--roll-records", type=click.IntRange(min=1),
+         help="Close a file at this many records.")
+@setting(AuditSettings, "roll_seconds", "--roll-seconds", type=click.FloatRange(min=0.001),
+         help="Close a file open this long (a file also closes when its UTC hour is over).")
 @storage_option
 @runtime_options
 @click.pass_context
-def archive(ctx: click.Context, location: str, roll_mb: float, roll_records: int, roll_seconds: float,
-            storage_options: tuple[str, ...], **runtime: Any) -> None:
+def archive(ctx: click.Context, archive: str | None, roll_mb: float | None, roll_records: int | None,
+            roll_seconds: float | None, storage_options: tuple[str, ...], **runtime: Any) -> None:
     """Archive every record of the jobs and refresh-command topics to hash-chained Parquet (docs/audit.md)."""
     from .archive import ArchiveHandler
 
+    cfg = settings_of(ctx, AuditSettings, archive=archive, roll_mb=roll_mb, roll_records=roll_records,
+                      roll_seconds=roll_seconds)
+    location = archive_location(ctx, cfg.archive, "archive")
     settings = settings_from(ctx)
     if not runtime.get("topics"):
         runtime["topics"] = (settings.topics.jobs, settings.topics.refresh_commands)
     # Two records with one event id are two records at two offsets: the archive keeps both.
     runtime["dedup_window"] = 0
     ArchiveHandler.prepare_process()
-    handler = ArchiveHandler(_storage(location, storage_options), roll_bytes=int(roll_mb * (1 << 20)),
-                             roll_records=roll_records, roll_seconds=roll_seconds)
+    handler = ArchiveHandler(_storage(location, storage_options), roll_bytes=int(cfg.roll_mb * (1 << 20)),
+                             roll_records=cfg.roll_records, roll_seconds=cfg.roll_seconds)
     run_service(ctx, handler, **runtime)
 
 
@@ -81,15 +108,15 @@ def audit() -> None:
 
 
 @audit.command("verify")
-@click.argument("location", metavar="DIR_OR_URL", envvar=ARCHIVE_ENV, required=False,
-                callback=env_fallback(ARCHIVE_ENV, required=True))
+@click.argument("location", metavar="DIR_OR_URL", required=False)
 @storage_option
-def verify(location: str, storage_options: tuple[str, ...]) -> None:
+@click.pass_context
+def verify(ctx: click.Context, location: str | None, storage_options: tuple[str, ...]) -> None:
     """Re-read every archived file and check it against the hash-chained manifests; exit 1 on any finding, 2 when
-    DIR_OR_URL holds no archive."""
+    DIR_OR_URL holds no archive. DIR_OR_URL: else LINEAGEWIRE_AUDIT__ARCHIVE, else audit.archive in the YAML file."""
     from .manifest import verify as run_verify
 
-    report = run_verify(_storage(location, storage_options))
+    report = run_verify(_storage(archive_location(ctx, location, "location"), storage_options))
     for problem in report.problems:
         click.echo(str(problem))
     for where, head in sorted(report.heads.items()):
@@ -107,17 +134,16 @@ def verify(location: str, storage_options: tuple[str, ...]) -> None:
 
 
 @audit.command("query")
-@click.option("--archive", "location", envvar=ARCHIVE_ENV, callback=env_fallback(ARCHIVE_ENV, required=True),
-              metavar="DIR_OR_URL",
-              help=f"The archive (env {ARCHIVE_ENV}).")
+@setting(AuditSettings, "archive", "--archive", metavar="DIR_OR_URL", help="The archive.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True,
               help="table: aligned text; json: one object per line; csv. Bytes are base64.")
 @storage_option
 @click.argument("sql")
-def query(location: str, fmt: str, storage_options: tuple[str, ...], sql: str) -> None:
+@click.pass_context
+def query(ctx: click.Context, archive: str | None, fmt: str, storage_options: tuple[str, ...], sql: str) -> None:
     """Run SQL (DuckDB) over the archive's view ``events``; quote "offset"."""
     from .query import format_result, run_query
 
-    result = run_query(_storage(location, storage_options), sql)
+    result = run_query(_storage(archive_location(ctx, archive, "archive"), storage_options), sql)
     for line in format_result(result, fmt):
         click.echo(line)

@@ -1,7 +1,7 @@
 """Commands of the job registry: ``consume registry``, ``jobs``, ``runs``, ``lineage``, ``registry serve``.
 
-Every command takes ``--db-url`` (env ``LINEAGEWIRE_REGISTRY__DB_URL``; default
-the local SQLite file ``lineagewire-registry.db``).
+Every command takes ``--db-url`` (``RegistrySettings``: else ``LINEAGEWIRE_REGISTRY__DB_URL``, else
+``registry.db_url`` in the YAML file, else the local SQLite file ``lineagewire-registry.db``).
 """
 
 from __future__ import annotations
@@ -14,22 +14,39 @@ from collections.abc import Callable
 from typing import Any
 
 import click
+from pydantic import Field
+from pydantic_settings import SettingsConfigDict
 
-from lineagewire.cli import env_fallback
+from lineagewire.cli import setting, settings_of
+from lineagewire.config import SettingsBase
 from lineagewire.consumers.cli import run_service, runtime_options
 from lineagewire.exceptions import ConfigError
 from lineagewire.kafka.reader import parse_position
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DB_URL_ENV", "jobs", "lineage", "registry", "registry_group", "runs"]
+__all__ = ["RegistrySettings", "db_url_option", "jobs", "lineage", "registry", "registry_group", "runs"]
 
-DB_URL_ENV = "LINEAGEWIRE_REGISTRY__DB_URL"
-TOKEN_ENV = "LINEAGEWIRE_REGISTRY__TOKEN"
-DEFAULT_DB_URL = "sqlite:///lineagewire-registry.db"
 
-db_url_option = click.option("--db-url", envvar=DB_URL_ENV, callback=env_fallback(DB_URL_ENV, DEFAULT_DB_URL),
-                             show_default=DEFAULT_DB_URL, help=f"SQLAlchemy URL of the registry (env {DB_URL_ENV}).")
+class RegistrySettings(SettingsBase):
+    """The job registry's settings (``registry:``), read by its service and by every command that reads it."""
+
+    model_config = SettingsConfigDict(env_prefix="LINEAGEWIRE_REGISTRY__", extra="forbid")
+    config_section = "registry"
+    title = "registry settings"
+
+    db_url: str = Field("sqlite:///lineagewire-registry.db", description="SQLAlchemy URL of the registry "
+                        "(`consume registry`, `jobs`, `runs`, `lineage`, `registry serve`, `ui`)")
+    token: str | None = Field(None, description="bearer token for changes through `registry serve` (default: a "
+                              "generated one, logged once)")
+
+
+def _db_url(ctx: click.Context, _param: click.Parameter, value: str | None) -> str:
+    return settings_of(ctx, RegistrySettings, db_url=value).db_url
+
+
+db_url_option = setting(RegistrySettings, "db_url", "--db-url", callback=_db_url,
+                        help="SQLAlchemy URL of the registry.")
 format_option = click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
                              show_default=True)
 
@@ -227,19 +244,20 @@ def registry_group() -> None:
 @db_url_option
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (loopback by default).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8766, show_default=True)
-@click.option("--token", envvar=TOKEN_ENV, callback=env_fallback(TOKEN_ENV),
-              help=f"Bearer token for changes (env {TOKEN_ENV}; default: a generated one, logged once).")
-def serve(db_url: str, host: str, port: int, token: str | None) -> None:
+@setting(RegistrySettings, "token", "--token", help="Bearer token for changes.")
+@click.pass_context
+def serve(ctx: click.Context, db_url: str, host: str, port: int, token: str | None) -> None:
     """REST API over the registry (OpenAPI docs at /docs); reads are open, changes need the token."""
     import uvicorn
 
     from .registry_api import create_app
     from .registry_store import RegistryStore
 
+    token = settings_of(ctx, RegistrySettings, token=token).token
     if token is not None and len(token) < 16:
         raise ConfigError(f"--token is {len(token)} characters; expected at least 16")
     if token is None:
         token = secrets.token_urlsafe(24)
-        click.echo(f"no {TOKEN_ENV} set; changes need this generated token: {token}", err=True)
+        click.echo(f"no LINEAGEWIRE_REGISTRY__TOKEN set; changes need this generated token: {token}", err=True)
     app = create_app(RegistryStore(db_url), token)
     uvicorn.run(app, host=host, port=port, log_level="warning")

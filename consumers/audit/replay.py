@@ -48,7 +48,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import click
 
-from lineagewire.cli import env_fallback, settings_from
+from lineagewire.cli import setting, settings_from, settings_of
 from lineagewire.config import Settings
 from lineagewire.consumers.runtime import OutputError, load_handler_class
 from lineagewire.consumers.runtime.record import Record
@@ -56,7 +56,8 @@ from lineagewire.exceptions import ConfigError, LineagewireError
 from lineagewire.kafka.reader import Position, TopicReader, parse_position
 from lineagewire.schemas import kind_of
 
-from .cli import ARCHIVE_ENV
+from ..openlineage.cli import OpenLineageSettings, ol_options
+from .cli import AuditSettings
 from .exceptions import ArchiveError
 from .subscribe import read_events
 
@@ -224,10 +225,10 @@ def _json_lines_sink(out: IO[str], fmt: str) -> Sink:
     return write_rendered
 
 
-def _openlineage_sink(url: str | None, ol_config: str | None) -> tuple[Sink, Callable[[], None]]:
+def _openlineage_sink(cfg: OpenLineageSettings) -> tuple[Sink, Callable[[], None]]:
     from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-    handler = _service("openlineage", url=url, openlineage_config=ol_config)
+    handler = _service("openlineage", url=cfg.url, openlineage_config=cfg.openlineage_config)
     handler.open()
 
     def send(rec: Record) -> int:
@@ -255,69 +256,84 @@ def _openlineage_sink(url: str | None, ol_config: str | None) -> tuple[Sink, Cal
               help="The file for --into file (JSON lines), written in full or not at all.")
 @click.option("--force", is_flag=True, help="For --into file: replace an existing --output file.")
 @click.option("--append", is_flag=True, help="For --into file: add to an existing --output file.")
-@click.option("--archive", "archive", envvar=ARCHIVE_ENV, callback=env_fallback(ARCHIVE_ENV), metavar="DIR_OR_URL",
-              help=f"The audit archive (env {ARCHIVE_ENV}): the range older than the topic's earliest "
-                   "offset is read from it, the rest from the topic, each record once.")
-@click.option("--url", default=None, help="For --into openlineage: the OpenLineage HTTP backend.")
-@click.option("--openlineage-config", "ol_config", type=click.Path(dir_okay=False, exists=True), default=None,
-              help="For --into openlineage: an openlineage.yml (else the usual OpenLineage configuration).")
+@setting(AuditSettings, "archive", "--archive", metavar="DIR_OR_URL", help="The audit archive: the range older "
+         "than the topic's earliest offset is read from it, the rest from the topic, each record once.")
+@ol_options
 @click.option("--progress/--no-progress", default=True, show_default=True,
               help="Progress bar on stderr (only drawn when stderr is a terminal).")
 @click.pass_context
 def replay(ctx: click.Context, topic: str | None, from_: str, to: str, job: str | None, into: str, fmt: str,
            output: str | None, force: bool, append: bool, archive: str | None, url: str | None,
-           ol_config: str | None, progress: bool) -> None:
-    """Replay a time or offset range for audit, without moving any consumer group's offsets."""
+           openlineage_config: str | None, progress: bool) -> None:
+    """Replay a time or offset range for audit, without moving any consumer group's offsets.
+
+    --url and --openlineage-config are for --into openlineage."""
     settings = settings_from(ctx)
     topic = topic or settings.topics.jobs
     start, end = parse_position(from_), parse_position(to)
     if start is None or end is None:
         raise ConfigError("--from and --to need a value")
     _check_range(start, end, from_, to)
-    if into == "file" and not output:
-        raise click.UsageError("--into file needs --output PATH")
-    if into != "file" and (output or force or append):
-        raise click.UsageError("--output, --force and --append go with --into file")
-    if force and append:
-        raise click.UsageError("--force (replace) and --append (add) exclude each other")
-    if output and not (force or append) and pathlib.Path(output).exists():
-        raise click.UsageError(f"--output {output} exists; pass --force to replace it or --append to add to it")
-    storage = None
-    if archive:
-        from .storage import Storage
-
-        storage = Storage(archive)
+    _check_output(into, output, force, append)
+    storage = _storage(settings_of(ctx, AuditSettings, archive=archive).archive)
+    out = _FileOutput(pathlib.Path(output), append=append) if into == "file" and output else None
     close: Callable[[], None] = lambda: None  # noqa: E731
-    out: _FileOutput | None = None
     if into == "openlineage":
-        sink, close = _openlineage_sink(url, ol_config)
-    elif into == "file":
-        out = _FileOutput(pathlib.Path(output), append=append)  # type: ignore[arg-type]
-        sink = _json_lines_sink(out.stream, fmt)
+        sink, close = _openlineage_sink(settings_of(ctx, OpenLineageSettings, url=url,
+                                                    openlineage_config=openlineage_config))
     else:
-        sink = _json_lines_sink(sys.stdout, fmt)
+        sink = _json_lines_sink(out.stream if out is not None else sys.stdout, fmt)
     try:
-        summary = replay_range(settings, topic, start=start, end=end, sink=sink, job=job,
-                               progress=progress, archive=storage,
-                               echo=lambda line: click.echo(line, err=True))
-    except ArchiveError as exc:
-        # A damaged archive file (flipped byte, truncated, deleted, garbage): one line naming it and exit 1, as
-        # ``audit verify`` exits on a finding; an existing --output stays as it was.
-        if out is not None:
-            out.discard()
-        click.echo(f"error: {exc}", err=True)
-        raise SystemExit(1) from None
-    except BaseException:
-        if out is not None:
-            out.discard()  # an existing --output stays as it was
-        raise
+        summary = _replay_or_discard(out, lambda: replay_range(
+            settings, topic, start=start, end=end, sink=sink, job=job, progress=progress, archive=storage,
+            echo=lambda line: click.echo(line, err=True)))
     finally:
         close()
-    if out is not None:
-        out.commit()
     _print_summary(summary)
     if summary.errors:
         ctx.exit(1)
+
+
+def _replay_or_discard(out: _FileOutput | None, run: Callable[[], ReplaySummary]) -> ReplaySummary:
+    """``run()``, then the ``--output`` file in place; when it fails, an existing ``--output`` stays as it was."""
+    try:
+        summary = run()
+    except BaseException as exc:
+        if out is not None:
+            out.discard()
+        if not isinstance(exc, ArchiveError):
+            raise
+        # A damaged archive file (flipped byte, truncated, deleted, garbage): one line naming it and exit 1, as
+        # ``audit verify`` exits on a finding.
+        click.echo(f"error: {exc}", err=True)
+        raise SystemExit(1) from None
+    if out is not None:
+        out.commit()
+    return summary
+
+
+def _check_output(into: str, output: str | None, force: bool, append: bool) -> None:
+    """``--output``, ``--force`` and ``--append`` go with ``--into file``, one of the two flags for an existing file."""
+    if into == "file" and not output:
+        raise click.UsageError("--into file needs --output PATH")
+    if into != "file" and any((output, force, append)):
+        raise click.UsageError("--output, --force and --append go with --into file")
+    if force and append:
+        raise click.UsageError("--force (replace) and --append (add) exclude each other")
+    _check_existing(output, force, append)
+
+
+def _check_existing(output: str | None, force: bool, append: bool) -> None:
+    if output and not (force or append) and os.path.exists(output):
+        raise click.UsageError(f"--output {output} exists; pass --force to replace it or --append to add to it")
+
+
+def _storage(archive: str | None) -> Storage | None:
+    if not archive:
+        return None
+    from .storage import Storage
+
+    return Storage(archive)
 
 
 def _check_range(start: Position, end: Position, from_: str, to: str) -> None:

@@ -2,13 +2,13 @@
 
 The services upgrade their own database at start; these commands let an operator do it ahead of a
 deployment (one upgrade, then every instance starts on the new schema) or see where a database is.
-``--db-url`` defaults to the variable the store's own service reads (``DB_URL_ENV``).
+``--db-url`` defaults to the database the store's own service reads (``DB_SETTING``: its variable, its old
+name, its key of the YAML file).
 """
 
 from __future__ import annotations
 
 import importlib
-import os
 
 import click
 import sqlalchemy as sa
@@ -25,12 +25,16 @@ STORES: dict[str, str] = {
     "scheduler": "lineagewire.producers.scheduler.store:STORE",
 }
 
-#: store name -> the variable its service reads its database from; ``--db-url``'s default
-DB_URL_ENV: dict[str, str] = {
-    "registry": "LINEAGEWIRE_REGISTRY__DB_URL",
-    "alerting": "LINEAGEWIRE_ALERTING__DATABASE",
-    "scheduler": "LINEAGEWIRE_SCHEDULER__DB_URL",
+#: store name -> ("module:attribute" of its service's settings model, the key of its database); ``--db-url``'s
+#: default when the service's settings name one (its variable or YAML key; the services' own defaults do not count)
+DB_SETTING: dict[str, tuple[str, str]] = {
+    "registry": ("lineagewire.consumers.audit.registry_cli:RegistrySettings", "db_url"),
+    "alerting": ("lineagewire.consumers.alerting.config:AlertingConfig", "database"),
+    "scheduler": ("lineagewire.producers.scheduler.settings:ServiceConfig", "db_url"),
 }
+#: store name -> the variable its service reads its database from
+DB_URL_ENV: dict[str, str] = {store: f"LINEAGEWIRE_{store.upper()}__{key.upper()}"
+                              for store, (_, key) in DB_SETTING.items()}
 #: the one variable these commands read before, whatever the store (deprecated: it names no store)
 OLD_DB_URL_ENV = "LINEAGEWIRE_DB_URL"
 
@@ -38,14 +42,21 @@ _store_option = click.option("--store", "store_name", required=True, type=click.
                              help="Which service's tables.")
 _url_option = click.option("--db-url", default=None,
                            help="SQLAlchemy URL of the database (e.g. sqlite:///registry.db, "
-                                "postgresql+psycopg://user@host/db; default: the store's variable, "
-                                f"{', '.join(DB_URL_ENV.values())}).")
+                                "postgresql+psycopg://user@host/db) [the store's service's: "
+                                f"{', '.join(DB_URL_ENV.values())}; YAML "
+                                f"{', '.join(f'{s}.{k}' for s, (_, k) in DB_SETTING.items())}].")
 
 
-def db_url_of(store_name: str, db_url: str | None) -> str:
-    """``--db-url``, else the variable the store's service reads, else the deprecated ``LINEAGEWIRE_DB_URL``."""
+def db_url_of(ctx: click.Context, store_name: str, db_url: str | None) -> str:
+    """``--db-url``, else the database the store's service reads when its settings name one, else the deprecated
+    ``LINEAGEWIRE_DB_URL``."""
+    from lineagewire.cli import settings_of
+
     env = DB_URL_ENV[store_name]
-    found = db_url or os.environ.get(env) or renamed(OLD_DB_URL_ENV, env)
+    target, key = DB_SETTING[store_name]
+    module, attr = target.split(":")
+    settings = settings_of(ctx, getattr(importlib.import_module(module), attr), **{key: db_url})
+    found = getattr(settings, key) if key in settings.model_fields_set else renamed(OLD_DB_URL_ENV, env)
     if not found:
         raise click.UsageError(f"no database for --store {store_name}: expected --db-url or {env}")
     return found
@@ -73,9 +84,10 @@ def db() -> None:
 @_store_option
 @_url_option
 @click.option("--revision", default="head", show_default=True, help="Upgrade to this revision.")
-def upgrade_command(store_name: str, db_url: str | None, revision: str) -> None:
+@click.pass_context
+def upgrade_command(ctx: click.Context, store_name: str, db_url: str | None, revision: str) -> None:
     """Bring a database to the newest schema (a database made before migrations existed is adopted)."""
-    db_url = db_url_of(store_name, db_url)
+    db_url = db_url_of(ctx, store_name, db_url)
     store = load_store(store_name)
     engine = _engine(db_url)
     try:
@@ -90,9 +102,10 @@ def upgrade_command(store_name: str, db_url: str | None, revision: str) -> None:
 @db.command("current")
 @_store_option
 @_url_option
-def current_command(store_name: str, db_url: str | None) -> None:
+@click.pass_context
+def current_command(ctx: click.Context, store_name: str, db_url: str | None) -> None:
     """The revision a database is at, and the newest this lineagewire knows."""
-    db_url = db_url_of(store_name, db_url)
+    db_url = db_url_of(ctx, store_name, db_url)
     store = load_store(store_name)
     engine = _engine(db_url)
     try:

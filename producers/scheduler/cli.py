@@ -6,16 +6,30 @@ import json
 from typing import Any
 
 import click
+from pydantic import Field
+from pydantic_settings import SettingsConfigDict
 
-from lineagewire.cli import env_fallback, settings_from
+from lineagewire.cli import setting, settings_from, settings_of
+from lineagewire.config import SettingsBase
 
 from .exceptions import SchedulerError
 
-__all__ = ["scheduler", "workflows"]
+__all__ = ["SchedulerClientSettings", "scheduler", "workflows"]
 
-#: the service's token variable (ServiceConfig), and the URL ``workflows`` and ``ui`` find the service at
-TOKEN_ENV = "LINEAGEWIRE_SCHEDULER__TOKEN"
-URL_ENV = "LINEAGEWIRE_SCHEDULER__URL"
+DEFAULT_URL = "http://127.0.0.1:8765"
+
+
+class SchedulerClientSettings(SettingsBase):
+    """Where ``workflows`` and ``ui`` find the scheduler service (``scheduler:``, beside the service's own keys)."""
+
+    # "ignore": the section's other keys are the service's (ServiceConfig), read and checked there
+    model_config = SettingsConfigDict(env_prefix="LINEAGEWIRE_SCHEDULER__", extra="ignore")
+    config_section = "scheduler"
+    title = "scheduler client settings"
+
+    url: str | None = Field(None, description=f"the scheduler service's URL, for `workflows` (default {DEFAULT_URL}) "
+                            "and `ui` (default: none)")
+    token: str | None = Field(None, description="bearer token for changes, as the service reads it")
 
 
 @click.group()
@@ -118,15 +132,14 @@ def _refresh_line(r: dict[str, Any]) -> str:
 
 
 @click.group()
-@click.option("--url", envvar=URL_ENV, callback=env_fallback(URL_ENV, "http://127.0.0.1:8765"),
-              show_default="http://127.0.0.1:8765", help=f"Scheduler service URL (env {URL_ENV}).")
-@click.option("--token", envvar=TOKEN_ENV, callback=env_fallback(TOKEN_ENV),
-              help=f"Bearer token for changes (env {TOKEN_ENV}, as the service reads it).")
+@setting(SchedulerClientSettings, "url", "--url", help=f"Scheduler service URL (default {DEFAULT_URL}).")
+@setting(SchedulerClientSettings, "token", "--token", help="Bearer token for changes.")
 @click.option("--json", "as_json", is_flag=True, help="Print the service's JSON answer.")
 @click.pass_context
-def workflows(ctx: click.Context, url: str, token: str | None, as_json: bool) -> None:
+def workflows(ctx: click.Context, url: str | None, token: str | None, as_json: bool) -> None:
     """Create and manage materialized-table refresh workflows (talks to `lineagewire scheduler serve`)."""
-    ctx.obj = {**(ctx.obj or {}), "url": url, "token": token, "json": as_json}
+    cfg = settings_of(ctx, SchedulerClientSettings, url=url, token=token)
+    ctx.obj = {**(ctx.obj or {}), "url": cfg.url or DEFAULT_URL, "token": cfg.token, "json": as_json}
 
 
 @workflows.command("create")

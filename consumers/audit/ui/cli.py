@@ -7,20 +7,31 @@ import logging
 from typing import Any
 
 import click
+from pydantic import Field
+from pydantic_settings import SettingsConfigDict
 
-from lineagewire.cli import env_fallback
+from lineagewire.cli import setting, settings_of
+from lineagewire.config import SettingsBase
 from lineagewire.exceptions import ConfigError
 
 from ..registry_cli import db_url_option
 
 log = logging.getLogger(__name__)
 
-__all__ = ["TOKEN_ENV", "ui"]
+__all__ = ["UISettings", "ui"]
 
-TOKEN_ENV = "LINEAGEWIRE_UI__TOKEN"
-#: the variables of the alerting service's database and of the scheduler's URL, as their own commands read them
-ALERTS_DB_ENV = "LINEAGEWIRE_ALERTING__DATABASE"
-SCHEDULER_URL_ENV = "LINEAGEWIRE_SCHEDULER__URL"
+
+class UISettings(SettingsBase):
+    """The web UI's own settings (``ui:``); the databases it reads are their services' settings."""
+
+    model_config = SettingsConfigDict(env_prefix="LINEAGEWIRE_UI__", extra="forbid")
+    config_section = "ui"
+    title = "UI settings"
+
+    host: str = Field("127.0.0.1", description="address to bind (loopback by default; any other needs a token)")
+    port: int = Field(8767, ge=0, le=65535, description="port to bind")
+    token: str | None = Field(None, description="require this token on every request: 'Authorization: Bearer "
+                              "TOKEN', or basic auth with it as password (at least 16 characters)")
 
 
 def _loopback(host: str) -> bool:
@@ -34,30 +45,36 @@ def _loopback(host: str) -> bool:
 
 @click.command("ui")
 @db_url_option
-@click.option("--alerts-db", envvar=ALERTS_DB_ENV, callback=env_fallback(ALERTS_DB_ENV),
-              help=f"SQLAlchemy URL of the alerting service's database (its rules file's `database`, env "
-                   f"{ALERTS_DB_ENV}); read only.")
-@click.option("--scheduler-url", envvar=SCHEDULER_URL_ENV, callback=env_fallback(SCHEDULER_URL_ENV),
-              help=f"The scheduler's REST API, for refresh workflows and health (env {SCHEDULER_URL_ENV}).")
-@click.option("--host", default="127.0.0.1", show_default=True,
-              help="Address to bind (loopback by default; any other needs --token).")
-@click.option("--port", type=click.IntRange(0, 65535), default=8767, show_default=True)
-@click.option("--token", envvar=TOKEN_ENV, callback=env_fallback(TOKEN_ENV),
-              help=f"Require this token on every request: 'Authorization: Bearer TOKEN', or basic auth with it as "
-                   f"password (env {TOKEN_ENV}; at least 16 characters).")
-def ui(db_url: str, alerts_db: str | None, scheduler_url: str | None, host: str, port: int,
-       token: str | None) -> None:
+@click.option("--alerts-db", default=None, help="SQLAlchemy URL of the alerting service's database, read only "
+              "[as `alerts --database`: LINEAGEWIRE_ALERTING__DATABASE, YAML alerting.database].")
+@click.option("--scheduler-url", default=None, help="The scheduler's REST API, for refresh workflows and health "
+              "[as `workflows --url`: LINEAGEWIRE_SCHEDULER__URL, YAML scheduler.url].")
+@setting(UISettings, "host", "--host", help="Address to bind (any but loopback needs --token).")
+@setting(UISettings, "port", "--port", type=click.IntRange(0, 65535), help="Port to bind.")
+@setting(UISettings, "token", "--token", help="Require this token on every request: 'Authorization: Bearer TOKEN', "
+         "or basic auth with it as password (at least 16 characters).")
+@click.pass_context
+def ui(ctx: click.Context, db_url: str, alerts_db: str | None, scheduler_url: str | None, host: str | None,
+       port: int | None, token: str | None) -> None:
     """Read-only web UI: jobs, runs, datasets, the lineage graph, alerts (http://127.0.0.1:8767/)."""
     import uvicorn
+
+    from lineagewire.consumers.alerting.config import AlertingConfig
+    from lineagewire.producers.scheduler.cli import SchedulerClientSettings
 
     from ..registry_store import RegistryStore
     from .server import build_app
 
+    cfg = settings_of(ctx, UISettings, host=host, port=port, token=token)
+    host, port, token = cfg.host, cfg.port, cfg.token
+    alerts_db = settings_of(ctx, AlertingConfig, database=alerts_db).database
+    scheduler_url = settings_of(ctx, SchedulerClientSettings, url=scheduler_url).url
     if token is not None and len(token) < 16:
         raise ConfigError(f"--token is {len(token)} characters; expected at least 16")
     if token is None and not _loopback(host):
-        raise ConfigError(f"--host {host!r} is not a loopback address; expected --token (or {TOKEN_ENV}) with it, "
-                          "so that the registry is not readable by anyone on the network")
+        raise ConfigError(f"--host {host!r} is not a loopback address; expected --token (or "
+                          "LINEAGEWIRE_UI__TOKEN) with it, so that the registry is not readable by anyone on the "
+                          "network")
     app = build_app(RegistryStore(db_url, engine=_read_only(db_url)), alerts_db=alerts_db,
                     scheduler_url=scheduler_url, token=token)
     shown = f"[{host}]" if ":" in host else host
