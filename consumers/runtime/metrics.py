@@ -23,32 +23,38 @@ import logging
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from lineagewire.exceptions import MissingExtraError
 
-try:
-    from prometheus_client import (
-        CONTENT_TYPE_LATEST,
-        CollectorRegistry,
-        Counter,
-        Gauge,
-        Histogram,
-        generate_latest,
-    )
-except ImportError as exc:  # pragma: no cover - depends on the installed extras
-    raise MissingExtraError("prometheus_client", "consumers", "The consumer runtime's metrics") from exc
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 log = logging.getLogger(__name__)
 
 __all__ = ["HealthServer", "Metrics"]
 
 
+def _prometheus() -> ModuleType:
+    """prometheus_client, imported when a service counts (``Metrics``), not when the runtime's package is: the
+    read commands (``subscribe``, ``replay``) import the package and need only the base install."""
+    try:
+        import prometheus_client
+    except ImportError as exc:  # depends on the installed extras
+        raise MissingExtraError("prometheus_client", "consumers", "The consumer runtime's metrics") from exc
+    return prometheus_client
+
+
 class Metrics:
     """The runtime's metrics, bound to one service name."""
 
     def __init__(self, service: str, registry: CollectorRegistry | None = None) -> None:
-        self.registry = registry or CollectorRegistry()
+        prom = _prometheus()
+        Counter, Gauge, Histogram = prom.Counter, prom.Gauge, prom.Histogram  # noqa: N806 - their own names
+        self._text = prom.generate_latest
+        self.content_type: str = prom.CONTENT_TYPE_LATEST
+        self.registry = registry or prom.CollectorRegistry()
         self.service = service
         r = self.registry
         p = "lineagewire_consumer_"
@@ -109,7 +115,8 @@ class Metrics:
         return v or 0.0
 
     def text(self) -> bytes:
-        return generate_latest(self.registry)
+        text: bytes = self._text(self.registry)
+        return text
 
 
 class HealthServer:
@@ -128,7 +135,7 @@ class HealthServer:
         class _Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 - http.server's name
                 if self.path.split("?")[0] == "/metrics":
-                    body, ctype, code = outer.metrics.text(), CONTENT_TYPE_LATEST, 200
+                    body, ctype, code = outer.metrics.text(), outer.metrics.content_type, 200
                 elif self.path.split("?")[0] == "/healthz":
                     ok, details = outer.health()
                     body = json.dumps({"status": "ok" if ok else "unhealthy", **details}).encode()
