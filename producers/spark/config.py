@@ -56,9 +56,10 @@ class EmitterConfig(SettingsBase):
 
     listeners: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["kafka"],
                                  description="listener names or dotted paths; empty starts none")
-    enabled: bool = Field(False, description="Spark configuration alone turns the emitter on in any driver whose "
-                          "Python has lineagewire installed (spark-submit, the pyspark shell, a notebook); "
-                          "install() and lineagewire instrument start it whatever this says")
+    enabled: bool = Field(False, description="configuration alone (this key, as Spark conf, variable or YAML) turns "
+                          "the emitter on in any driver whose Python has lineagewire installed (spark-submit, the "
+                          "pyspark shell, a notebook; _boot/lineagewire_activate.py); install() and lineagewire "
+                          "instrument start it whatever this says")
     namespace: str = Field("spark", description="job namespace of every run")
     job_name: str | None = Field(None, description="job name of the application run (default: spark.app.name)")
     run_id: str | None = Field(None, description="run id of the application run (default: a new UUID)")

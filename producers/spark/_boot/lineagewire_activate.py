@@ -13,7 +13,9 @@ returns gets the emitter when
   a cluster's Spark properties, the builder's ``.config``), or else the driver's environment says
   ``LINEAGEWIRE_EMITTER__ENABLED=true`` (``spark.kubernetes.driverEnv.*``, ``spark.yarn.appMasterEnv.*``;
   the deprecated ``LINEAGEWIRE_ENABLED`` too, when the new name is unset: the emitter's settings then
-  warn about it); or
+  warn about it), or else the YAML config file says ``emitter: {enabled: true}`` (read through the emitter's
+  own settings, ``EmitterConfig``, and only when there is a file: ``$LINEAGEWIRE_CONFIG`` or
+  ``./lineagewire.yaml``); or
 - the process runs under ``lineagewire instrument`` (``LINEAGEWIRE_INSTRUMENT=1``, set with the boot
   folder's ``sitecustomize.py``, which calls ``install_hook()`` too).
 
@@ -26,21 +28,24 @@ import importlib.machinery
 import os
 import sys
 
-__all__ = ["ENABLED_ENV", "ENABLED_KEY", "INSTRUMENT_ENV", "OLD_ENABLED_ENV", "activate_if_enabled", "enabled",
-           "install_hook"]
+__all__ = ["CONFIG_ENV", "ENABLED_ENV", "ENABLED_KEY", "INSTRUMENT_ENV", "OLD_ENABLED_ENV", "activate_if_enabled",
+           "enabled", "install_hook"]
 
 ENABLED_KEY = "spark.lineagewire.enabled"
 ENABLED_ENV = "LINEAGEWIRE_EMITTER__ENABLED"
 #: its name before variables followed LINEAGEWIRE_<SECTION>__<KEY> (lineagewire.config.renamed warns about it)
 OLD_ENABLED_ENV = "LINEAGEWIRE_ENABLED"
 INSTRUMENT_ENV = "LINEAGEWIRE_INSTRUMENT"
+#: the YAML config file's variable, and its default name (lineagewire.config.find_config_file)
+CONFIG_ENV = "LINEAGEWIRE_CONFIG"
+DEFAULT_CONFIG_FILE = "lineagewire.yaml"
 _TRUE = frozenset({"true", "1", "yes", "on"})
 _FALSE = frozenset({"false", "0", "no", "off", ""})
 
 
 def enabled(conf_value, env=os.environ):
-    """True or False for the activation settings (the conf value first, then the environment); raises
-    ValueError naming the key, the value and what was expected when it is not a boolean."""
+    """True or False for the activation settings (the conf value first, then the environment, then the YAML
+    config file); raises ValueError naming the key, the value and what was expected when it is not a boolean."""
     if env.get(INSTRUMENT_ENV) == "1":
         return True
     env_name = ENABLED_ENV if ENABLED_ENV in env else OLD_ENABLED_ENV
@@ -51,7 +56,21 @@ def enabled(conf_value, env=os.environ):
         if word in _TRUE or word in _FALSE:
             return word in _TRUE
         raise ValueError(f"{where}={value!r} is not a boolean; expected true or false")
-    return False
+    return _enabled_in_config_file(env)
+
+
+def _enabled_in_config_file(env):
+    """``emitter.enabled`` of the YAML config file, as the emitter's settings read it. A driver without a config
+    file imports nothing for it (the check is a ``stat``), so the default path stays stdlib only."""
+    if not (env.get(CONFIG_ENV) or os.path.isfile(DEFAULT_CONFIG_FILE)):
+        return False
+    from lineagewire.exceptions import LineagewireError
+    from lineagewire.producers.spark.config import resolve_config
+
+    try:
+        return resolve_config().enabled
+    except LineagewireError as exc:
+        raise ValueError(f"emitter.enabled of the config file cannot be read: {exc}") from None
 
 
 def activate_if_enabled(session):
