@@ -103,16 +103,16 @@ def run_service(ctx: click.Context, handler: Any, **runtime: Any) -> None:
     except ValueError as exc:
         raise click.UsageError(f"retry options: {exc}") from exc
     settings = settings_from(ctx)
-    runtime = ConsumerRuntime(
+    service = ConsumerRuntime(
         settings, handler, topics=cfg.topics or None, group_id=cfg.group_id, retry=retry,
         dedup_window=cfg.dedup_window, dead_letters=cfg.dead_letters, metrics_port=cfg.metrics_port,
         consumer_config=cfg.consumer_properties)
 
     def started() -> None:  # once the settings were accepted, so a wrong one is the only line printed
-        click.echo(f"{handler.name}: consuming {', '.join(runtime.topics)} as group {runtime.group_id} "
+        click.echo(f"{handler.name}: consuming {', '.join(service.topics)} as group {service.group_id} "
                    f"(Ctrl-C or SIGTERM to stop)", err=True)
 
-    stats = runtime.run(install_signal_handlers=True, on_open=started)
+    stats = service.run(install_signal_handlers=True, on_open=started)
     click.echo(f"{handler.name}: stopped; consumed {stats.consumed}, emitted {stats.emitted}, "
                f"dead-lettered {stats.dead_lettered}, duplicates skipped {stats.duplicates}, "
                f"retries {stats.retries}", err=True)

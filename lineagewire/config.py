@@ -171,7 +171,8 @@ class SettingsBase(BaseSettings):
         flags = {k: v for k, v in flags.items() if v is not None}
         path = find_config_file(config_file) if document is None else None
         try:
-            return cls(config_file=path, config_document=document, **flags)
+            # config_file and config_document are read by settings_customise_sources, not fields
+            return cls(config_file=path, config_document=document, **flags)  # type: ignore[call-arg]
         except ValidationError as exc:
             where = source or (f"config file {str(path)!r}" if path else None)
             problems = "; ".join(f"{_where(cls, err['loc'], flags, where)}: {err['msg']}{_shown(err)}"
