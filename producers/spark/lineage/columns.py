@@ -138,7 +138,15 @@ def _direct_inputs(expr: Expr, subplan: SubplanOutput) -> list[tuple[int, Trans]
 
 def _write_sorts(nodes: list[PlanNode]) -> set[int]:
     """The sorts a partitioned file write adds under WriteFiles: they order rows for the writer, not the user."""
-    return {id(n.children[0]) for n in nodes if n.simple == "WriteFiles" and n.children}
+    return {id(n.children[0]) for n in nodes
+            if n.simple == "WriteFiles" and n.children and n.children[0].simple == "Sort"}
+
+
+#: Nodes whose output is a list of their own: the field that holds it.
+_OWN_OUTPUT = {"Project": "projectList", "Aggregate": "aggregateExpressions"}
+#: Nodes that output their child's columns and then some of their own: the field that holds those.
+_APPENDED_OUTPUT = {"Window": "windowExpressions", "Generate": "generatorOutput",
+                    **dict.fromkeys(_PYTHON_EVAL, "resultAttrs")}
 
 
 class ColumnGraph:
@@ -158,6 +166,15 @@ class ColumnGraph:
         #: Attributes of the compact form's shared attribute dicts, by id() of the dict
         self._by_raw: dict[int, Attribute | None] = {}
         self._check = check or (lambda what: None)
+        #: what each kind of plan node adds to the graph
+        self._edges_of: dict[str, Callable[[PlanNode], None]] = {
+            "Project": self._project_edges, "Aggregate": self._aggregate_edges, "Window": self._window_edges,
+            "Filter": self._filter_edges, "Join": self._join_edges, "Sort": self._sort_edges,
+            "Union": self._union_edges, "Generate": self._generate_edges, "Expand": self._expand_edges,
+            "MergeRows": self._merge_rows_edges,
+            **dict.fromkeys(_PYTHON_EVAL, self._python_udf_edges),
+            **dict.fromkeys(_PYTHON_FUNCTIONS, self._python_function_edges),
+        }
         self._next_synthetic = 0
         #: roots whose edges are recorded (a plan is both written and kept as an origin)
         self._planned: set[int] = set()
@@ -200,31 +217,35 @@ class ColumnGraph:
 
     def _compute_output(self, node: PlanNode) -> list[Attribute]:
         s = node.simple
-        if s == "Project":
-            return self._named(node, "projectList")
-        if s == "Aggregate":
-            return self._named(node, "aggregateExpressions")
-        if s == "Window" and node.children:
-            return self.output(node.children[0]) + self._named(node, "windowExpressions")
+        own = _OWN_OUTPUT.get(s)
+        if own is not None:
+            return self._named(node, own)
+        if s == "HiveTableRelation":
+            return self._named(node, "dataCols") + self._named(node, "partitionCols")
+        derived = self._output_from_children(node) if node.children else None
+        if derived is not None:
+            return derived
+        if isinstance(node.fields.get("output"), list):
+            return self._named(node, "output")
+        if len(node.children) == 1:
+            return self.output(node.children[0])
+        return [a for child in node.children for a in self.output(child)]
+
+    def _output_from_children(self, node: PlanNode) -> list[Attribute] | None:
+        """The output of a node that passes its (first) child's columns on; None for the other kinds."""
+        s = node.simple
+        appended = _APPENDED_OUTPUT.get(s)
+        if appended is not None:
+            return self.output(node.children[0]) + self._named(node, appended)
+        if s == "Union":
+            return self.output(node.children[0])
         if s == "Join" and len(node.children) == 2:
             join_type = str(node.fields.get("joinType"))
             left = self.output(node.children[0])
             if "LeftSemi" in join_type or "LeftAnti" in join_type or "ExistenceJoin" in join_type:
                 return left
             return left + self.output(node.children[1])
-        if s == "Union" and node.children:
-            return self.output(node.children[0])
-        if s == "Generate" and node.children:
-            return self.output(node.children[0]) + self._named(node, "generatorOutput")
-        if s in _PYTHON_EVAL and node.children:
-            return self.output(node.children[0]) + self._named(node, "resultAttrs")
-        if s == "HiveTableRelation":
-            return self._named(node, "dataCols") + self._named(node, "partitionCols")
-        if isinstance(node.fields.get("output"), list):
-            return self._named(node, "output")
-        if len(node.children) == 1:
-            return self.output(node.children[0])
-        return [a for child in node.children for a in self.output(child)]
+        return None
 
     # -- edges -------------------------------------------------------------------------------
 
@@ -258,36 +279,31 @@ class ColumnGraph:
         for node in nodes:
             self._subplans.update(node.subplans)
         runtime = self._runtime_filter_plans(nodes)
+        edges_of = self._edges_of
         for node in nodes:
             if id(node) in runtime:
                 continue
             self._check("tracing column lineage")
-            s = node.simple
-            if s in ("Project", "Aggregate"):
-                self._named_edges(node.aliases("projectList" if s == "Project" else "aggregateExpressions"))
-            if s == "Aggregate":
-                self.indirect += [(i, "GROUP_BY") for i in self._ids(node.expressions("groupingExpressions"))]
-            elif s == "Window":
-                self._window_edges(node)
-            elif s == "Filter":
-                ids = _attr_ids(node.expressions("condition"), self._subplan_output, _RUNTIME_FILTERS)
-                self.indirect += [(i, "FILTER") for i in ids]
-            elif s == "Join":
-                self.indirect += [(i, "JOIN") for i in self._ids(node.expressions("condition"))]
-            elif s == "Sort" and id(node) not in write_sorts:
-                self.indirect += [(i, "SORT") for i in self._ids(node.expressions("order"))]
-            elif s == "Union" and len(node.children) > 1:
-                self._union_edges(node)
-            elif s == "Generate":
-                self._generate_edges(node)
-            elif s == "Expand":
-                self._expand_edges(node)
-            elif s in _PYTHON_EVAL:
-                self._python_udf_edges(node)
-            elif s in _PYTHON_FUNCTIONS:
-                self._python_function_edges(node)
-            elif s == "MergeRows":
-                self._merge_rows_edges(node)
+            add = edges_of.get(node.simple)
+            if add is not None and id(node) not in write_sorts:
+                add(node)
+
+    def _project_edges(self, node: PlanNode) -> None:
+        self._named_edges(node.aliases("projectList"))
+
+    def _aggregate_edges(self, node: PlanNode) -> None:
+        self._named_edges(node.aliases("aggregateExpressions"))
+        self.indirect += [(i, "GROUP_BY") for i in self._ids(node.expressions("groupingExpressions"))]
+
+    def _filter_edges(self, node: PlanNode) -> None:
+        ids = _attr_ids(node.expressions("condition"), self._subplan_output, _RUNTIME_FILTERS)
+        self.indirect += [(i, "FILTER") for i in ids]
+
+    def _join_edges(self, node: PlanNode) -> None:
+        self.indirect += [(i, "JOIN") for i in self._ids(node.expressions("condition"))]
+
+    def _sort_edges(self, node: PlanNode) -> None:
+        self.indirect += [(i, "SORT") for i in self._ids(node.expressions("order"))]
 
     def _window_edges(self, node: PlanNode) -> None:
         self._named_edges(node.aliases("windowExpressions"))
@@ -296,6 +312,8 @@ class ColumnGraph:
 
     def _union_edges(self, node: PlanNode) -> None:
         # A union's output columns are its first child's: each is its own input of every other child.
+        if len(node.children) < 2:
+            return
         first = self.output(node.children[0])
         for other in node.children[1:]:
             for a, b in zip(first, self.output(other), strict=False):

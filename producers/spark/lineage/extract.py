@@ -84,20 +84,7 @@ def _extract(qe: Any, func_name: str, budget_s: float, *, plan: Callable[[Any], 
         gc.disable()
     try:
         deadline = Deadline(budget_s, stop=stop)
-        jroot = (plan or _plan_of)(qe)
-        text = plan_json(jroot)
-        if _CACHED in text:
-            # Cached data replaces the relations it was read from in the optimized plan, not in the
-            # analyzed one: read that too (a second toJSON, only for plans that use the cache).
-            deadline.check("reading the analyzed plan behind cached data")
-            jroot = qe.analyzed()
-            text = plan_json(jroot)
-        elif plan is None and _VIEW not in text and reads_persisted_view(qe):
-            # A read of a persisted view is named by the view, which only the analyzed plan still shows
-            # (a second toJSON, only for plans that read one).
-            deadline.check("reading the analyzed plan of a view's read")
-            jroot = qe.analyzed()
-            text = plan_json(jroot)
+        jroot, text = _read_plan(qe, plan, deadline)
         root = parse_plan_json(text)
         extraction = _Extraction(qe, root, JvmPlan(jroot, deadline, plan_writer()), result)
         extraction.with_sql = sql
@@ -114,6 +101,26 @@ def _extract(qe: Any, func_name: str, budget_s: float, *, plan: Callable[[Any], 
         if paused:
             gc.enable()
     return result
+
+
+def _read_plan(qe: Any, plan: Callable[[Any], Any] | None, deadline: Deadline) -> tuple[Any, str]:
+    """The plan to extract from (py4j) and its JSON: ``plan(qe)``, default the optimized plan, or the
+    analyzed one where only it names the inputs."""
+    jroot = (plan or _plan_of)(qe)
+    text = plan_json(jroot)
+    if _CACHED in text:
+        # Cached data replaces the relations it was read from in the optimized plan, not in the
+        # analyzed one: read that too (a second toJSON, only for plans that use the cache).
+        deadline.check("reading the analyzed plan behind cached data")
+        jroot = qe.analyzed()
+        text = plan_json(jroot)
+    elif plan is None and _VIEW not in text and reads_persisted_view(qe):
+        # A read of a persisted view is named by the view, which only the analyzed plan still shows
+        # (a second toJSON, only for plans that read one).
+        deadline.check("reading the analyzed plan of a view's read")
+        jroot = qe.analyzed()
+        text = plan_json(jroot)
+    return jroot, text
 
 
 def _plan_of(qe: Any) -> Any:
@@ -160,22 +167,31 @@ class _Extraction(Extraction):
         if any(node.fields.get("isStreaming") is True for node in root.walk()):
             self.result.job_type = "STREAMING"
         executed = list(self._executed(root))
+        self._name_outputs(executed)
+        self._name_inputs(executed)
+        if self.deadline.expired():
+            self.result.mark_incomplete(self.deadline.reason("naming the datasets; column lineage skipped"))
+            return
+        self._sql()
+        if self.writes:
+            self._column_lineage()
+
+    def _name_outputs(self, executed: list[PlanNode]) -> None:
         for node in executed:
             out = OUTPUTS.get(node.simple)
             if out is not None:
                 self._guard(f"output {node.simple}", functools.partial(out, self, node))
+
+    def _name_inputs(self, executed: list[PlanNode]) -> None:
+        """The leaves' datasets; a leaf that is a written target (named by ``_name_outputs``) is not an input."""
         leaves = [n for n in executed if (not n.children or is_persisted_view(n)) and id(n) not in self.targets]
         if self.jvm is not None:
             self.jvm.fetch_file_relations([n.path for n in leaves if n.simple == "LogicalRelation"])
         for node in leaves:
             self._guard(f"input {node.simple}", functools.partial(self._input, node))
-        if self.deadline.expired():
-            self.result.mark_incomplete(self.deadline.reason("naming the datasets; column lineage skipped"))
-            return
-        self._sql()
-        if not self.writes:
-            return
-        self.graph.add_plan(root)
+
+    def _column_lineage(self) -> None:
+        self.graph.add_plan(self.root)
         for ds, columns in self.column_ids:
             self.result.column_lineage += self.graph.lineage(ds["namespace"], ds["name"], columns)
         for ds, query, names in self.writes:

@@ -108,44 +108,44 @@ class _Walker:
         self.indirect = indirect
         self.output_names = output_names
 
-    # A scope maps a FROM item's alias (lower case) to a table name or a derived table's columns.
     def query(self, node: object, ctes: dict[str, object]) -> tuple[list[str], list[Columns]]:
         from sqlglot import exp
 
         if isinstance(node, exp.Subquery):
             return self.query(node.this, ctes)
-        # WITH belongs to the whole query (a UNION's too): its names are seen by every part.
-        with_ = node.args.get("with_") or node.args.get("with") if isinstance(node, exp.Expression) else None
-        if with_ is not None:
-            ctes = dict(ctes)
-            for cte in with_.expressions:
-                ctes[cte.alias_or_name.lower()] = self.query(cte.this, ctes)
+        ctes = self._with(node, ctes)
         if isinstance(node, exp.SetOperation):
-            left_names, left = self.query(node.left, ctes)
-            _, right = self.query(node.right, ctes)
-            if len(left) != len(right):
-                raise _Unresolved("the branches of a set operation have different numbers of columns")
-            for mine, theirs in zip(left, right, strict=True):
-                _merge(mine, theirs)
-            return left_names, left
+            return self._set_operation(node, ctes)
         if not isinstance(node, exp.Select):
             raise _Unresolved(f"a {type(node).__name__} in the query is not supported")
-        scope_ctes = ctes
-        scope: dict[str, object] = {}
-        from_ = node.args.get("from_") or node.args.get("from")
-        items = ([from_.this] if from_ is not None else []) + [j.this for j in node.args.get("joins") or []]
-        for item in items:
-            scope[item.alias_or_name.lower()] = self._source(item, scope_ctes)
-        sel = _Select(self, scope, scope_ctes)
-        for join in node.args.get("joins") or []:
-            sel.indirect(join.args.get("on"), "JOIN")
-            for using in join.args.get("using") or []:
-                for alias in scope:
-                    sel.add_indirect(sel.column_sources(alias, using.name), "JOIN")
-        sel.indirect(node.args.get("where"), "FILTER")
-        sel.indirect(node.args.get("group"), "GROUP_BY")
-        sel.indirect(node.args.get("having"), "FILTER")
-        sel.indirect(node.args.get("order"), "SORT")
+        return self._select(node, ctes)
+
+    def _with(self, node: object, ctes: dict[str, object]) -> dict[str, object]:
+        """``ctes`` and the query's own: WITH belongs to the whole query (a UNION's too), seen by every part."""
+        from sqlglot import exp
+
+        with_ = node.args.get("with_") or node.args.get("with") if isinstance(node, exp.Expression) else None
+        if with_ is None:
+            return ctes
+        ctes = dict(ctes)
+        for cte in with_.expressions:
+            ctes[cte.alias_or_name.lower()] = self.query(cte.this, ctes)
+        return ctes
+
+    def _set_operation(self, node: Any, ctes: dict[str, object]) -> tuple[list[str], list[Columns]]:
+        """UNION, INTERSECT, EXCEPT: each output column comes from that column of both branches."""
+        left_names, left = self.query(node.left, ctes)
+        _, right = self.query(node.right, ctes)
+        if len(left) != len(right):
+            raise _Unresolved("the branches of a set operation have different numbers of columns")
+        for mine, theirs in zip(left, right, strict=True):
+            _merge(mine, theirs)
+        return left_names, left
+
+    def _select(self, node: Any, ctes: dict[str, object]) -> tuple[list[str], list[Columns]]:
+        joins = node.args.get("joins") or []
+        sel = _Select(self, self._scope(node, joins, ctes), ctes)
+        _decide_rows(sel, node, joins)
         names: list[str] = []
         columns: list[Columns] = []
         for projection in node.expressions:
@@ -153,6 +153,14 @@ class _Walker:
                 names.append(name)
                 columns.append(sources)
         return names, columns
+
+    def _scope(self, node: Any, joins: list[Any], ctes: dict[str, object]) -> dict[str, object]:
+        """A SELECT's FROM items by alias (lower case): a table name, or a derived table's columns."""
+        scope: dict[str, object] = {}
+        from_ = node.args.get("from_") or node.args.get("from")
+        for item in ([from_.this] if from_ is not None else []) + [j.this for j in joins]:
+            scope[item.alias_or_name.lower()] = self._source(item, ctes)
+        return scope
 
     def _source(self, item: object, ctes: dict[str, object]) -> object:
         from sqlglot import exp
@@ -163,6 +171,17 @@ class _Walker:
         if isinstance(item, exp.Subquery):
             return self.query(item.this, ctes)
         raise _Unresolved(f"a FROM item {type(item).__name__} ({item}) is not supported")
+
+
+def _decide_rows(sel: _Select, node: Any, joins: list[Any]) -> None:
+    """A SELECT's clauses that decide which rows come out: its sources are INDIRECT for every column."""
+    for join in joins:
+        sel.indirect(join.args.get("on"), "JOIN")
+        for using in join.args.get("using") or []:
+            for alias in sel.scope:
+                sel.add_indirect(sel.column_sources(alias, using.name), "JOIN")
+    for clause, kind in (("where", "FILTER"), ("group", "GROUP_BY"), ("having", "FILTER"), ("order", "SORT")):
+        sel.indirect(node.args.get(clause), kind)
 
 
 class _Select:

@@ -90,18 +90,9 @@ def rdd_relation(ctx: Extraction, node: PlanNode) -> list[Dataset]:
     """Input: ``LogicalRDD`` / ``ExternalRDD``: the origin's inputs (checkpoint, foreachBatch), else what the
     RDD chain read (see the module's doc)."""
     if node.simple == "LogicalRDD":
-        key = tuple(a.expr_id for a in ctx.graph.output(node))
-        origin = origins.find(key)
-        if origin is None or (not origin.complete and origin.how == "foreachBatch"):
-            origin = ctx.stream_origin(key) or origin
-        if origin is not None:
-            if origin.gaps:
-                ctx.mark_incomplete(f"the plan before {origin.how}: {origin.gaps}")
-            if not origin.complete:
-                ctx.mark_incomplete(f"the plan before {origin.how} ran out of time budget: no column lineage "
-                                    "through it")
-            ctx.add_leaf_sources(node, origin.columns, origin.indirect)
-            return origin.datasets()
+        from_origin = _origin_datasets(ctx, node)
+        if from_origin is not None:
+            return from_origin
     ctx.deadline.check_essential("walking the RDD dependencies")
     jrdd = ctx.j(node).rdd()
     found = ctx.jvm.rdd_inputs(jrdd) if ctx.jvm is not None else None
@@ -109,22 +100,39 @@ def rdd_relation(ctx: Extraction, node: PlanNode) -> list[Dataset]:
         return _without_jvm_classes(ctx, node, str(jrdd.toDebugString()))
     leaves, _, debug = found.partition("\x1e")
     datasets = _hadoop_files(ctx, node, debug)
+    sources = _add_leaf_datasets(ctx, node, leaves, datasets)
+    if sources:
+        ctx.add_leaf_sources(node, [sources] * len(ctx.graph.output(node)), {})
+    return datasets
+
+
+def _origin_datasets(ctx: Extraction, node: PlanNode) -> list[Dataset] | None:
+    """The inputs of the plan a ``LogicalRDD`` was cut from (checkpoint, foreachBatch), with its column
+    lineage; None when that plan is not known."""
+    key = tuple(a.expr_id for a in ctx.graph.output(node))
+    origin = origins.find(key)
+    if origin is None or (not origin.complete and origin.how == "foreachBatch"):
+        origin = ctx.stream_origin(key) or origin
+    if origin is None:
+        return None
+    if origin.gaps:
+        ctx.mark_incomplete(f"the plan before {origin.how}: {origin.gaps}")
+    if not origin.complete:
+        ctx.mark_incomplete(f"the plan before {origin.how} ran out of time budget: no column lineage through it")
+    ctx.add_leaf_sources(node, origin.columns, origin.indirect)
+    return origin.datasets()
+
+
+def _add_leaf_datasets(ctx: Extraction, node: PlanNode, leaves: str, datasets: list[Dataset]) -> Sources:
+    """Add what the leaf RDDs (``PlanJson.rddInputs``' lines) read to ``datasets``; the source columns of
+    every column of the DataFrame. A leaf that cannot be traced makes the result incomplete."""
     named = {(d["namespace"], d["name"]) for d in datasets}
     sources: Sources = {}
     for line in leaves.splitlines():
         kind, cls, schema, paths = [*line.split("\t"), "", "", ""][:4]
         simple = cls.rsplit(".", 1)[-1]
         if kind in ("scan", "source", "hadoop"):
-            fields = fields_of_struct_json(schema) if schema else []
-            for path in filter(None, paths.split("\x1f")):
-                ident = file_dataset_id(path)
-                if ident in named:
-                    continue
-                named.add(ident)
-                datasets.append(dataset(*ident, format=FILE_RDDS.get(simple), fields=fields,
-                                        boundedness=ctx.boundedness(node), properties={"rdd": simple}))
-                for f in fields:
-                    sources[(*ident, f["name"])] = {_OPAQUE}
+            _add_files(ctx, node, simple, schema, paths.split("\x1f"), named, datasets, sources)
             if kind == "source":
                 ctx.mark_incomplete(f"{node.simple}: the RDD reads files through {simple}, which does not say "
                                     "which columns it reads: no column lineage from them")
@@ -133,9 +141,22 @@ def rdd_relation(ctx: Extraction, node: PlanNode) -> list[Dataset]:
                                 "lineagewire does not name")
         elif simple not in IN_MEMORY_RDDS:
             ctx.mark_incomplete(f"{node.simple}: the RDD reads through {cls}, whose input lineagewire cannot trace")
-    if sources:
-        ctx.add_leaf_sources(node, [sources] * len(ctx.graph.output(node)), {})
-    return datasets
+    return sources
+
+
+def _add_files(ctx: Extraction, node: PlanNode, rdd_class: str, schema: str, paths: list[str],
+               named: set[tuple[str, str]], datasets: list[Dataset], sources: Sources) -> None:
+    """One file-reading leaf RDD: a dataset per folder not ``named`` yet, each column read a source of all."""
+    fields = fields_of_struct_json(schema) if schema else []
+    for path in filter(None, paths):
+        ident = file_dataset_id(path)
+        if ident in named:
+            continue
+        named.add(ident)
+        datasets.append(dataset(*ident, format=FILE_RDDS.get(rdd_class), fields=fields,
+                                boundedness=ctx.boundedness(node), properties={"rdd": rdd_class}))
+        for f in fields:
+            sources[(*ident, f["name"])] = {_OPAQUE}
 
 
 def _hadoop_files(ctx: Extraction, node: PlanNode, debug_string: str) -> list[Dataset]:
