@@ -127,24 +127,7 @@ def compile_classes(info: JvmInfo, javac: str, *, timeout: float = 120) -> pathl
         raise JvmClassesError(f"cannot write the compiled classes under {target.parent}: {exc}; expected a "
                               "writable folder (set LINEAGEWIRE_HOME)") from exc
     try:
-        for name, text in _sources():
-            (sources / name).write_bytes(text)
-        classes = work / "classes"
-        # The class path goes through an argument file: a driver's class path can be tens of kilobytes.
-        (work / "args").write_text("\n".join(_quote(a) for a in (
-            "-classpath", _expand_wildcards(info.class_path), "-d", str(classes), "--release", _JAVA_RELEASE, "-nowarn",
-            "-encoding", "UTF-8", *(str(sources / n) for n in SOURCES))))
-        try:
-            done = subprocess.run([javac, f"@{work / 'args'}"], capture_output=True, text=True, timeout=timeout,
-                                  check=False)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise JvmClassesError(f"javac {javac!r} could not run: {exc}; expected a JDK's javac "
-                                  "(set spark.lineagewire.javac or LINEAGEWIRE_EMITTER__JAVAC)") from exc
-        if done.returncode != 0 or not _class_file(classes, JOB_EVENTS_LISTENER).is_file():
-            said = (done.stderr or done.stdout or "").strip()
-            raise JvmClassesError(
-                f"javac {javac!r} exited with status {done.returncode} compiling {', '.join(SOURCES)} against "
-                f"Spark {info.spark_version}: {said[-2000:] or '(no output)'}")
+        classes = _run_javac(info, javac, work, timeout)
         try:
             classes.rename(target)
         except OSError:
@@ -153,6 +136,30 @@ def compile_classes(info: JvmInfo, javac: str, *, timeout: float = 120) -> pathl
         return target
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _run_javac(info: JvmInfo, javac: str, work: pathlib.Path, timeout: float) -> pathlib.Path:
+    """Compile the sources into ``work``/classes, that folder; raises JvmClassesError with javac's words."""
+    sources = work / "src"
+    for name, text in _sources():
+        (sources / name).write_bytes(text)
+    classes = work / "classes"
+    # The class path goes through an argument file: a driver's class path can be tens of kilobytes.
+    (work / "args").write_text("\n".join(_quote(a) for a in (
+        "-classpath", _expand_wildcards(info.class_path), "-d", str(classes), "--release", _JAVA_RELEASE, "-nowarn",
+        "-encoding", "UTF-8", *(str(sources / n) for n in SOURCES))))
+    try:
+        done = subprocess.run([javac, f"@{work / 'args'}"], capture_output=True, text=True, timeout=timeout,
+                              check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise JvmClassesError(f"javac {javac!r} could not run: {exc}; expected a JDK's javac "
+                              "(set spark.lineagewire.javac or LINEAGEWIRE_EMITTER__JAVAC)") from exc
+    if done.returncode != 0 or not _class_file(classes, JOB_EVENTS_LISTENER).is_file():
+        said = (done.stderr or done.stdout or "").strip()
+        raise JvmClassesError(
+            f"javac {javac!r} exited with status {done.returncode} compiling {', '.join(SOURCES)} against "
+            f"Spark {info.spark_version}: {said[-2000:] or '(no output)'}")
+    return classes
 
 
 def _expand_wildcards(class_path: str) -> str:

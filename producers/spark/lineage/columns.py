@@ -349,18 +349,21 @@ class ColumnGraph:
         outputs = self._named(node, "output")
         for field in _MERGE_INSTRUCTIONS:
             for instruction in node.expressions(field):
-                children = instruction.children
-                cond = instruction.fields.get("condition")
-                if isinstance(cond, int) and 0 <= cond < len(children):
-                    self.indirect += [(i, "FILTER") for i in self._ids([children[cond]])]
-                for key in ("output", "otherOutput"):
-                    positions = instruction.fields.get(key)
-                    if not isinstance(positions, list):
-                        continue
-                    for out, at in zip(outputs, positions, strict=False):
-                        if isinstance(at, int) and 0 <= at < len(children):
-                            for source, trans in _direct_inputs(children[at], self._subplan_output):
-                                self._edge(out.expr_id, source, trans)
+                self._instruction_edges(instruction, outputs)
+
+    def _instruction_edges(self, instruction: Expr, outputs: list[Attribute]) -> None:
+        children = instruction.children
+        cond = instruction.fields.get("condition")
+        if isinstance(cond, int) and 0 <= cond < len(children):
+            self.indirect += [(i, "FILTER") for i in self._ids([children[cond]])]
+        for key in ("output", "otherOutput"):
+            positions = instruction.fields.get(key)
+            if not isinstance(positions, list):
+                continue
+            for out, at in zip(outputs, positions, strict=False):
+                if isinstance(at, int) and 0 <= at < len(children):
+                    for source, trans in _direct_inputs(children[at], self._subplan_output):
+                        self._edge(out.expr_id, source, trans)
 
     def _python_udf_edges(self, node: PlanNode) -> None:
         # The optimizer moves Python UDFs out of projections and filters into an eval node whose i-th
