@@ -211,6 +211,19 @@ def file_facts(data: bytes | Any) -> FileFacts:
     """
     pf = pq.ParquetFile(pa.BufferReader(data) if isinstance(data, bytes) else data)
     meta = pf.metadata
+    lows, highs = _bounds(meta)
+    if not meta.num_rows:
+        return FileFacts(0, -1, -1, -1, -1, (), ())
+    missing = [c for c in _FACT_COLUMNS if not lows[c]]
+    if missing:
+        raise ValueError(f"no column {', '.join(missing)}; expected a file written by the archive")
+    return FileFacts(meta.num_rows, min(lows["offset"]), max(highs["offset"]), min(lows["timestamp"]),
+                     max(highs["timestamp"]), tuple(sorted({*lows["topic"], *highs["topic"]})),
+                     tuple(sorted({*lows["partition"], *highs["partition"]})))
+
+
+def _bounds(meta: pq.FileMetaData) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:
+    """Each row group's min, and its max, of each fact column, from the statistics in the footer ``meta``."""
     lows: dict[str, list[Any]] = {c: [] for c in _FACT_COLUMNS}
     highs: dict[str, list[Any]] = {c: [] for c in _FACT_COLUMNS}
     for i in range(meta.num_row_groups):
@@ -227,14 +240,7 @@ def file_facts(data: bytes | Any) -> FileFacts:
             raw = name in ("offset", "timestamp")  # ints, not the timestamp's datetime
             lows[name].append(stats.min_raw if raw else stats.min)
             highs[name].append(stats.max_raw if raw else stats.max)
-    if not meta.num_rows:
-        return FileFacts(0, -1, -1, -1, -1, (), ())
-    missing = [c for c in _FACT_COLUMNS if not lows[c]]
-    if missing:
-        raise ValueError(f"no column {', '.join(missing)}; expected a file written by the archive")
-    return FileFacts(meta.num_rows, min(lows["offset"]), max(highs["offset"]), min(lows["timestamp"]),
-                     max(highs["timestamp"]), tuple(sorted({*lows["topic"], *highs["topic"]})),
-                     tuple(sorted({*lows["partition"], *highs["partition"]})))
+    return lows, highs
 
 
 def mismatches(manifest: Manifest, entry: dict[str, Any], facts: FileFacts, size: int) -> list[tuple[str, Any, Any]]:
@@ -342,29 +348,37 @@ def _verify_manifest(storage: Storage, m: Manifest, report: VerifyReport, listed
             report.problems.append(Problem("missing", path, f"listed in {where} line {n} (offsets "
                                            f"{e['first_offset']}..{e['last_offset']}) but not found"))
             continue
-        digest = hashlib.sha256(data).hexdigest()
-        report.files += 1
-        report.bytes += len(data)
-        if digest != e["sha256"]:
-            other = by_hash.get(digest)
-            if other is not None and other != path:
-                report.problems.append(Problem("reordered", path, f"holds the content listed for {other} "
-                                               "(files swapped or moved)"))
-            else:
-                report.problems.append(Problem("changed", path, f"SHA-256 is {digest}, {where} line {n} says "
-                                               f"{e['sha256']}"))
-            continue
-        try:
-            facts = file_facts(data)
-        except (pa.ArrowException, OSError, ValueError) as exc:  # archived so: its writer wrote no archive file
-            report.problems.append(Problem("changed", path, f"not an archive file ({_first_line(exc)})"))
-            continue
-        report.records += facts.records
-        for name, held, says in mismatches(m, e, facts, len(data)):
-            report.problems.append(Problem("manifest", path, f"{name} is {held} in the file, {where} line {n} "
-                                           f"says {says}"))
+        _verify_content(m, n, e, data, by_hash, report)
     last = m.entries[-1] if m.entries else {}
     report.heads[f"{m.topic}[{m.partition}]"] = str(last.get("chain", "")) if isinstance(last, dict) else ""
+
+
+def _verify_content(m: Manifest, n: int, e: dict[str, Any], data: bytes, by_hash: dict[str, str],
+                    report: VerifyReport) -> None:
+    """Checks the bytes of the file on line ``n`` against that line: their SHA-256 (another line's: the files were
+    swapped or moved), then the facts of the file's footer."""
+    where, path = m.rel, e["file"]
+    digest = hashlib.sha256(data).hexdigest()
+    report.files += 1
+    report.bytes += len(data)
+    if digest != e["sha256"]:
+        other = by_hash.get(digest)
+        if other is not None and other != path:
+            report.problems.append(Problem("reordered", path, f"holds the content listed for {other} "
+                                           "(files swapped or moved)"))
+        else:
+            report.problems.append(Problem("changed", path, f"SHA-256 is {digest}, {where} line {n} says "
+                                           f"{e['sha256']}"))
+        return
+    try:
+        facts = file_facts(data)
+    except (pa.ArrowException, OSError, ValueError) as exc:  # archived so: its writer wrote no archive file
+        report.problems.append(Problem("changed", path, f"not an archive file ({_first_line(exc)})"))
+        return
+    report.records += facts.records
+    for name, held, says in mismatches(m, e, facts, len(data)):
+        report.problems.append(Problem("manifest", path, f"{name} is {held} in the file, {where} line {n} "
+                                       f"says {says}"))
 
 
 def _first_line(exc: BaseException) -> str:

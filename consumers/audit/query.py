@@ -29,7 +29,7 @@ import csv
 import datetime as dt
 import io
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from lineagewire.exceptions import MissingExtraError
@@ -158,20 +158,26 @@ def _cell(value: Any, width: int = 60) -> str:
 
 def format_result(result: QueryResult, fmt: str) -> Iterable[str]:
     """Lines of ``result`` as ``table`` (aligned text), ``json`` (JSON lines) or ``csv``; bytes in base64."""
-    if fmt == "json":
-        for row in result.rows:
-            yield json.dumps({c: _plain(v) for c, v in zip(result.columns, row, strict=True)},
-                             separators=(",", ":"))
-        return
-    if fmt == "csv":
-        buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
-        w.writerow(result.columns)
-        for row in result.rows:
-            w.writerow(["" if v is None else (_plain(v) if isinstance(_plain(v), str | int | float)
-                                              else json.dumps(_plain(v))) for v in row])
-        yield from buf.getvalue().splitlines()
-        return
+    return _FORMATS.get(fmt, _table_lines)(result)
+
+
+def _json_lines(result: QueryResult) -> Iterator[str]:
+    for row in result.rows:
+        yield json.dumps({c: _plain(v) for c, v in zip(result.columns, row, strict=True)}, separators=(",", ":"))
+
+
+def _csv_lines(result: QueryResult) -> Iterator[str]:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(result.columns)
+    for row in result.rows:
+        w.writerow(["" if v is None else (_plain(v) if isinstance(_plain(v), str | int | float)
+                                          else json.dumps(_plain(v))) for v in row])
+    yield from buf.getvalue().splitlines()
+
+
+def _table_lines(result: QueryResult) -> Iterator[str]:
+    """Aligned columns under a header, then the number of rows."""
     cells = [[_cell(v) for v in row] for row in result.rows]
     widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(result.columns)]
     yield "  ".join(c.ljust(w) for c, w in zip(result.columns, widths, strict=True)).rstrip()
@@ -179,3 +185,7 @@ def format_result(result: QueryResult, fmt: str) -> Iterable[str]:
     for r in cells:
         yield "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
     yield f"({len(result.rows)} row{'s' if len(result.rows) != 1 else ''})"
+
+
+_FORMATS: dict[str, Callable[[QueryResult], Iterator[str]]] = {"json": _json_lines, "csv": _csv_lines,
+                                                                "table": _table_lines}

@@ -313,18 +313,24 @@ def _dataset_names(conn: Connection, nodes: Iterable[_Node]) -> dict[int, tuple[
     return names
 
 
+def _job_names(conn: Connection, job_ids: Iterable[int]) -> dict[int, str]:
+    """job id -> ``namespace/name`` of the jobs ``job_ids``."""
+    j = m.jobs.c
+    names: dict[int, str] = {}
+    for part in _chunks(sorted(job_ids)):
+        names.update({row[0]: f"{row[1]}/{row[2]}" for row in
+                      conn.execute(sa.select(j.id, j.namespace, j.name).where(j.id.in_(part))).fetchall()})
+    return names
+
+
 def _edges_out(conn: Connection, edges: dict[tuple[_Node, _Node], list[Any]], ids: dict[_Node, str],
                direction: str, column: str | None) -> list[dict[str, Any]]:
     """The walk's edges as ``lineage`` returns them: source to sink whatever the direction, jobs by name."""
-    j = m.jobs.c
-    job_names: dict[int, str] = {}
-    for part in _chunks(sorted({job for e in edges.values() for job in e[0]})):
-        job_names.update({row[0]: f"{row[1]}/{row[2]}" for row in
-                          conn.execute(sa.select(j.id, j.namespace, j.name).where(j.id.in_(part))).fetchall()})
+    job_names = _job_names(conn, {job for e in edges.values() for job in e[0]})
     downstream = direction == "downstream"
     keyed = sorted(((ids[s], ids[t]), e) for (s, t), e in edges.items())
     return [{"source": a if downstream else b, "sink": b if downstream else a,
-             "jobs": sorted([job_names[x] for x in e[0]]) if len(e[0]) > 1 else [job_names[x] for x in e[0]],
+             "jobs": sorted(job_names[x] for x in e[0]),
              **({"transformation": e[1]} if column else {})}
             for (a, b), e in keyed]
 

@@ -88,22 +88,7 @@ def open_read_only(db_url: str, *, what: str = "registry", table: str = "jobs",
     missing = (f"the {what} database {shown} does not exist; expected one that {writer} has written "
                "(check --db-url)")
     try:
-        if backend == "sqlite":
-            if not url.database or url.database == ":memory:" or not pathlib.Path(url.database).is_file():
-                raise ConfigError(missing)
-            ro = f"file:{quote(str(pathlib.Path(url.database).resolve()))}?mode=ro"
-
-            def connect() -> sqlite3.Connection:
-                conn = sqlite3.connect(ro, uri=True, timeout=30, check_same_thread=False)
-                conn.execute("PRAGMA query_only = 1")
-                return conn
-
-            engine = sa.create_engine(url, creator=connect)
-        elif backend == "postgresql":
-            engine = sa.create_engine(url, pool_pre_ping=True,
-                                      connect_args={"options": "-c default_transaction_read_only=on"})
-        else:
-            engine = sa.create_engine(url)
+        engine = _read_only_engine(url, backend, missing)
     except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ImportError) as exc:
         raise _bad_url(db_url, exc) from exc
     try:
@@ -118,6 +103,39 @@ def open_read_only(db_url: str, *, what: str = "registry", table: str = "jobs",
         raise ConfigError(f"the {what} database {shown} has no {table} table; expected one that {writer} has "
                           "written (check --db-url)")
     return engine
+
+
+def _run_dataset(conn: Connection, run_id: str, ds_id: int, direction: str, d: dict[str, Any],
+                 when: dt.datetime) -> None:
+    """That the run read (``in``) or wrote (``out``) the dataset, and its schema and version as the run saw them."""
+    insert_ignore(conn, m.run_datasets, [{"run_id": run_id, "dataset_id": ds_id, "direction": direction,
+                                          "operation": d.get("operation"), "seen_at": when}])
+    fields, version = d.get("fields"), (d.get("properties") or {}).get("version")
+    if fields or version:
+        insert_ignore(conn, m.dataset_states, [{
+            "run_id": run_id, "dataset_id": ds_id, "direction": direction, "seen_at": when,
+            "fields_json": json.dumps(to_jsonable(fields), sort_keys=True) if fields else None,
+            "version": version}])
+
+
+def _read_only_engine(url: sa.URL, backend: str, missing: str) -> Engine:
+    """An engine that cannot write: SQLite's file opened ``mode=ro`` and ``query_only`` (ConfigError ``missing``
+    when there is no such file), PostgreSQL's transactions ``READ ONLY``."""
+    if backend == "sqlite":
+        if not url.database or url.database == ":memory:" or not pathlib.Path(url.database).is_file():
+            raise ConfigError(missing)
+        ro = f"file:{quote(str(pathlib.Path(url.database).resolve()))}?mode=ro"
+
+        def connect() -> sqlite3.Connection:
+            conn = sqlite3.connect(ro, uri=True, timeout=30, check_same_thread=False)
+            conn.execute("PRAGMA query_only = 1")
+            return conn
+
+        return sa.create_engine(url, creator=connect)
+    if backend == "postgresql":
+        return sa.create_engine(url, pool_pre_ping=True,
+                                connect_args={"options": "-c default_transaction_read_only=on"})
+    return sa.create_engine(url)
 
 
 def _spec_json(spec: dict[str, Any]) -> str:
@@ -212,14 +230,7 @@ class RegistryStore:
         outs = [self._dataset(conn, d, when) for d in outputs]
         for direction, ids, items in (("in", ins, inputs), ("out", outs, outputs)):
             for ds_id, d in zip(ids, items, strict=True):
-                insert_ignore(conn, m.run_datasets, [{"run_id": run_id, "dataset_id": ds_id, "direction": direction,
-                                                      "operation": d.get("operation"), "seen_at": when}])
-                fields, version = d.get("fields"), (d.get("properties") or {}).get("version")
-                if fields or version:
-                    insert_ignore(conn, m.dataset_states, [{
-                        "run_id": run_id, "dataset_id": ds_id, "direction": direction, "seen_at": when,
-                        "fields_json": json.dumps(to_jsonable(fields), sort_keys=True) if fields else None,
-                        "version": version}])
+                _run_dataset(conn, run_id, ds_id, direction, d, when)
         for src in ins:
             for dst in outs:
                 insert_ignore(conn, m.dataset_edges, [{"source_id": src, "sink_id": dst, "job_id": job_id,
@@ -228,6 +239,11 @@ class RegistryStore:
                 conn.execute(m.dataset_edges.update().where(e.source_id == src, e.sink_id == dst, e.job_id == job_id,
                                                             e.last_seen < when)
                              .values(last_seen=when, last_run_id=run_id))
+        self._column_edges(conn, run_id, job_id, when, column_lineage)
+
+    def _column_edges(self, conn: Connection, run_id: str, job_id: int, when: dt.datetime,
+                      column_lineage: list[dict[str, Any]]) -> None:
+        """An edge per output column and column it comes from, with the kinds of its transformations."""
         for col in column_lineage:
             sink = self._dataset(conn, {"namespace": col["namespace"], "name": col["name"]}, when)
             for inp in col["inputs"]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import difflib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -122,41 +122,54 @@ def jobs_page(conn: Connection, *, text: str = "", namespace: str = "", status: 
                        last.c.created_at, last.c.duration_ms, last.c.ended_at, spec.c.spec_json)
              .select_from(m.jobs.outerjoin(last, last.c.run_id == _last_run_id(conn, j.id))
                           .outerjoin(spec, spec.c.id == last.c.spec_id)))
-    if text:
-        query = query.where(sa.or_(j.name.contains(text, autoescape=True), j.namespace.contains(text, autoescape=True)))
-    if namespace:
-        query = query.where(j.namespace == namespace)
+    jobs_wanted = _jobs_wanted(text, namespace)
+    query = query.where(*jobs_wanted)
     if status:
         query = query.where(last.c.status.is_(None) if status == "NONE" else last.c.status == status)
     if tag:
         query = query.where(last.c.spec_id.in_(_tagged_specs(conn, tag)))
-    columns = {"namespace": j.namespace, "job": j.name, "status": last.c.status,
-               "start": sa.func.coalesce(last.c.started_at, last.c.created_at), "duration": last.c.duration_ms}
-    col = columns[sort if sort in _SORTS else "job"]
-    order = [col.desc().nulls_last() if desc else col.asc().nulls_last(), j.namespace, j.name]
+    order = _jobs_order(last, sort, desc)
     if status or tag:
         total = conn.execute(sa.select(sa.func.count()).select_from(query.subquery())).scalar_one()
     else:  # the last run does not change the count: count jobs without looking for it
-        count = sa.select(sa.func.count()).select_from(m.jobs)
-        if text:
-            count = count.where(sa.or_(j.name.contains(text, autoescape=True),
-                                       j.namespace.contains(text, autoescape=True)))
-        if namespace:
-            count = count.where(j.namespace == namespace)
-        total = conn.execute(count).scalar_one()
+        total = conn.execute(sa.select(sa.func.count()).select_from(m.jobs).where(*jobs_wanted)).scalar_one()
     rows = conn.execute(query.order_by(*order).limit(page_size).offset((page - 1) * page_size)).fetchall()
     ids = [row.id for row in rows]
     failures = _failures_since(conn, ids, now - dt.timedelta(hours=24)) if ids else {}
     sparks = _recent_durations(conn, ids)
-    jobs = []
-    for row in rows:
-        jobs.append({"id": row.id, "namespace": row.namespace, "name": row.name, "last_run": row.run_id,
-                     "status": row.status, "start": utc(row.started_at or row.created_at),
-                     "duration_ms": row.duration_ms, "sparkline": sparks[row.id],
-                     "failures_24h": failures.get(row.id, 0), "tags": _tags(row.spec_json)})
+    jobs = [_job_item(row, sparks[row.id], failures.get(row.id, 0)) for row in rows]
     namespaces = list(conn.execute(sa.select(j.namespace).distinct().order_by(j.namespace)).scalars())
     return {"jobs": jobs, "total": total, "page": page, "pages": max(1, -(-total // page_size)),
             "namespaces": namespaces}
+
+
+def _jobs_wanted(text: str, namespace: str) -> list[sa.ColumnElement[bool]]:
+    """The conditions on a job itself of the jobs page's filters (its name or namespace containing ``text``, its
+    namespace): the count needs no more when no filter is on the last run."""
+    j = m.jobs.c
+    wanted = []
+    if text:
+        wanted.append(sa.or_(j.name.contains(text, autoescape=True), j.namespace.contains(text, autoescape=True)))
+    if namespace:
+        wanted.append(j.namespace == namespace)
+    return wanted
+
+
+def _jobs_order(last: Any, sort: str, desc: bool) -> list[Any]:
+    """The jobs page's order: by ``sort`` (of ``_SORTS``; the job's name otherwise), empty values last, then by
+    namespace and name. ``last`` is the joined last run."""
+    j = m.jobs.c
+    columns = {"namespace": j.namespace, "job": j.name, "status": last.c.status,
+               "start": sa.func.coalesce(last.c.started_at, last.c.created_at), "duration": last.c.duration_ms}
+    col = columns[sort if sort in _SORTS else "job"]
+    return [col.desc().nulls_last() if desc else col.asc().nulls_last(), j.namespace, j.name]
+
+
+def _job_item(row: Any, sparkline: list[Any], failures: int) -> dict[str, Any]:
+    """A job of the jobs page: its last run, the durations of its recent runs, its failures in 24 h and its tags."""
+    return {"id": row.id, "namespace": row.namespace, "name": row.name, "last_run": row.run_id,
+            "status": row.status, "start": utc(row.started_at or row.created_at), "duration_ms": row.duration_ms,
+            "sparkline": sparkline, "failures_24h": failures, "tags": _tags(row.spec_json)}
 
 
 def _tagged_specs(conn: Connection, tag: str) -> list[int]:
@@ -241,7 +254,21 @@ def job_page(conn: Connection, job_id: int, *, page: int = 1, page_size: int = P
     rows = conn.execute(sa.select(m.runs).where(r.job_id == job_id).order_by(*_newest_first(conn))
                         .limit(page_size).offset((page - 1) * page_size)).fetchall()
     runs = [_run_row(row) for row in rows]
-    # attempt: a refresh's runs of one nominal time count up; any other run is attempt 1
+    _number_attempts(conn, job_id, runs)
+    specs = conn.execute(sa.select(s.id, s.spec_json, s.first_seen, s.first_run_id).where(s.job_id == job_id)
+                         .order_by(s.first_seen.desc(), s.id.desc()).limit(2)).fetchall()
+    diff = _spec_diff(specs[1], specs[0]) if len(specs) == 2 else None
+    workflows = sorted({x["workflow_id"] for x in runs if x["workflow_id"]})
+    return {"id": job.id, "namespace": job.namespace, "name": job.name, "first_seen": utc(job.first_seen),
+            "last_seen": utc(job.last_seen), "runs": runs, "total": total, "page": page,
+            "pages": max(1, -(-total // page_size)),
+            "spec": specs[0].spec_json if specs else None, "spec_since": utc(specs[0].first_seen) if specs else None,
+            "spec_diff": diff, "workflows": workflows}
+
+
+def _number_attempts(conn: Connection, job_id: int, runs: list[dict[str, Any]]) -> None:
+    """Sets each run's ``attempt``: a refresh's runs of one nominal time count up; any other run is attempt 1."""
+    r = m.runs.c
     nominal = {(x["workflow_id"], x["nominal_time"]) for x in runs if x["workflow_id"]}
     attempts: dict[tuple[Any, Any], list[str]] = {}
     for wf, nt in nominal:
@@ -252,20 +279,14 @@ def job_page(conn: Connection, job_id: int, *, page: int = 1, page_size: int = P
     for x in runs:
         ids = attempts.get((x["workflow_id"], x["nominal_time"])) if x["workflow_id"] else None
         x["attempt"] = ids.index(x["run_id"]) + 1 if ids and x["run_id"] in ids else 1
-    specs = conn.execute(sa.select(s.id, s.spec_json, s.first_seen, s.first_run_id).where(s.job_id == job_id)
-                         .order_by(s.first_seen.desc(), s.id.desc()).limit(2)).fetchall()
-    diff = None
-    if len(specs) == 2:
-        diff = "".join(difflib.unified_diff(specs[1].spec_json.splitlines(keepends=True),
-                                            specs[0].spec_json.splitlines(keepends=True),
-                                            fromfile=f"spec of run {specs[1].first_run_id}",
-                                            tofile=f"spec of run {specs[0].first_run_id}"))
-    workflows = sorted({x["workflow_id"] for x in runs if x["workflow_id"]})
-    return {"id": job.id, "namespace": job.namespace, "name": job.name, "first_seen": utc(job.first_seen),
-            "last_seen": utc(job.last_seen), "runs": runs, "total": total, "page": page,
-            "pages": max(1, -(-total // page_size)),
-            "spec": specs[0].spec_json if specs else None, "spec_since": utc(specs[0].first_seen) if specs else None,
-            "spec_diff": diff, "workflows": workflows}
+
+
+def _spec_diff(before: Any, after: Any) -> str:
+    """A unified diff between two specs of a job (rows with ``spec_json`` and ``first_run_id``)."""
+    return "".join(difflib.unified_diff(before.spec_json.splitlines(keepends=True),
+                                        after.spec_json.splitlines(keepends=True),
+                                        fromfile=f"spec of run {before.first_run_id}",
+                                        tofile=f"spec of run {after.first_run_id}"))
 
 
 def _datasets_by_id(conn: Connection, ids: Iterable[int]) -> dict[int, Any]:
@@ -298,34 +319,40 @@ def run_page(conn: Connection, run_id: str) -> dict[str, Any]:
         sa.select(m.datasets.c.id, m.datasets.c.namespace, m.datasets.c.name)
         .join(m.run_datasets, m.run_datasets.c.dataset_id == m.datasets.c.id)
         .where(m.run_datasets.c.run_id == run_id))}
-    actions = []
-    for x in events:
-        if x.kind != "ActionLineageEvent":
-            continue
-        ev = json.loads(x.body)
-        actions.append({
-            "event_id": x.event_id, "name": ev["action_name"], "action_id": ev["action_id"],
-            "status": ev["action_status"], "duration_ms": ev.get("duration_ms"), "sql": ev.get("sql"),
-            "plan_node": ev.get("plan_node"), "lineage_complete": ev["lineage_complete"],
-            "incomplete_reason": ev.get("incomplete_reason"), "part": ev.get("part"), "parts": ev.get("parts"),
-            "inputs": [{"namespace": d["namespace"], "name": d["name"], "id": names.get((d["namespace"], d["name"]))}
-                       for d in ev["inputs"]],
-            "outputs": [{"namespace": d["namespace"], "name": d["name"], "operation": d.get("operation"),
-                         "id": names.get((d["namespace"], d["name"]))} for d in ev["outputs"]],
-            "columns": [{"sink": f"{c['name']} {c['field']}", "field": c["field"], "inputs": [
-                {"source": f"{i['name']} {i['field']}",
-                 "transformations": ", ".join(f"{tr['type']}/{tr['subtype']}" for tr in i.get("transformations") or [])}
-                for i in c["inputs"]]} for c in ev["column_lineage"]],
-            "error": ev.get("error")})
-    out["actions"] = actions
+    out["actions"] = [_action_item(x.event_id, json.loads(x.body), names) for x in events
+                      if x.kind == "ActionLineageEvent"]
+    out["inputs"], out["outputs"] = _run_datasets(conn, run_id)
+    return out
+
+
+def _run_datasets(conn: Connection, run_id: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The datasets a run read, and those it wrote (with the operation), by namespace and name."""
     rd, d = m.run_datasets.c, m.datasets.c
     io = conn.execute(sa.select(rd.direction, rd.operation, d.id, d.namespace, d.name)
                       .join(m.datasets, d.id == rd.dataset_id).where(rd.run_id == run_id)
                       .order_by(d.namespace, d.name)).fetchall()
-    out["inputs"] = [{"id": x.id, "namespace": x.namespace, "name": x.name} for x in io if x.direction == "in"]
-    out["outputs"] = [{"id": x.id, "namespace": x.namespace, "name": x.name, "operation": x.operation}
-                      for x in io if x.direction == "out"]
-    return out
+    return ([{"id": x.id, "namespace": x.namespace, "name": x.name} for x in io if x.direction == "in"],
+            [{"id": x.id, "namespace": x.namespace, "name": x.name, "operation": x.operation}
+             for x in io if x.direction == "out"])
+
+
+def _action_item(event_id: str, ev: dict[str, Any], names: dict[tuple[str, str], int]) -> dict[str, Any]:
+    """An action of the run page, from its ActionLineageEvent ``ev``: its datasets with their registry ids
+    (``names``: by namespace and name) and its column lineage."""
+    return {
+        "event_id": event_id, "name": ev["action_name"], "action_id": ev["action_id"],
+        "status": ev["action_status"], "duration_ms": ev.get("duration_ms"), "sql": ev.get("sql"),
+        "plan_node": ev.get("plan_node"), "lineage_complete": ev["lineage_complete"],
+        "incomplete_reason": ev.get("incomplete_reason"), "part": ev.get("part"), "parts": ev.get("parts"),
+        "inputs": [{"namespace": d["namespace"], "name": d["name"], "id": names.get((d["namespace"], d["name"]))}
+                   for d in ev["inputs"]],
+        "outputs": [{"namespace": d["namespace"], "name": d["name"], "operation": d.get("operation"),
+                     "id": names.get((d["namespace"], d["name"]))} for d in ev["outputs"]],
+        "columns": [{"sink": f"{c['name']} {c['field']}", "field": c["field"], "inputs": [
+            {"source": f"{i['name']} {i['field']}",
+             "transformations": ", ".join(f"{tr['type']}/{tr['subtype']}" for tr in i.get("transformations") or [])}
+            for i in c["inputs"]]} for c in ev["column_lineage"]],
+        "error": ev.get("error")}
 
 
 def event_body(conn: Connection, event_id: str) -> dict[str, Any]:
@@ -357,25 +384,9 @@ def dataset_page(conn: Connection, dataset_id: int) -> dict[str, Any]:
     st, r = m.dataset_states.c, m.runs.c
     states = conn.execute(sa.select(st.run_id, st.direction, st.fields_json, st.version, st.seen_at)
                           .where(st.dataset_id == dataset_id).order_by(st.seen_at, st.run_id)).fetchall()
-    history, versions = [], []
-    previous: list[dict[str, Any]] | None = None
-    schema: list[dict[str, Any]] = []
-    for x in states:
-        if x.version is not None:
-            versions.append({"version": x.version, "run_id": x.run_id, "direction": x.direction,
-                             "seen_at": utc(x.seen_at)})
-        if not x.fields_json:
-            continue
-        fields = json.loads(x.fields_json)
-        if previous is None:
-            history.append({"run_id": x.run_id, "seen_at": utc(x.seen_at), "added": [f"{f['name']} {f['type']}"
-                                                                                   for f in fields],
-                            "removed": [], "retyped": [], "first": True})
-        else:
-            change = _schema_diff(previous, fields)
-            if any(change.values()):
-                history.append({"run_id": x.run_id, "seen_at": utc(x.seen_at), **change, "first": False})
-        previous = schema = fields
+    versions = [{"version": x.version, "run_id": x.run_id, "direction": x.direction, "seen_at": utc(x.seen_at)}
+                for x in states if x.version is not None]
+    schema, history = _schema_history(states)
     rd, j = m.run_datasets.c, m.jobs.c
     io = {}
     for direction in ("out", "in"):
@@ -396,6 +407,27 @@ def dataset_page(conn: Connection, dataset_id: int) -> dict[str, Any]:
             "first_seen": utc(row.first_seen), "last_seen": utc(row.last_seen), "aliases": aliases,
             "schema": schema, "schema_history": list(reversed(history)), "versions": list(reversed(versions)),
             "producers": io["out"], "consumers": io["in"], "columns": sorted(columns)}
+
+
+def _schema_history(states: Sequence[Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The last schema of a dataset's ``states`` (oldest first), and its history: the first schema, then each
+    change (fields added, removed, retyped)."""
+    history = []
+    previous: list[dict[str, Any]] | None = None
+    for x in states:
+        if not x.fields_json:
+            continue
+        fields = json.loads(x.fields_json)
+        if previous is None:
+            history.append({"run_id": x.run_id, "seen_at": utc(x.seen_at), "added": [f"{f['name']} {f['type']}"
+                                                                                   for f in fields],
+                            "removed": [], "retyped": [], "first": True})
+        else:
+            change = _schema_diff(previous, fields)
+            if any(change.values()):
+                history.append({"run_id": x.run_id, "seen_at": utc(x.seen_at), **change, "first": False})
+        previous = fields
+    return previous or [], history
 
 
 def job_last_status(conn: Connection, job_ids: Iterable[int]) -> dict[int, str | None]:
@@ -419,38 +451,48 @@ def graph(conn: Connection, *, dataset_id: int | None = None, job_id: int | None
     """
     if column is not None and dataset_id is not None:
         return _column_graph(conn, dataset_id, column, depth, max_nodes)
-    e = m.dataset_edges.c
     ds_depth: dict[int, int] = {}
     edges: set[tuple[int, int, int]] = set()  # (source dataset, sink dataset, job)
-    root: str
-    if dataset_id is not None:
-        _check_dataset(conn, dataset_id)
-        ds_depth[dataset_id] = 0
-        fronts = {"down": {dataset_id}, "up": {dataset_id}}
-        root = f"d{dataset_id}"
-    elif job_id is not None:
-        _job_row(conn, job_id)
-        rows = conn.execute(sa.select(e.source_id, e.sink_id, e.job_id).where(e.job_id == job_id)).fetchall()
-        edges.update((x[0], x[1], x[2]) for x in rows)
-        fronts = {"down": {x[1] for x in rows}, "up": {x[0] for x in rows}}
-        for ds in fronts["down"] | fronts["up"]:
-            ds_depth[ds] = 1
-        root = f"j{job_id}"
-    else:
-        raise NotFoundError("a graph needs a dataset or a job; expected ?dataset=ID or ?job=ID")
+    root, fronts = _walk_start(conn, dataset_id, job_id, ds_depth, edges)
     more = _walk_datasets(conn, fronts, ds_depth, edges, depth, max_nodes)
     names = _datasets_by_id(conn, ds_depth)
-    job_ids = {x[2] for x in edges}
-    statuses = job_last_status(conn, job_ids)
-    jn = {row.id: row for row in conn.execute(sa.select(m.jobs.c.id, m.jobs.c.namespace, m.jobs.c.name)
-                                              .where(m.jobs.c.id.in_(sorted(job_ids))))} if job_ids else {}
     nodes = [{"id": f"d{i}", "kind": "dataset", "namespace": names[i].namespace, "label": names[i].name,
               "url": f"/ui/datasets/{i}", "depth": ds_depth[i], "more": i in more} for i in sorted(ds_depth)]
-    nodes += [{"id": f"j{i}", "kind": "job", "namespace": jn[i].namespace, "label": jn[i].name,
-               "url": f"/ui/jobs/{i}", "status": statuses.get(i), "more": False} for i in sorted(job_ids)]
+    nodes += _job_nodes(conn, {x[2] for x in edges})
     out_edges = sorted({(f"d{s}", f"j{jb}") for s, _, jb in edges} | {(f"j{jb}", f"d{t}") for _, t, jb in edges})
     return {"root": root, "column": None, "depth": depth, "nodes": nodes,
             "edges": [{"source": a, "target": b} for a, b in out_edges], "more": bool(more)}
+
+
+def _job_nodes(conn: Connection, job_ids: set[int]) -> list[dict[str, Any]]:
+    """A graph node per job of ``job_ids``, with its name and the status of its last run."""
+    if not job_ids:
+        return []
+    statuses = job_last_status(conn, job_ids)
+    jn = {row.id: row for row in conn.execute(sa.select(m.jobs.c.id, m.jobs.c.namespace, m.jobs.c.name)
+                                              .where(m.jobs.c.id.in_(sorted(job_ids))))}
+    return [{"id": f"j{i}", "kind": "job", "namespace": jn[i].namespace, "label": jn[i].name,
+             "url": f"/ui/jobs/{i}", "status": statuses.get(i), "more": False} for i in sorted(job_ids)]
+
+
+def _walk_start(conn: Connection, dataset_id: int | None, job_id: int | None, ds_depth: dict[int, int],
+                edges: set[tuple[int, int, int]]) -> tuple[str, dict[str, set[int]]]:
+    """The graph's root node and where the walk starts each way: the dataset; or the datasets the job wrote
+    (down) and read (up), at depth 1, with the job's edges."""
+    if dataset_id is not None:
+        _check_dataset(conn, dataset_id)
+        ds_depth[dataset_id] = 0
+        return f"d{dataset_id}", {"down": {dataset_id}, "up": {dataset_id}}
+    if job_id is None:
+        raise NotFoundError("a graph needs a dataset or a job; expected ?dataset=ID or ?job=ID")
+    _job_row(conn, job_id)
+    e = m.dataset_edges.c
+    rows = conn.execute(sa.select(e.source_id, e.sink_id, e.job_id).where(e.job_id == job_id)).fetchall()
+    edges.update((x[0], x[1], x[2]) for x in rows)
+    fronts = {"down": {x[1] for x in rows}, "up": {x[0] for x in rows}}
+    for ds in fronts["down"] | fronts["up"]:
+        ds_depth[ds] = 1
+    return f"j{job_id}", fronts
 
 
 def _walk_datasets(conn: Connection, fronts: dict[str, set[int]], ds_depth: dict[int, int],
@@ -486,9 +528,34 @@ def _check_dataset(conn: Connection, dataset_id: int) -> None:
 
 
 def _column_graph(conn: Connection, dataset_id: int, column: str, depth: int, max_nodes: int) -> dict[str, Any]:
-    c = m.column_edges.c
     _check_dataset(conn, dataset_id)
     root = (dataset_id, column)
+    seen, edges, more = _walk_columns(conn, root, depth, max_nodes)
+    names = _datasets_by_id(conn, {n[0] for n in seen})
+
+    def nid(n: tuple[int, str]) -> str:
+        return f"c{n[0]}:{n[1]}"
+
+    def kind(kinds: set[str]) -> str:
+        kinds.discard("")
+        # an edge with any DIRECT transformation (or none recorded: the value flows as it is) is DIRECT
+        return "INDIRECT" if kinds and all(k.startswith("INDIRECT") for k in kinds) else "DIRECT"
+
+    nodes = [{"id": nid(n), "kind": "column", "namespace": names[n[0]].namespace, "label": n[1],
+              "dataset": names[n[0]].name, "url": f"/ui/datasets/{n[0]}?column={quote(n[1], safe='')}", "depth": dep,
+              "more": n in more} for n, dep in sorted(seen.items(), key=lambda kv: (kv[1], kv[0]))]
+    return {"root": nid(root), "column": column, "depth": depth, "nodes": nodes, "more": bool(more),
+            "edges": [{"source": nid(a), "target": nid(b), "type": kind(set(k)),
+                       "transformation": ", ".join(sorted(k - {""}))} for (a, b), k in sorted(edges.items())]}
+
+
+def _walk_columns(conn: Connection, root: tuple[int, str], depth: int, max_nodes: int
+                  ) -> tuple[dict[tuple[int, str], int], dict[tuple[tuple[int, str], tuple[int, str]], set[str]],
+                             set[tuple[int, str]]]:
+    """Walk the column edges from ``root`` (dataset id, column) down and up to ``depth`` (stopping past
+    ``max_nodes``): each column reached with its depth, each edge with its transformations, and the columns
+    where the walk stopped while edges lead on."""
+    c = m.column_edges.c
     seen = {root: 0}
     edges: dict[tuple[tuple[int, str], tuple[int, str]], set[str]] = {}
     more: set[tuple[int, str]] = set()
@@ -512,22 +579,7 @@ def _column_graph(conn: Connection, dataset_id: int, column: str, depth: int, ma
         for part in _chunks({n[0] for n in frontier}):
             more.update((x[0], x[1]) for x in conn.execute(sa.select(here, here_f).where(here.in_(part)))
                         if (x[0], x[1]) in frontier)
-    names = _datasets_by_id(conn, {n[0] for n in seen})
-
-    def nid(n: tuple[int, str]) -> str:
-        return f"c{n[0]}:{n[1]}"
-
-    def kind(kinds: set[str]) -> str:
-        kinds.discard("")
-        # an edge with any DIRECT transformation (or none recorded: the value flows as it is) is DIRECT
-        return "INDIRECT" if kinds and all(k.startswith("INDIRECT") for k in kinds) else "DIRECT"
-
-    nodes = [{"id": nid(n), "kind": "column", "namespace": names[n[0]].namespace, "label": n[1],
-              "dataset": names[n[0]].name, "url": f"/ui/datasets/{n[0]}?column={quote(n[1], safe='')}", "depth": dep,
-              "more": n in more} for n, dep in sorted(seen.items(), key=lambda kv: (kv[1], kv[0]))]
-    return {"root": nid(root), "column": column, "depth": depth, "nodes": nodes, "more": bool(more),
-            "edges": [{"source": nid(a), "target": nid(b), "type": kind(set(k)),
-                       "transformation": ", ".join(sorted(k - {""}))} for (a, b), k in sorted(edges.items())]}
+    return seen, edges, more
 
 
 def search(conn: Connection, text: str, limit: int = 50) -> dict[str, Any]:

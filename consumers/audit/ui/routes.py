@@ -224,9 +224,7 @@ def time_text(value: dt.datetime | None) -> str:
 
 def _timeline(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Bars (x and width in % of the span) of the runs on one page, oldest left; a running run reaches now."""
-    now = dt.datetime.now(dt.UTC)
-    spans = [(r, r["started_at"] or r["created_at"], r["ended_at"] or (now if r["status"] == "RUNNING" else None))
-             for r in reversed(runs) if (r["started_at"] or r["created_at"]) is not None]
+    spans = _spans(runs, dt.datetime.now(dt.UTC))
     if not spans:
         return []
     lo = min(s for _, s, _ in spans)
@@ -241,6 +239,14 @@ def _timeline(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "slow": bool(longest) and seconds >= longest and len(spans) > 2,
                     "label": f"{r['status'] or 'NONE'}, {duration_text(r['duration_ms'])}, started {time_text(s)}"})
     return out
+
+
+def _spans(runs: list[dict[str, Any]], now: dt.datetime
+           ) -> list[tuple[dict[str, Any], dt.datetime, dt.datetime | None]]:
+    """(run, start, end or None) of the runs that started (or were created), oldest first; a running run ends
+    ``now``."""
+    return [(r, r["started_at"] or r["created_at"], r["ended_at"] or (now if r["status"] == "RUNNING" else None))
+            for r in reversed(runs) if (r["started_at"] or r["created_at"]) is not None]
 
 
 def _refresh_health(scheduler_url: str | None, workflows: list[str]) -> list[dict[str, Any]]:
