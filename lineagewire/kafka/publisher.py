@@ -126,6 +126,15 @@ class Delivery:
         return where if self.error is None else f"{where}: {self.error.str()}"
 
 
+def _shared_code_and_topic(remaining: int, failed: list[Delivery]) -> tuple[int | None, str | None]:
+    """What the failed deliveries of a flush have in common: their error code when they all have the same one and
+    none is still queued (``remaining``), and their topic when they are all on one."""
+    codes = {d.error.code() for d in failed if d.error is not None}
+    code = codes.pop() if len(codes) == 1 and not remaining else None
+    topic = failed[0].topic if failed and len({d.topic for d in failed}) == 1 else None
+    return code, topic
+
+
 @dataclass(frozen=True)
 class Outgoing:
     """One message of a ``deliver`` batch; ``label`` names it in errors (``command 1234``)."""
@@ -314,17 +323,20 @@ class Publisher:
             failed, self._failed = self._failed, []
             failures, self._failures = self._failures, 0
         if remaining or failed:
-            codes = {d.error.code() for d in failed if d.error is not None}
-            code = codes.pop() if len(codes) == 1 and not remaining else None
-            topic = failed[0].topic if failed and len({d.topic for d in failed}) == 1 else None
-            parts = []
-            if remaining:
-                parts.append(f"{remaining} message(s) still undelivered after {timeout:.1f}s "
-                             f"(is {self.settings.bootstrap_servers} reachable?)")
-            if failed:
-                parts.append(f"{failures} failed: " + "; ".join(str(d) for d in failed[:5]))
-            cls = MessageTooLargeError if code == _CKError.MSG_SIZE_TOO_LARGE else PublishError
-            raise cls("; ".join(parts), code=code, topic=topic)
+            raise self._undelivered(remaining, failed, failures, timeout)
+
+    def _undelivered(self, remaining: int, failed: list[Delivery], failures: int, timeout: float) -> PublishError:
+        """The error of a flush that left ``remaining`` messages queued and saw ``failures`` fail (``failed``: the
+        first of them): ``MessageTooLargeError`` when that is what they all failed with."""
+        code, topic = _shared_code_and_topic(remaining, failed)
+        parts = []
+        if remaining:
+            parts.append(f"{remaining} message(s) still undelivered after {timeout:.1f}s "
+                         f"(is {self.settings.bootstrap_servers} reachable?)")
+        if failed:
+            parts.append(f"{failures} failed: " + "; ".join(str(d) for d in failed[:5]))
+        cls = MessageTooLargeError if code == _CKError.MSG_SIZE_TOO_LARGE else PublishError
+        return cls("; ".join(parts), code=code, topic=topic)
 
     def reachable(self, topic: str | None = None, timeout: float = 2.0) -> bool:
         """The cluster answers a metadata request (for ``topic``, or the cluster's) within ``timeout``."""

@@ -14,6 +14,7 @@ Retention bounds Kafka's copy only; the audit archive keeps events for longer.
 from __future__ import annotations
 
 import logging
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaError as _CKError
@@ -83,20 +84,28 @@ def create_topics(settings: Settings, specs: list[TopicSpec] | None = None, *, t
         else:
             todo.append(spec.new_topic(rf))
     if todo:
-        futures = client.create_topics(todo, operation_timeout=timeout, request_timeout=timeout)
-        for name, fut in futures.items():
-            try:
-                fut.result(timeout=timeout + 5)
-                result[name] = "created"
-                log.info("created topic %s", name)
-            except KafkaException as exc:
-                err = exc.args[0]
-                if err.code() == _CKError.TOPIC_ALREADY_EXISTS:  # another process won the race
-                    result[name] = "exists"
-                else:
-                    raise KafkaError(f"creating topic {name!r} failed: {err.str()}") from exc
-            except TimeoutError as exc:
-                raise KafkaError(f"creating topic {name!r}: no answer within {timeout + 5:.0f}s") from exc
+        result.update(_created(client.create_topics(todo, operation_timeout=timeout, request_timeout=timeout),
+                               timeout + 5))
+    return result
+
+
+def _created(futures: dict[str, Future[None]], timeout: float) -> dict[str, str]:
+    """{name: 'created' | 'exists'} once the admin client's topic creations are answered; a topic another process
+    created meanwhile exists. KafkaError names a topic whose creation failed or was not answered in time."""
+    result: dict[str, str] = {}
+    for name, fut in futures.items():
+        try:
+            fut.result(timeout=timeout)
+            result[name] = "created"
+            log.info("created topic %s", name)
+        except KafkaException as exc:
+            err = exc.args[0]
+            if err.code() == _CKError.TOPIC_ALREADY_EXISTS:  # another process won the race
+                result[name] = "exists"
+            else:
+                raise KafkaError(f"creating topic {name!r} failed: {err.str()}") from exc
+        except TimeoutError as exc:
+            raise KafkaError(f"creating topic {name!r}: no answer within {timeout:.0f}s") from exc
     return result
 
 
