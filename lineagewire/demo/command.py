@@ -69,6 +69,11 @@ class Service:
                                         stdout=self.log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
         click.echo(f"  consume {self.name:<12} pid {self.process.pid}, group {self.group}, log {self.log.name}")
 
+    @property
+    def died(self) -> bool:
+        """Whether its process was started and has ended."""
+        return self.process is not None and self.process.poll() is not None
+
     def stop(self) -> None:
         if self.process is not None:
             stop_process(self.process, 30)
@@ -132,19 +137,11 @@ def new_run_dir(out: pathlib.Path) -> pathlib.Path:
 
 def wait_caught_up(settings: object, services: list[Service], topic: str, timeout: float) -> list[str]:
     """Wait until each service's group has committed up to the topic's end; the names that did not."""
-    from confluent_kafka import Consumer, TopicPartition
-
     from lineagewire.config import Settings
 
     assert isinstance(settings, Settings)
     conf = settings.as_librdkafka_dict()
-    probe = Consumer({**conf, "group.id": f"demo-probe-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False})
-    try:
-        meta = probe.list_topics(topic, timeout=10)
-        parts = [TopicPartition(topic, p) for p in meta.topics[topic].partitions]
-        ends = {tp.partition: probe.get_watermark_offsets(tp, timeout=10)[1] for tp in parts}
-    finally:
-        probe.close()
+    ends = _ends(conf, topic)
     behind = [s.name for s in services]
     deadline = time.monotonic() + timeout
     while behind and time.monotonic() < deadline:
@@ -152,19 +149,39 @@ def wait_caught_up(settings: object, services: list[Service], topic: str, timeou
         for svc in services:
             if svc.name not in behind:
                 continue
-            if svc.process is not None and svc.process.poll() is not None:
-                continue  # it died: reported by the caller from its log
-            c = Consumer({**conf, "group.id": svc.group, "enable.auto.commit": False})
-            try:
-                committed = c.committed([TopicPartition(topic, p) for p in ends], timeout=10)
-            finally:
-                c.close()
-            if any(ends[tp.partition] > 0 and tp.offset < ends[tp.partition] for tp in committed):
+            if svc.died:
+                continue  # reported by the caller from its log
+            if _is_behind(conf, svc.group, topic, ends):
                 still.append(svc.name)
         behind = still
         if behind:
             time.sleep(0.5)
     return behind
+
+
+def _ends(conf: dict[str, Any], topic: str) -> dict[int, int]:
+    """The end offset of each partition of ``topic`` now."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    probe = Consumer({**conf, "group.id": f"demo-probe-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False})
+    try:
+        meta = probe.list_topics(topic, timeout=10)
+        parts = [TopicPartition(topic, p) for p in meta.topics[topic].partitions]
+        return {tp.partition: probe.get_watermark_offsets(tp, timeout=10)[1] for tp in parts}
+    finally:
+        probe.close()
+
+
+def _is_behind(conf: dict[str, Any], group: str, topic: str, ends: dict[int, int]) -> bool:
+    """Whether ``group`` has committed short of ``ends`` on some partition of ``topic``."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({**conf, "group.id": group, "enable.auto.commit": False})
+    try:
+        committed = c.committed([TopicPartition(topic, p) for p in ends], timeout=10)
+    finally:
+        c.close()
+    return any(ends[tp.partition] > 0 and tp.offset < ends[tp.partition] for tp in committed)
 
 
 def names_a_broker(settings: object) -> bool:

@@ -67,17 +67,7 @@ def show_openlineage(receiver: Receiver, validator: pathlib.Path, started: dt.da
     events = [e for e in receiver.received(OPENLINEAGE_PATH)
               if e["job"]["name"].startswith("daily_orders") and e["eventTime"] >= since]
     for ev in events:
-        run = ev["run"]
-        parent = run.get("facets", {}).get("parent", {}).get("run", {}).get("runId")
-        ins = ", ".join(d["name"] for d in ev.get("inputs", [])) or "-"
-        outs = ", ".join(d["name"] for d in ev.get("outputs", [])) or "-"
-        echo(f"  {ev['eventType']:<9} {ev['job']['name'][:58]:<58} run {run['runId'][:8]}"
-                   f"{' parent ' + parent[:8] if parent else ''}")
-        if ev.get("inputs") or ev.get("outputs"):
-            echo(f"            {ins}  ->  {outs}")
-        for out in ev.get("outputs", []):
-            for line in _column_lines(out):
-                echo(line)
+        _show_event(ev)
     path = receiver.file_for(OPENLINEAGE_PATH)
     echo(f"\n  {len(events)} OpenLineage events of the good run; every event is in {path}")
     if validator.is_file() and events:
@@ -85,6 +75,21 @@ def show_openlineage(receiver: Receiver, validator: pathlib.Path, started: dt.da
         verdict = "valid against the OpenLineage spec" if check.returncode == 0 else check.stdout[-2000:]
         echo(f"  spec check: {verdict}")
     return len(events)
+
+
+def _show_event(ev: dict[str, Any]) -> None:
+    """One OpenLineage event: its type, job and run (and parent run), its datasets and its column lineage."""
+    run = ev["run"]
+    parent = run.get("facets", {}).get("parent", {}).get("run", {}).get("runId")
+    ins = ", ".join(d["name"] for d in ev.get("inputs", [])) or "-"
+    outs = ", ".join(d["name"] for d in ev.get("outputs", [])) or "-"
+    echo(f"  {ev['eventType']:<9} {ev['job']['name'][:58]:<58} run {run['runId'][:8]}"
+         f"{' parent ' + parent[:8] if parent else ''}")
+    if ev.get("inputs") or ev.get("outputs"):
+        echo(f"            {ins}  ->  {outs}")
+    for out in ev.get("outputs", []):
+        for line in _column_lines(out):
+            echo(line)
 
 
 def alert_notifications(receiver: Receiver, status: str) -> list[dict[str, Any]]:
