@@ -20,7 +20,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -154,49 +154,65 @@ class FiringLoop:
                 ).all()
             if not rows:
                 break
-            claims: list[dict[str, Any]] = []
-            updates: list[dict[str, Any]] = []
-            context: dict[str, tuple[Any, MaterializedTable]] = {}
-            for w in rows:
-                try:
-                    table = self.catalog.get(w.table_name)
-                    p = planner.plan(planner.Schedule(w.kind, w.cron, w.time_zone, w.misfire_policy, w.catchup_cap,
-                                                      w.next_fire), now, misfire_grace=self.options.misfire_grace,
-                                     horizon=horizon, limit=self.options.batch_size)
-                except (UnknownTableError, CronError) as exc:
-                    log.error("workflow %s (%s) cannot fire and is paused: %s", w.id, w.name, exc)
-                    updates.append({"b_id": w.id, "b_old": w.next_fire, "b_next": w.next_fire,
-                                    "b_last": w.last_fire, "b_status": "PAUSED", "b_now": now})
-                    continue
-                if p.missed_from is not None:
-                    log.info("workflow %s: nominal times from %s to %s missed the %.0fs grace; policy %s fires %d",
-                             w.id, p.missed_from.isoformat(), p.cutoff.isoformat() if p.cutoff else "?",
-                             self.options.misfire_grace, w.misfire_policy,
-                             sum(trigger == "MISFIRE" for _, trigger in p.fires))
-                for t, trigger in p.fires:
-                    cid = command_id_for(w.id, t)
-                    claims.append(claim_row(cid, workflow_id=w.id, table=table, time_zone=w.time_zone,
-                                            nominal_time=t, trigger=trigger, now=now, instance=self.options.instance))
-                    context[cid] = (w, table)
-                updates.append({"b_id": w.id, "b_old": w.next_fire, "b_next": p.next_fire,
-                                "b_last": planner.last_fire(w.last_fire, p.fires), "b_status": p.status, "b_now": now})
-            with self._db.begin() as c:
-                claimed = self.claims.insert(c, claims)
-                self.claims.advance(c, updates)
-            mine = [r for r in claims if r["command_id"] in claimed]
-            if len(mine) < len(claims):
-                log.debug("%d fire(s) were already claimed by another instance", len(claims) - len(mine))
+            claims, updates, context = self._plan(rows, now, horizon)
+            mine = self._claim(claims, updates)
             due = [r for r in mine if r["nominal_time"] <= now]
-            for r in mine:
-                if r["nominal_time"] > now:
-                    # built now (header event time = claim time) so that sending is all that is left
-                    ctx = context[r["command_id"]]
-                    self._held.append((r["nominal_time"], r, ctx, self._build(r, ctx)))
-            self._held.sort(key=lambda h: h[0])
+            self._hold([r for r in mine if r["nominal_time"] > now], context)
             published += self._publish(due, {r["command_id"]: context[r["command_id"]] for r in due}, now)
             if len(rows) < self.options.batch_size:
                 break
         return published
+
+    def _plan(self, rows: Sequence[Any], now: dt.datetime, horizon: dt.datetime
+              ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, tuple[Any, MaterializedTable]]]:
+        """What the due workflows ``rows`` fire up to ``horizon``: the claim rows, each workflow's update (its next
+        fire, or PAUSED when its table or cron is wrong), and each claim's (workflow, table)."""
+        claims: list[dict[str, Any]] = []
+        updates: list[dict[str, Any]] = []
+        context: dict[str, tuple[Any, MaterializedTable]] = {}
+        for w in rows:
+            try:
+                table = self.catalog.get(w.table_name)
+                p = planner.plan(planner.Schedule(w.kind, w.cron, w.time_zone, w.misfire_policy, w.catchup_cap,
+                                                  w.next_fire), now, misfire_grace=self.options.misfire_grace,
+                                 horizon=horizon, limit=self.options.batch_size)
+            except (UnknownTableError, CronError) as exc:
+                log.error("workflow %s (%s) cannot fire and is paused: %s", w.id, w.name, exc)
+                updates.append({"b_id": w.id, "b_old": w.next_fire, "b_next": w.next_fire,
+                                "b_last": w.last_fire, "b_status": "PAUSED", "b_now": now})
+                continue
+            if p.missed_from is not None:
+                log.info("workflow %s: nominal times from %s to %s missed the %.0fs grace; policy %s fires %d",
+                         w.id, p.missed_from.isoformat(), p.cutoff.isoformat() if p.cutoff else "?",
+                         self.options.misfire_grace, w.misfire_policy,
+                         sum(trigger == "MISFIRE" for _, trigger in p.fires))
+            for t, trigger in p.fires:
+                cid = command_id_for(w.id, t)
+                claims.append(claim_row(cid, workflow_id=w.id, table=table, time_zone=w.time_zone,
+                                        nominal_time=t, trigger=trigger, now=now, instance=self.options.instance))
+                context[cid] = (w, table)
+            updates.append({"b_id": w.id, "b_old": w.next_fire, "b_next": p.next_fire,
+                            "b_last": planner.last_fire(w.last_fire, p.fires), "b_status": p.status, "b_now": now})
+        return claims, updates, context
+
+    def _claim(self, claims: list[dict[str, Any]], updates: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Inserts the claims and the workflows' updates in one transaction; returns the claims this instance won
+        (another may have claimed the same fires first)."""
+        with self._db.begin() as c:
+            claimed = self.claims.insert(c, claims)
+            self.claims.advance(c, updates)
+        mine = [r for r in claims if r["command_id"] in claimed]
+        if len(mine) < len(claims):
+            log.debug("%d fire(s) were already claimed by another instance", len(claims) - len(mine))
+        return mine
+
+    def _hold(self, later: list[dict[str, Any]], context: dict[str, tuple[Any, MaterializedTable]]) -> None:
+        """Keeps the claims of fires still to come, in nominal-time order, for ``_send_held``: their commands are
+        built now (header event time = claim time) so that sending is all that is left."""
+        for r in later:
+            ctx = context[r["command_id"]]
+            self._held.append((r["nominal_time"], r, ctx, self._build(r, ctx)))
+        self._held.sort(key=lambda h: h[0])
 
     def _send_held(self, now: dt.datetime) -> int:
         """Publish held claims whose nominal time has come, unless their workflow changed since the claim."""
@@ -204,7 +220,32 @@ class FiringLoop:
             return 0
         due = [h for h in self._held if h[0] <= now]
         self._held = [h for h in self._held if h[0] > now]
-        ids = sorted({h[2][0].id for h in due})
+        keep = self._still_standing(due)
+        delivered: list[dict[str, Any]] = []
+        for i in range(0, len(keep), self.options.batch_size):  # a confirmation per chunk: early ones go out early
+            chunk = keep[i:i + self.options.batch_size]
+            delivered.extend(self._deliver([r for r, _ in chunk], [e for _, e in chunk], now))
+        return self._mark_queued(delivered)
+
+    def _still_standing(self, due: list[_Held]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+        """(claim row, command) of each held fire of ``due`` that still stands (``_stands``); the claims of the
+        others are dropped."""
+        state = self._schedules(sorted({h[2][0].id for h in due}))
+        keep: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        drop: list[str] = []
+        for _t, row, ctx, event in due:
+            if _stands(state.get(ctx[0].id), ctx[0]):
+                keep.append((row, event))
+            else:
+                drop.append(row["command_id"])
+        if drop:
+            log.info("%d held fire(s) dropped: their workflow changed after they were claimed", len(drop))
+            self.claims.drop_pending(drop)
+        return keep
+
+    def _schedules(self, ids: list[str]) -> dict[str, Any]:
+        """The status, cron and time zone of the workflows ``ids`` as they are now, by id (a deleted one is
+        missing)."""
         state: dict[str, Any] = {}
         with self._db.connect() as c:
             for i in range(0, len(ids), 500):
@@ -212,25 +253,7 @@ class FiringLoop:
                                                  workflows.c.time_zone)
                                        .where(workflows.c.id.in_(ids[i:i + 500]))):
                     state[found.id] = found
-        keep: list[tuple[dict[str, Any], dict[str, Any]]] = []
-        drop: list[str] = []
-        for _t, row, ctx, event in due:
-            w, before = state.get(ctx[0].id), ctx[0]
-            # suspended, deleted or given another cron since the claim: the held fire no longer stands
-            stands = (w is not None and w.status in ("ACTIVE", "COMPLETED") and w.cron == before.cron
-                      and w.time_zone == before.time_zone)
-            if stands:
-                keep.append((row, event))
-            else:
-                drop.append(row["command_id"])
-        if drop:
-            log.info("%d held fire(s) dropped: their workflow changed after they were claimed", len(drop))
-            self.claims.drop_pending(drop)
-        delivered: list[dict[str, Any]] = []
-        for i in range(0, len(keep), self.options.batch_size):  # a confirmation per chunk: early ones go out early
-            chunk = keep[i:i + self.options.batch_size]
-            delivered.extend(self._deliver([r for r, _ in chunk], [e for _, e in chunk], now))
-        return self._mark_queued(delivered)
+        return state
 
     @staticmethod
     def _build(row: dict[str, Any], context: tuple[Any, MaterializedTable]) -> dict[str, Any]:
@@ -333,3 +356,10 @@ class FiringLoop:
                                                refreshes.c.attempt == row.attempt).values(**values))
         self._wake.set()
         return str(values["status"])
+
+
+def _stands(now: Any, claimed: Any) -> bool:
+    """Whether a held fire still stands: its workflow (``now``, None once deleted) was neither suspended nor
+    given another cron or time zone since it was claimed (``claimed``)."""
+    return (now is not None and now.status in ("ACTIVE", "COMPLETED") and now.cron == claimed.cron
+            and now.time_zone == claimed.time_zone)

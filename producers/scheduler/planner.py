@@ -65,20 +65,24 @@ def plan(w: Schedule, now: dt.datetime, *, misfire_grace: float, horizon: dt.dat
         fires, missed_from = on_time, None
     else:
         on_time = [(t, "SCHEDULED") for t in cs.between(cutoff + _US, horizon, limit=limit)]
-        if w.misfire_policy == "skip":
-            missed: list[dt.datetime] = []
-        elif w.misfire_policy == "fire_once":
-            last = cs.prev_at_or_before(cutoff)
-            missed = [last] if last is not None and last >= nf else []
-        else:
-            missed = cs.last_n(cutoff, w.catchup_cap, not_before=nf)
-        fires = [(t, "MISFIRE") for t in missed] + on_time
+        fires = [(t, "MISFIRE") for t in _missed(w, cs, cutoff)] + on_time
         missed_from = nf
     if len(on_time) >= limit:
         # cut off by the limit: continue after the last planned time at the next round, skip nothing
         return Plan(fires, cs.next_after(on_time[-1][0]), "ACTIVE", missed_from, cutoff)
     last_time = fires[-1][0] if fires else horizon
     return Plan(fires, cs.next_after(max(horizon, last_time)), "ACTIVE", missed_from, cutoff)
+
+
+def _missed(w: Schedule, cs: CronSchedule, cutoff: dt.datetime) -> list[dt.datetime]:
+    """The nominal times from ``w.next_fire`` to ``cutoff`` (past the misfire grace) that its policy fires: none
+    (``skip``), the last one (``fire_once``), or the last ``catchup_cap`` of them."""
+    if w.misfire_policy == "skip":
+        return []
+    if w.misfire_policy == "fire_once":
+        last = cs.prev_at_or_before(cutoff)
+        return [last] if last is not None and last >= w.next_fire else []
+    return cs.last_n(cutoff, w.catchup_cap, not_before=w.next_fire)
 
 
 def last_fire(previous: dt.datetime | None, fires: list[tuple[dt.datetime, str]]) -> dt.datetime | None:

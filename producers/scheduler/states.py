@@ -64,16 +64,20 @@ def transition(row: Current, ev: StatusEvent, *, now: dt.datetime, max_attempts:
         return {"status": "COMPLETED", "started_at": started, "ended_at": ev.when, "duration_ms": duration,
                 "error": None, "next_retry_at": None}
     if status == "FAILED":
-        if row.status == "CANCELED":
-            return None
-        retry = now + dt.timedelta(seconds=backoff(row.attempt)) if row.attempt < max_attempts else None
-        started = row.started_at or ev.when
-        return {"status": "FAILED", "error": ev.error or "FAILED without error details", "ended_at": ev.when,
-                "started_at": started, "duration_ms": ev.duration_ms or _ms(ev.when - started),
-                "next_retry_at": retry}
+        return None if row.status == "CANCELED" else _failed(row, ev, now, max_attempts, backoff)
     if status in ("CANCELED", "SUSPENDED"):
         return {"status": "CANCELED", "ended_at": ev.when, "next_retry_at": None}
     return None
+
+
+def _failed(row: Current, ev: StatusEvent, now: dt.datetime, max_attempts: int,
+            backoff: Callable[[int], float]) -> dict[str, Any]:
+    """A run that failed: its error and times, and when to retry it (None once ``max_attempts`` are spent)."""
+    retry = now + dt.timedelta(seconds=backoff(row.attempt)) if row.attempt < max_attempts else None
+    started = row.started_at or ev.when
+    return {"status": "FAILED", "error": ev.error or "FAILED without error details", "ended_at": ev.when,
+            "started_at": started, "duration_ms": ev.duration_ms or _ms(ev.when - started),
+            "next_retry_at": retry}
 
 
 def status_event(kind: str, event: dict[str, Any]) -> StatusEvent:
