@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from lineagewire.schemas.events import ColumnLineage, Dataset
+from lineagewire.schemas.events import ColumnLineage, Dataset, InputField
 
 from .model import ActionLineage
 
@@ -86,29 +86,34 @@ class DatedFolders:
         """``name`` without its dated trailing folders, and what was cut as partition values (empty: none)."""
         if not self.enabled or "/" not in name or not _PATH_NAMESPACE.match(namespace):
             return name, {}
-        lead = "/" if name.startswith("/") else ""
         segments = [s for s in name.split("/") if s]
-        values: dict[str, str] = {}
+        values = self._cut(segments)
+        if not values:
+            return name, {}
+        return ("/" if name.startswith("/") else "") + "/".join(segments), values
+
+    def _cut(self, segments: list[str]) -> dict[str, str]:
+        """Takes the dated and ``key=value`` folders off the end of ``segments`` (never the first) and gives
+        them as partition values, in path order."""
+        keyed: list[tuple[str, str]] = []
         dates: list[str] = []
         while len(segments) > 1:
             last = segments[-1]
             kv = _KEY_VALUE.match(last)
+            n = 0 if kv else 1 if _is_date(last) or any(p.fullmatch(last) for p in self._extra) \
+                else _year_month_day(segments)
             if kv:
-                values.setdefault(kv.group(1), kv.group(2))
+                keyed.insert(0, (kv.group(1), kv.group(2)))
                 segments.pop()
-            elif _is_date(last) or any(p.fullmatch(last) for p in self._extra):
-                dates.insert(0, segments.pop())
-            elif n := _year_month_day(segments):
+            elif n:
                 dates.insert(0, "/".join(segments[-n:]))
                 del segments[-n:]
             else:
                 break
+        values = dict(keyed)
         if dates:
             values["date"] = "/".join(dates)
-        if not values:
-            return name, {}
-        # key=value folders were read from the end: give them back in path order
-        return lead + "/".join(segments), dict(reversed(list(values.items())))
+        return values
 
     def apply(self, result: ActionLineage) -> ActionLineage:
         """``result`` with every dated dataset renamed, in its inputs, outputs and column lineage."""
@@ -147,9 +152,10 @@ def _renamed_columns(columns: list[ColumnLineage], renames: dict[tuple[str, str]
     out: dict[tuple[str, str, str], ColumnLineage] = {}
     for col in columns:
         name = renames.get((col["namespace"], col["name"]), col["name"])
-        inputs, seen = [], set()
+        inputs: list[InputField] = []
+        seen = set()
         for inp in col["inputs"]:
-            renamed = {**inp, "name": renames.get((inp["namespace"], inp["name"]), inp["name"])}
+            renamed: InputField = {**inp, "name": renames.get((inp["namespace"], inp["name"]), inp["name"])}
             key = (renamed["namespace"], renamed["name"], renamed["field"])
             if key not in seen:
                 seen.add(key)
@@ -159,5 +165,5 @@ def _renamed_columns(columns: list[ColumnLineage], renames: dict[tuple[str, str]
             known = {(i["namespace"], i["name"], i["field"]) for i in out[key]["inputs"]}
             out[key]["inputs"].extend(i for i in inputs if (i["namespace"], i["name"], i["field"]) not in known)
         else:
-            out[key] = {**col, "name": name, "inputs": inputs}  # type: ignore[typeddict-item]
+            out[key] = {**col, "name": name, "inputs": inputs}
     return list(out.values())
