@@ -62,6 +62,8 @@ class ActionLineage:
         # The Kafka listener's codec and topic: an encoding made here is the one it sends.
         self._codec = codec or Codec()
         self._topic = topic
+        #: dated folders named as one dataset (config.dated_folders)
+        self._dated = config.dated()
         self._executor = BoundedExecutor("actions", config.action_queue_size, on_exit=release_thread_connection)
         #: set at shutdown's cut: extraction stops, what is queued goes without lineage
         self._stop = threading.Event()
@@ -133,6 +135,8 @@ class ActionLineage:
     def publish(self, run: Run, func_name: str, result: Any, duration_ns: int | None, error: ErrorInfo | None,
                 reason: str | None, *, status: str | None = None, action_id: str | None = None) -> None:
         """Build the action's event from an extraction ``result`` (or None), redact, split and send it."""
+        if result is not None:
+            result = self._dated.apply(result)
         complete = bool(result is not None and result.complete and reason is None)
         reasons = [r for r in (getattr(result, "incomplete_reason", None), reason) if r]
         event = dict(action_lineage(

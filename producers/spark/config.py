@@ -27,7 +27,7 @@ import os
 import pathlib
 import re
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
@@ -37,6 +37,9 @@ from lineagewire.exceptions import ConfigError
 from lineagewire.redact import Redactor
 
 from .exceptions import EmitterConfigError
+
+if TYPE_CHECKING:
+    from .lineage.dated import DatedFolders
 
 __all__ = ["CONF_PREFIX", "ENV_PREFIX", "EmitterConfig", "conf_snapshot", "resolve_config"]
 
@@ -92,6 +95,12 @@ class EmitterConfig(SettingsBase):
     redact_keys: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="extra key names whose values are secrets, in maps and in name=value text "
         "(comma-separated)")
+    dated_folders: bool = Field(True, description="a file dataset whose last folders are a date, an hour or "
+                                "key=value (…/orders/20261129, …/orders/ds=2026-11-29) is named by the folder above "
+                                "them, with what was cut as its partition values, so a daily job writes one dataset")
+    dated_folder_patterns: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="more regexes a whole trailing folder name may match to be cut as a "
+        "date (e.g. batch_\\d+); a JSON list, or one pattern per line")
 
     @field_validator("listeners", "redact_keys", mode="before")
     @classmethod
@@ -100,7 +109,7 @@ class EmitterConfig(SettingsBase):
             return [p.strip() for p in re.split(r"[,\s]+", v) if p.strip()]
         return v
 
-    @field_validator("redact_patterns", mode="before")
+    @field_validator("redact_patterns", "dated_folder_patterns", mode="before")
     @classmethod
     def _patterns(cls, v: Any) -> Any:
         # Regexes contain commas and spaces: a JSON list, or one per line, never split on commas.
@@ -113,6 +122,23 @@ class EmitterConfig(SettingsBase):
                                      '["ghp_[A-Za-z0-9]+"] or one regex per line') from None
             return [line for line in v.splitlines() if line.strip()]
         return v
+
+    @field_validator("dated_folder_patterns")
+    @classmethod
+    def _dated(cls, v: list[str]) -> list[str]:
+        cls.dated_rule(v)  # a pattern that does not compile says which, here, where the setting is read
+        return v
+
+    @staticmethod
+    def dated_rule(patterns: list[str], enabled: bool = True) -> DatedFolders:
+        # Imported here: the lineage package is not needed to read the settings (activation reads them at start-up).
+        from .lineage.dated import DatedFolders
+
+        return DatedFolders(enabled=enabled, extra=tuple(patterns))
+
+    def dated(self) -> DatedFolders:
+        """The dated-folder rule of every action's datasets (``dated_folders``, ``dated_folder_patterns``)."""
+        return self.dated_rule(self.dated_folder_patterns, self.dated_folders)
 
     @field_validator("redact_patterns")
     @classmethod

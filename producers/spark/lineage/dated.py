@@ -20,10 +20,12 @@ import datetime as dt
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from lineagewire.schemas.events import ColumnLineage, Dataset, InputField
 
-from .model import ActionLineage
+if TYPE_CHECKING:
+    from .model import ActionLineage
 
 __all__ = ["DatedFolders"]
 
