@@ -44,6 +44,8 @@ if TYPE_CHECKING:
 __all__ = ["CONF_PREFIX", "ENV_PREFIX", "EmitterConfig", "conf_snapshot", "resolve_config"]
 
 CONF_PREFIX = "spark.lineagewire."
+#: Settings without a deprecated flat variable: Kafka's own, and those added after the rename.
+_NO_FLAT_NAME = frozenset({"bootstrap_servers", "dated_folders", "dated_folder_patterns"})
 ENV_PREFIX = "LINEAGEWIRE_EMITTER__"
 #: the emitter's variables before they followed LINEAGEWIRE_<SECTION>__<KEY>, still read (with a warning)
 OLD_ENV_PREFIX = "LINEAGEWIRE_"
@@ -174,7 +176,7 @@ class EmitterConfig(SettingsBase):
         """The flat ``LINEAGEWIRE_<KEY>`` of every setting but ``bootstrap_servers``, whose flat name is Kafka's own
         (``Settings``), which the emitter falls back to."""
         return {f"{OLD_ENV_PREFIX}{k.upper()}": f"{ENV_PREFIX}{k.upper()}" for k in cls.model_fields
-                if k != "bootstrap_servers"}
+                if k not in _NO_FLAT_NAME}
 
     def outbox_path(self, job_name: str) -> pathlib.Path:
         """The outbox folder for the application ``job_name``."""
