@@ -115,6 +115,8 @@ class Dataset(TypedDict):
     # Version 2: absent from datasets built by hand before it (the codec writes their default, null).
     dataset_type: NotRequired[str | None]
     view_sql: NotRequired[str | None]
+    lifecycle_change: NotRequired[str | None]
+    previous_identifier: NotRequired[DatasetId | None]
 
 
 class DatasetId(TypedDict):
@@ -293,6 +295,8 @@ def dataset(
     properties: dict[str, str] | None = None,
     dataset_type: str | None = None,
     view_sql: str | None = None,
+    lifecycle_change: str | None = None,
+    previous_identifier: DatasetId | None = None,
 ) -> Dataset:
     return {
         "namespace": namespace,
@@ -306,6 +310,8 @@ def dataset(
         "properties": properties or {},
         "dataset_type": dataset_type,
         "view_sql": view_sql,
+        "lifecycle_change": lifecycle_change,
+        "previous_identifier": previous_identifier,
     }
 
 
