@@ -338,11 +338,31 @@ class Translator:
         if d.get("dataset_type"):  # VIEW (contract v2); absent on tables and files
             facets["datasetType"] = dataset_type_dataset.DatasetTypeDatasetFacet(datasetType=d["dataset_type"],
                                                                                 producer=self.producer)
-        op = (d.get("operation") or "").upper()
-        if op in _LIFECYCLE:
-            facets["lifecycleStateChange"] = lifecycle_state_change_dataset.LifecycleStateChangeDatasetFacet(
-                lifecycleStateChange=_LIFECYCLE[op], producer=self.producer)
+        lifecycle = self._lifecycle(d)
+        if lifecycle is not None:
+            facets["lifecycleStateChange"] = lifecycle
         return facets
+
+    def _lifecycle(self, d: dict[str, Any]) -> lifecycle_state_change_dataset.LifecycleStateChangeDatasetFacet | None:
+        """The dataset's ``lifecycleStateChange`` facet: its ``lifecycle_change`` (contract v2), with the name before
+        a RENAME as ``previousIdentifier``; an event without one keeps the older reading of ``operation`` when it
+        names a change (OVERWRITE, CREATE...)."""
+        change = d.get("lifecycle_change")
+        if change is None:
+            op = (d.get("operation") or "").upper()
+            if op not in _LIFECYCLE:
+                return None
+            change = op
+        state = _LIFECYCLE.get(change)
+        if state is None:
+            # The contract's field is an open string: a change this version does not know (a newer emitter's)
+            # gives no facet rather than losing the whole event's lineage.
+            return None
+        before = d.get("previous_identifier")
+        return lifecycle_state_change_dataset.LifecycleStateChangeDatasetFacet(
+            lifecycleStateChange=state, producer=self.producer,
+            previousIdentifier=lifecycle_state_change_dataset.PreviousIdentifier(
+                namespace=before["namespace"], name=before["name"]) if before else None)
 
     def _field(self, f: dict[str, Any]) -> schema_dataset.SchemaDatasetFacetFields:
         return schema_dataset.SchemaDatasetFacetFields(

@@ -113,3 +113,16 @@ def test_shared_objects_are_rendered_once_and_the_bound_holds() -> None:
     first = r.plain(kept)
     assert r.plain(kept) is first  # the kept form, not a new walk
     assert r.plain(Empty(nothing=9)) == first and r.plain(Empty(nothing=9)) is not first
+
+
+@pytest.mark.upstream
+def test_lifecycle_facets_render_as_openlineage_python_does() -> None:
+    tr = Translator()
+    events = []
+    for change, before in (("CREATE", None), ("RENAME", {"namespace": "file", "name": "/data/old"}), ("DROP", None)):
+        action = app_run(actions=1)[2]
+        action["outputs"][0]["lifecycle_change"], action["outputs"][0]["previous_identifier"] = change, before
+        events.append(action)
+    for ev in translated(events, tr) + translated(events, tr):
+        assert ev.outputs[0].facets["lifecycleStateChange"].lifecycleStateChange.value in ("CREATE", "RENAME", "DROP")
+        same_as_serde(tr.to_json(ev), ev, "a lifecycle change")

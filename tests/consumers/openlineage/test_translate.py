@@ -220,3 +220,58 @@ def test_a_view_is_a_dataset_of_type_view(assert_valid_openlineage) -> None:  # 
     assert out["outputs"][0]["facets"]["datasetType"]["datasetType"] == "VIEW"
     assert "datasetType" not in out["inputs"][0]["facets"]  # a table stays without the facet
     assert_valid_openlineage([out])
+
+
+def _with_change(change: str | None, previous: dict | None = None, operation: str | None = None) -> dict:
+    action = copy.deepcopy(app_run(actions=1)[2])
+    out = action["outputs"][0]
+    out["lifecycle_change"], out["previous_identifier"], out["operation"] = change, previous, operation
+    return action
+
+
+@pytest.mark.parametrize("change", ["CREATE", "ALTER", "TRUNCATE", "DROP", "OVERWRITE"])
+def test_a_lifecycle_change_is_the_outputs_lifecycle_state_change_facet(change: str,
+                                                                         assert_valid_openlineage) -> None:  # noqa: ANN001
+    [out] = ol(_with_change(change))
+    facet = out["outputs"][0]["facets"]["lifecycleStateChange"]
+    assert facet["lifecycleStateChange"] == change
+    assert "previousIdentifier" not in facet
+    assert "lifecycleStateChange" not in out["inputs"][0]["facets"]
+    assert_valid_openlineage([out])
+
+
+def test_a_rename_carries_the_previous_identifier(assert_valid_openlineage) -> None:  # noqa: ANN001
+    before = {"namespace": "file", "name": "/warehouse/orders_old"}
+    [out] = ol(_with_change("RENAME", before))
+    assert out["outputs"][0]["facets"]["lifecycleStateChange"] == {
+        "_producer": out["producer"], "lifecycleStateChange": "RENAME", "previousIdentifier": before,
+        "_schemaURL": out["outputs"][0]["facets"]["lifecycleStateChange"]["_schemaURL"]}
+    assert_valid_openlineage([out])
+
+
+def test_lifecycle_change_wins_over_operation_and_events_without_it_keep_the_operation() -> None:
+    [out] = ol(_with_change("DROP", operation="OVERWRITE"))
+    assert out["outputs"][0]["facets"]["lifecycleStateChange"]["lifecycleStateChange"] == "DROP"
+    # Before contract v2 (no key at all) and with the field null: OVERWRITE read from the operation, as before.
+    old = copy.deepcopy(app_run(actions=1)[2])
+    del old["outputs"][0]["lifecycle_change"], old["outputs"][0]["previous_identifier"]
+    old["outputs"][0]["operation"] = "overwrite"
+    for event in (old, _with_change(None, operation="overwrite")):
+        [got] = [json.loads(Serde.to_json(e)) for e in Translator().translate(event)]
+        assert got["outputs"][0]["facets"]["lifecycleStateChange"]["lifecycleStateChange"] == "OVERWRITE"
+    [plain] = ol(_with_change(None, operation="append"))
+    assert "lifecycleStateChange" not in plain["outputs"][0]["facets"]
+
+
+def test_an_unknown_lifecycle_change_gives_no_facet_and_keeps_the_lineage() -> None:
+    [out] = ol(_with_change("EXPLODE"))
+    assert "lifecycleStateChange" not in out["outputs"][0]["facets"]
+    assert out["outputs"][0]["facets"]["columnLineage"]
+
+
+def test_cached_facets_follow_the_lifecycle_change() -> None:
+    tr = Translator()
+    seq = [_with_change("CREATE"), _with_change("DROP"), _with_change("RENAME", {"namespace": "file", "name": "/x"}),
+           _with_change("CREATE")]
+    for e in seq:
+        assert [json.loads(Serde.to_json(o)) for o in tr.translate(e)] == _fresh(e)
