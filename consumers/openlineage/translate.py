@@ -43,6 +43,7 @@ from lineagewire.schemas.naming import action_job_name
 try:
     from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
     from openlineage.client.generated import (
+        base_subset_dataset,
         column_lineage_dataset,
         dataset_type_dataset,
         datasource_dataset,
@@ -371,11 +372,19 @@ class Translator:
 
     def _input(self, d: dict[str, Any]) -> InputDataset:
         facets = self._dataset_cache("input", d, None)
+        if d["partition_values"]:  # the partitions (or dated folders) read: the spec's subset facet
+            return InputDataset(namespace=d["namespace"], name=d["name"], facets=dict(facets), inputFacets={
+                "subset": base_subset_dataset.InputSubsetInputDatasetFacet(
+                    inputCondition=_partitions(d["partition_values"]), producer=self.producer)})
         return InputDataset(namespace=d["namespace"], name=d["name"], facets=dict(facets))
 
     def _output(self, d: dict[str, Any], column_lineage: list[dict[str, Any]]) -> OutputDataset:
         mine = [cl for cl in column_lineage if cl["namespace"] == d["namespace"] and cl["name"] == d["name"]]
         facets = self._dataset_cache("output", d, mine)
+        if d["partition_values"]:  # the partitions (or dated folder) written
+            return OutputDataset(namespace=d["namespace"], name=d["name"], facets=dict(facets), outputFacets={
+                "subset": base_subset_dataset.OutputSubsetOutputDatasetFacet(
+                    outputCondition=_partitions(d["partition_values"]), producer=self.producer)})
         return OutputDataset(namespace=d["namespace"], name=d["name"], facets=dict(facets))
 
     def _dataset_cache(self, role: str, d: dict[str, Any], mine: list[dict[str, Any]] | None) -> dict[str, Any]:
@@ -431,6 +440,20 @@ class Translator:
             facets["columnLineage"] = column_lineage_dataset.ColumnLineageDatasetFacet(fields=fields,
                                                                                        producer=self.producer)
         return facets
+
+
+def _partitions(values: dict[str, str]) -> base_subset_dataset.PartitionSubsetCondition:
+    """A dataset's partition values as the subset facet's partition condition: one partition of those
+    dimensions, or one for each of the values of a key read together (``date=20261128,20261129``)."""
+    keys = list(values)
+    columns = [values[k].split(",") for k in keys]
+    if all(len(c) == 1 for c in columns):
+        return base_subset_dataset.PartitionSubsetCondition(partitions=[base_subset_dataset.Partition(
+            dimensions=dict(values))])
+    width = max(len(c) for c in columns)
+    return base_subset_dataset.PartitionSubsetCondition(partitions=[base_subset_dataset.Partition(
+        dimensions={k: c[min(i, len(c) - 1)] for k, c in zip(keys, columns, strict=True)})
+        for i in range(width)])
 
 
 def _engine_name(engine: str) -> str:
