@@ -37,4 +37,4 @@ def test_datahub_consumer_command_parses_and_points_at_gms() -> None:
     assert params["metrics_port"] == 9465
     assert params["gms_url"].split("//")[1].split(":")[0] in services
     env = services["datahub-consumer"]["environment"]
-    assert env["LINEAGEWIRE_BOOTSTRAP_SERVERS"].split(":")[0] in services
+    assert env["LINEAGEWIRE_KAFKA__BOOTSTRAP_SERVERS"].split(":")[0] in services

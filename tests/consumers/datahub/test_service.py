@@ -342,7 +342,7 @@ def test_kafka_sink_produces_mcps_datahub_can_read(settings, group_id, topic_fac
 
 
 def _service(settings, args: list[str], cwd) -> subprocess.Popen:  # noqa: ANN001
-    env = {**os.environ, "LINEAGEWIRE_BOOTSTRAP_SERVERS": settings.bootstrap_servers, "PYTHONUNBUFFERED": "1",
+    env = {**os.environ, "LINEAGEWIRE_KAFKA__BOOTSTRAP_SERVERS": settings.bootstrap_servers, "PYTHONUNBUFFERED": "1",
            "DATAHUB_TELEMETRY_ENABLED": "false"}
     return subprocess.Popen([sys.executable, "-m", "lineagewire", "consume", "datahub", *args,
                              "--topic", settings.topics.jobs, "--consumer-property", "session.timeout.ms=6000"],
@@ -401,7 +401,7 @@ def test_cli_file_sink_restart_and_replay_give_the_same_file(settings, tmp_path)
 
 
 def test_cli_rejects_bad_options_in_one_line(settings, tmp_path) -> None:  # noqa: ANN001
-    env = {**os.environ, "LINEAGEWIRE_BOOTSTRAP_SERVERS": settings.bootstrap_servers}
+    env = {**os.environ, "LINEAGEWIRE_KAFKA__BOOTSTRAP_SERVERS": settings.bootstrap_servers}
     for args, needle in ((["--gms-url", "127.0.0.1:8080"], "gms_url"), ([], "no DataHub sink selected"),
                          (["--gms-url", "http://"], "gms_url='http://' has no host"),
                          (["--file", "x.json", "--env", "MARS"], "env='MARS'")):
@@ -412,7 +412,7 @@ def test_cli_rejects_bad_options_in_one_line(settings, tmp_path) -> None:  # noq
 
 
 def test_cli_names_a_server_that_is_not_gms_or_a_refused_token(settings, tmp_path) -> None:  # noqa: ANN001
-    env = {**os.environ, "LINEAGEWIRE_BOOTSTRAP_SERVERS": settings.bootstrap_servers}
+    env = {**os.environ, "LINEAGEWIRE_KAFKA__BOOTSTRAP_SERVERS": settings.bootstrap_servers}
     for gms, args, needle in ((FakeGms(no_code=False), [], "frontend service"),
                               (FakeGms(token="right"), ["--token", "wrong"], "authentication error")):
         with gms:

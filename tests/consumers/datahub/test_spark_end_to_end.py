@@ -64,7 +64,7 @@ def test_example_and_failing_job_become_datahub_entities_that_pass_datahubs_chec
     total = _count(settings)
 
     out = tmp_path / "datahub.json"
-    env = {**os.environ, "LINEAGEWIRE_BOOTSTRAP_SERVERS": settings.bootstrap_servers}
+    env = {**os.environ, "LINEAGEWIRE_KAFKA__BOOTSTRAP_SERVERS": settings.bootstrap_servers}
     proc = subprocess.Popen([sys.executable, "-m", "lineagewire", "consume", "datahub", "--file", str(out),
                              "--topic", settings.topics.jobs, "--group", f"dh-{uuid.uuid4().hex[:8]}"],
                             cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

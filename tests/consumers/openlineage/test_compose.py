@@ -49,7 +49,7 @@ def test_openlineage_consumer_points_at_marquez_and_kafka() -> None:
     env = svc["environment"]
     host = env["OPENLINEAGE_URL"].split("//")[1].split(":")[0]
     assert host in services
-    assert env["LINEAGEWIRE_BOOTSTRAP_SERVERS"].split(":")[0] in services
+    assert env["LINEAGEWIRE_KAFKA__BOOTSTRAP_SERVERS"].split(":")[0] in services
     assert services["marquez-api"]["environment"]["POSTGRES_HOST"] in services
     assert services["marquez-web"]["environment"]["MARQUEZ_HOST"] in services
 

@@ -133,7 +133,7 @@ def test_poison_message_is_dead_lettered_and_the_rest_flows(settings, group_id, 
 
 
 def _service(settings, topic: str, group: str, url: str, cwd, *, via_env: bool = False) -> subprocess.Popen:  # noqa: ANN001
-    env = {**os.environ, "LINEAGEWIRE_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
+    env = {**os.environ, "LINEAGEWIRE_KAFKA__BOOTSTRAP_SERVERS": settings.bootstrap_servers,
            "OPENLINEAGE_DISABLED": "", "PYTHONUNBUFFERED": "1"}
     env.pop("OPENLINEAGE_CONFIG", None)
     target = ["--url", url]

@@ -47,8 +47,8 @@ def test_pyspark_job_shows_up_as_valid_openlineage_runs_and_replays(settings, tm
     spark_mod = pytest.importorskip("lineagewire.producers.spark")
     if not hasattr(spark_mod, "install"):
         pytest.skip("the emitter has no install() yet")
-    env = {**os.environ, "LINEAGEWIRE_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
-           "LINEAGEWIRE_TOPICS__JOBS": settings.topics.jobs, "PYSPARK_PYTHON": sys.executable}
+    env = {**os.environ, "LINEAGEWIRE_KAFKA__BOOTSTRAP_SERVERS": settings.bootstrap_servers,
+           "LINEAGEWIRE_KAFKA__TOPICS__JOBS": settings.topics.jobs, "PYSPARK_PYTHON": sys.executable}
     env.pop("OPENLINEAGE_CONFIG", None)
     (tmp_path / "job.py").write_text(JOB)
     with Receiver() as rx:

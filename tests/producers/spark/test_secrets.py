@@ -77,7 +77,7 @@ def test_no_secret_reaches_the_broker_or_the_log(kafka_settings, topic_factory, 
     script.write_text(JOB)
     log_path, outbox = tmp_path / "job.log", tmp_path / "outbox"
     env = {k: v for k, v in os.environ.items() if not k.startswith("LINEAGEWIRE_") or k == "LINEAGEWIRE_HOME"}
-    env.update(PYSPARK_PYTHON=sys.executable, LINEAGEWIRE_BOOTSTRAP_SERVERS=kafka_settings.bootstrap_servers)
+    env.update(PYSPARK_PYTHON=sys.executable, LINEAGEWIRE_KAFKA__BOOTSTRAP_SERVERS=kafka_settings.bootstrap_servers)
     proc = subprocess.run([sys.executable, str(script), json.dumps(SECRETS), str(log_path), topic, str(outbox)],
                           env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]

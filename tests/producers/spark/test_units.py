@@ -24,7 +24,7 @@ def test_config_precedence_arguments_then_conf_then_env_then_file(clean_env: pyt
     clean_env.setenv("LINEAGEWIRE_EMITTER__LISTENERS", "log")
     clean_env.setenv("LINEAGEWIRE_EMITTER__NAMESPACE", "env-ns")
     clean_env.setenv("LINEAGEWIRE_EMITTER__FLUSH_TIMEOUT", "7")
-    clean_env.setenv("LINEAGEWIRE_TOPICS__JOBS", "someone-else's")  # a Settings variable: not the emitter's
+    clean_env.setenv("LINEAGEWIRE_KAFKA__TOPICS__JOBS", "someone-else's")  # a Settings variable: not the emitter's
     conf = {"spark.lineagewire.namespace": "conf-ns", "spark.lineagewire.heartbeat": "3",
             "spark.lineagewire.myplugin.url": "http://x"}  # a plugin's own key: not ours to check
     cfg = resolve_config(spark_conf=conf, config={"heartbeat": "4"}, job_name="arg-job")

@@ -96,8 +96,8 @@ def spark_registry(kafka_settings: Settings, tmp_path_factory: pytest.TempPathFa
     create_topics(kafka_settings, [TopicSpec(topic, 1, 3600_000)])
     settings = kafka_settings.model_copy(update={"topics": kafka_settings.topics.model_copy(update={"jobs": topic})})
     try:
-        env = {**os.environ, "LINEAGEWIRE_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
-               "LINEAGEWIRE_TOPICS__JOBS": topic, "PYSPARK_PYTHON": sys.executable}
+        env = {**os.environ, "LINEAGEWIRE_KAFKA__BOOTSTRAP_SERVERS": settings.bootstrap_servers,
+               "LINEAGEWIRE_KAFKA__TOPICS__JOBS": topic, "PYSPARK_PYTHON": sys.executable}
         (tmp / "job.py").write_text(JOB)
         job = subprocess.run([sys.executable, str(tmp / "job.py"), str(tmp / "out")], cwd=tmp, env=env,
                              capture_output=True, text=True, timeout=300)
