@@ -33,6 +33,8 @@ The model follows DataHub's own Spark agent (acryl-spark-lineage):
 * **Datasets** (``datasets.DatasetNamer``): ``status``, ``schemaMetadata`` from the
   schema fields, and on outputs ``upstreamLineage`` with the fine-grained lineage. A view
   (``views``) also gets ``subTypes`` [View] and, as an output, ``viewProperties``.
+* **Lifecycle changes** (``lifecycle``): an output's ``lifecycle_change`` gives an ``operation``; a DROP
+  soft-deletes the dataset (``status`` removed), a RENAME soft-deletes the old URN and links both names.
 * **Refreshes** (``header.schedule`` set): the scheduler's workflow is the DataFlow
   ``urn:li:dataFlow:(lineagewire,<workflow id>,<cluster>)`` and the refresh run its
   DataProcessInstance (type BATCH_SCHEDULED) with ``nominalTime`` in its properties
@@ -81,6 +83,7 @@ from .config import DataHubConfig
 from .datasets import DatasetNamer, schema_metadata
 from .exceptions import TranslationError
 from .ids import ACTOR, DPI_NAMESPACE, _iso, _ms, _unique, action_job_id, flow_urn, instance_urn, job_urn
+from .lifecycle import REMOVED, Lifecycle
 from .lineage import at_time, fine_grained, known_urns, of_output, upstream_lineage
 from .parents import airflow_task
 from .proposals import Aspect, Memo, Proposal, content_key, from_json, proposal, serialise, to_json
@@ -113,6 +116,7 @@ class Translator:
         self.config = config or DataHubConfig()
         self.names = DatasetNamer(self.config)
         self._memo = Memo()
+        self._lifecycle = Lifecycle(self.names, self._memo)
         self._systems = Memo(16)
         self._last_system: tuple[int | None, Any] = (None, None)
         #: application run (namespace, job, run id) -> its Airflow task's DataJob URN, for the run's actions
@@ -186,6 +190,7 @@ class Translator:
                                            relations=lineage["relations"], upstream_jobs=(task.job,) if task else ())
             out += proposals
             out += [self._mcp(dpi, a, when) for a in io]
+            out += self._changes(lineage["sinks"], {"runId": hdr["run_id"]}, when)
         if e["status"] in _STARTED_STATUSES:
             out.append(self._run_event(dpi, hdr, when, DataProcessRunStatusClass.STARTED))
         return out
@@ -217,6 +222,7 @@ class Translator:
         if e.get("sql"):
             props["sql"] = e["sql"]
         out, io = self._data_job(job, flow, job_id, e["inputs"], e["outputs"], e["column_lineage"], when, props)
+        out += self._changes(e["outputs"], {"runId": hdr["run_id"], "actionId": e["action_id"]}, when)
         app = hdr.get("parent_run") or {"job_namespace": hdr["job_namespace"], "job_name": hdr["job_name"],
                                         "run_id": hdr["run_id"]}
         task_job = self._orchestrated.find((app["job_namespace"], app["job_name"], app["run_id"]))
@@ -295,6 +301,12 @@ class Translator:
         system: SystemMetadataClass = last[1]
         return system
 
+    def _changes(self, outputs: list[dict[str, Any]], run: dict[str, str], when: int) -> list[Proposal]:
+        """The lifecycle changes of an event's outputs (``lifecycle``): nothing to do for the rest."""
+        if not any(d.get("lifecycle_change") for d in outputs):
+            return []
+        return self._lifecycle.proposals(outputs, run, when, self._system(when))
+
     def _mcp(self, urn: str, aspect: Aspect, when: int) -> Proposal:
         return proposal(urn, aspect, self._system(when))
 
@@ -363,8 +375,9 @@ class Translator:
         for urn, aspects in datasets[:len(inputs)]:
             out.append(mcp(urn, _STATUS, when))
             out += [mcp(urn, a, when) for a in aspects]
-        for (urn, aspects), upstream in zip(datasets[len(inputs):], feeds, strict=True):
-            out.append(mcp(urn, _STATUS, when))
+        for (urn, aspects), upstream, d in zip(datasets[len(inputs):], feeds, outputs, strict=True):
+            # a DROP soft-deletes the dataset (lifecycle.py); any other event about it makes it present again
+            out.append(mcp(urn, REMOVED if d.get("lifecycle_change") == "DROP" else _STATUS, when))
             out += [mcp(urn, a, when) for a in aspects]
             if upstream is not None:  # stamped with the event time: new each time
                 out.append(mcp(urn, at_time(upstream, when), when))
@@ -416,7 +429,7 @@ class Translator:
         """(the dataset's URN, its schemaMetadata when the event has fields for it, and a view's aspects)."""
         urn = self.names.urn(d)
         out = view_aspects(d, output)
-        if d["fields"]:
+        if d["fields"] and d.get("lifecycle_change") != "DROP":  # a dropped table's schema stays as it was
             out.insert(0, self._memo.get(("schema", urn, d["name"], content_key(d["fields"])),
                                          lambda: serialise(schema_metadata(urn, self.names.platform(urn), d["name"],
                                                                            d["fields"]))))

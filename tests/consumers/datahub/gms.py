@@ -47,9 +47,12 @@ def problems_of(mcp: Any) -> list[str]:
     if out:
         return out
     aspect = mcp["aspect"]
-    if set(aspect) != {"contentType", "value"} or aspect["contentType"] != "application/json" or \
+    # GMS reads an UPSERT's aspect as JSON and a PATCH's as a JSON Patch (GenericRecordUtils' JSON / JSON_PATCH,
+    # the content type acryl-datahub's patch builders give)
+    content = "application/json-patch+json" if mcp["changeType"] == "PATCH" else "application/json"
+    if set(aspect) != {"contentType", "value"} or aspect["contentType"] != content or \
             not isinstance(aspect["value"], str):
-        return [f"aspect {aspect!r:.200}: expected {{contentType: application/json, value: <JSON text>}}"]
+        return [f"aspect {aspect!r:.200}: expected {{contentType: {content}, value: <JSON text>}}"]
     try:
         MetadataChangeProposalClass.from_obj(mcp)
         value = json.loads(aspect["value"])

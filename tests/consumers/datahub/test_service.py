@@ -295,6 +295,12 @@ def test_stand_in_rejects_what_gms_would_reject() -> None:
     assert problems_of({**good, "aspect": {"json": {"removed": False}}})
     assert problems_of({**good, "aspect": {"contentType": "application/json", "value": '{"removed": "no"}'}})
     assert problems_of({k: v for k, v in good.items() if k != "entityUrn"})
+    patch = {**good, "changeType": "PATCH", "aspectName": "datasetProperties",
+             "aspect": {"contentType": "application/json-patch+json",
+                        "value": '[{"op": "add", "path": "/customProperties/a", "value": "b"}]'}}
+    assert problems_of(patch) == []
+    assert problems_of({**patch, "aspect": {**patch["aspect"], "contentType": "application/json"}})
+    assert problems_of({**good, "aspect": {**good["aspect"], "contentType": "application/json-patch+json"}})
 
 
 def test_kafka_sink_produces_mcps_datahub_can_read(settings, group_id, topic_factory) -> None:  # noqa: ANN001

@@ -77,3 +77,44 @@ def refresh_run(table: str = "daily_orders") -> list[dict[str, Any]]:
                           command_id=command_id, workflow_id="wf-1", table=table, nominal_time=nominal,
                           query="SELECT 1")
     return [cmd, *app_run(table, schedule=sched, parent=wf, actions=1)]
+
+
+#: the statements of ``lifecycle_run``, in order: (action name, table, change, the table's columns after it)
+LIFECYCLE_STEPS: list[tuple[str, str, str, int]] = [
+    ("CreateTableCommand", "orders", "CREATE", 2),
+    ("AlterTableAddColumnsCommand", "orders", "ALTER", 3),
+    ("AlterTableRenameCommand", "orders_v2", "RENAME", 3),
+    ("TruncateTableCommand", "orders_v2", "TRUNCATE", 3),
+    ("DropTableCommand", "orders_v2", "DROP", 3),
+    ("CreateTableCommand", "orders_v2", "CREATE", 1),
+]
+
+
+def table(name: str, columns: int, **kw: Any) -> dict[str, Any]:
+    """A session-catalog table ``sales.<name>`` as the emitter names it: its location, the table as symlink."""
+    return dataset("file", f"/warehouse/sales.db/{name}", format="parquet", fields=COLS[:columns],
+                   symlinks=[{"namespace": "hive://metastore", "name": f"sales.{name}", "type": "TABLE"}], **kw)
+
+
+def lifecycle_run(job: str = "ddl", run_id: str | None = None) -> list[dict[str, Any]]:
+    """An application run of DDL, one action each (``LIFECYCLE_STEPS``): CREATE sales.orders, ALTER it (a column
+    added), RENAME it to sales.orders_v2, TRUNCATE and DROP that, then CREATE it again with one column."""
+    run_id = run_id or str(uuid.uuid4())
+    t0 = dt.datetime(2026, 11, 2, 3, 0, tzinfo=dt.UTC)
+    seq = iter(range(1000))
+
+    def hdr(kind: str, i: int, parent_run: dict[str, Any] | None = None) -> dict[str, Any]:
+        return header(kind, job_namespace="spark", job_name=job, run_id=run_id, sequence=next(seq),
+                      parent_run=parent_run, event_time=t0 + dt.timedelta(seconds=i))
+
+    lineage = {"sources": [], "sinks": [], "relations": [], "column_lineage": []}
+    events: list[dict[str, Any]] = [job_created(hdr("JobCreatedEvent", 0), job_spec(job, "4.0.0"), lineage),
+                                    job_status_changed(hdr("JobStatusChangedEvent", 1), "RUNNING", "CREATED")]
+    app = {"job_namespace": "spark", "job_name": job, "run_id": run_id}
+    for i, (action, name, change, columns) in enumerate(LIFECYCLE_STEPS):
+        before = {"namespace": "file", "name": "/warehouse/sales.db/orders"} if change == "RENAME" else None
+        out = table(name, columns, lifecycle_change=change, previous_identifier=before)
+        events.append(action_lineage(hdr("ActionLineageEvent", 2 + i, parent_run=app), str(i), action,
+                                     outputs=[out], sql=f"{change} TABLE sales.{name}", duration_ms=5))
+    events.append(job_status_changed(hdr("JobStatusChangedEvent", 20), "FINISHED", "RUNNING", duration_ms=9000))
+    return events
