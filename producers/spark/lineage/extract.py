@@ -18,7 +18,7 @@ from typing import Any
 
 from .. import internals
 from . import origins
-from .connectors import INPUTS, NO_DATASET, OUTPUTS
+from .connectors import INPUTS, NO_DATASET, OUTPUTS, lifecycle
 from .context import Extraction
 from .exceptions import BudgetExceededError
 from .jvm import Deadline, JvmPlan, plan_json, plan_writer, reads_persisted_view, sql_text
@@ -169,6 +169,8 @@ class _Extraction(Extraction):
         executed = list(self._executed(root))
         self._name_outputs(executed)
         self._name_inputs(executed)
+        if not self.for_origin:
+            lifecycle.settle(self)
         if self.deadline.expired():
             self.result.mark_incomplete(self.deadline.reason("naming the datasets; column lineage skipped"))
             return

@@ -18,7 +18,7 @@ from lineagewire.schemas.events import Dataset
 
 from ..context import Extraction
 from ..plan import PlanNode
-from . import catalog, delta, files, rdd, streaming, v1, v2
+from . import catalog, delta, files, lifecycle, rdd, streaming, v1, v2
 
 __all__ = ["INPUTS", "NO_DATASET", "OUTPUTS", "InputHandler", "OutputHandler"]
 
@@ -35,6 +35,30 @@ OUTPUTS: dict[str, OutputHandler] = {
     "CreateViewCommand": catalog.create_view,
     "AlterViewAsCommand": catalog.alter_view_as,
     "InsertIntoHiveTable": catalog.insert_into_hive_table,
+    "InsertIntoHiveDirCommand": catalog.insert_into_hive_dir,
+    # DDL: what a command did to a table (lifecycle): session catalog commands, then V2 catalogs' (Delta, Iceberg)
+    "AlterTableAddColumnsCommand": lifecycle.alter_v1,
+    "AlterTableChangeColumnCommand": lifecycle.alter_v1,
+    "AlterTableSetPropertiesCommand": lifecycle.alter_v1,
+    "AlterTableUnsetPropertiesCommand": lifecycle.alter_v1,
+    "AlterTableSetLocationCommand": lifecycle.alter_v1,
+    "AlterTableRenameCommand": lifecycle.rename_v1,
+    "TruncateTableCommand": lifecycle.truncate_v1,
+    "DropTableCommand": lifecycle.drop_v1,
+    "CreateTable": lifecycle.create_v2,
+    "ReplaceTable": lifecycle.create_v2,
+    "AddColumns": lifecycle.alter_v2,
+    "ReplaceColumns": lifecycle.alter_v2,
+    "RenameColumn": lifecycle.alter_v2,
+    "AlterColumn": lifecycle.alter_v2,
+    "AlterColumns": lifecycle.alter_v2,
+    "DropColumns": lifecycle.alter_v2,
+    "SetTableProperties": lifecycle.alter_v2,
+    "UnsetTableProperties": lifecycle.alter_v2,
+    "SetTableLocation": lifecycle.alter_v2,
+    "TruncateTable": lifecycle.alter_v2,
+    "RenameTable": lifecycle.rename_v2,
+    "DropTable": lifecycle.drop_v2,
     "InsertIntoDataSourceCommand": v1.insert_into_data_source,
     "SaveIntoDataSourceCommand": v1.save_into_data_source,
     "AppendData": v2.append_data,
@@ -44,8 +68,8 @@ OUTPUTS: dict[str, OutputHandler] = {
     "WriteDelta": v2.row_level_write,
     "DeleteFromTableWithFilters": v2.delete_from_table,
     "DeleteFromTable": v2.delete_from_table,
-    "CreateTableAsSelect": v2.table_as_select,
-    "ReplaceTableAsSelect": v2.table_as_select,
+    "CreateTableAsSelect": lifecycle.table_as_select_named,
+    "ReplaceTableAsSelect": lifecycle.table_as_select_named,
     "MergeIntoCommand": delta.merge,
     "UpdateCommand": delta.update,
     "DeleteCommand": delta.delete,

@@ -27,8 +27,9 @@ from ..naming import file_dataset_id
 from ..plan import PlanNode
 from ..schema import fields_of_struct_json
 
-__all__ = ["alter_view_as", "create_data_source_table_as_select", "create_hive_table_as_select", "create_table",
-           "create_view", "hive_format", "hive_table_relation", "insert_into_hive_table", "view_relation"]
+__all__ = ["alter_view_as", "catalog_table_dataset", "create_data_source_table_as_select",
+           "create_hive_table_as_select", "create_table", "create_view", "hive_format", "hive_table_relation",
+           "insert_into_hive_dir", "insert_into_hive_table", "table_location", "view_relation"]
 
 log = logging.getLogger(__name__)
 
@@ -61,12 +62,20 @@ def _jvm_table_name(jtable: Any) -> str:
     return f"{database}.{ident.table()}" if database else str(ident.table())
 
 
-def _location(ctx: Extraction, jtable: Any) -> str:
-    """Where a (possibly not yet created) catalog table's files are."""
+def table_location(ctx: Extraction, jtable: Any) -> str:
+    """Where a (possibly not yet created) catalog table's files are (``jtable``: a JVM ``CatalogTable``)."""
     location = option(jtable.storage().locationUri())
     if location is None:
         location = ctx.session().sessionState().catalog().defaultTablePath(jtable.identifier())
     return str(location.toString())
+
+
+def catalog_table_dataset(ctx: Extraction, jtable: Any) -> Dataset:
+    """A session catalog table (JVM ``CatalogTable``) as the catalog has it now: its location, storage format,
+    columns (partition columns included) and ``TABLE`` symlink."""
+    return dataset(*file_dataset_id(table_location(ctx, jtable)), format=_jvm_format(jtable),
+                   fields=fields_of_struct_json(str(jtable.schema().json())),
+                   symlinks=[ctx.table_symlink(_jvm_table_name(jtable))])
 
 
 def _static_partitions(jmap: Any) -> dict[str, str]:
@@ -78,17 +87,23 @@ def _static_partitions(jmap: Any) -> dict[str, str]:
     return out
 
 
+def _created(mode: str | None) -> str:
+    """The lifecycle change of a CTAS: ``saveAsTable`` in mode overwrite replaces a table that may exist."""
+    return "OVERWRITE" if mode == "Overwrite" else "CREATE"
+
+
 def create_data_source_table_as_select(ctx: Extraction, node: PlanNode) -> None:
     """``CreateDataSourceTableAsSelectCommand``: CTAS and ``saveAsTable`` of a new table."""
     table = dict_or_none(node.fields.get("table")) or {}
     query = node.nested.get("query") or (node.children[0] if node.children else None)
     names = column_names(node)
     ctx.deadline.check_essential("looking up the new table's location")
-    location = _location(ctx, ctx.j(node).table())
+    location = table_location(ctx, ctx.j(node).table())
     mode = ctx.mode(node)
     ds = dataset(*file_dataset_id(location), format=table.get("provider"),
                  fields=ctx.query_fields(query, names), symlinks=ctx.symlinks(table),
-                 operation="CreateTableAsSelect", properties={"mode": mode} if mode else {})
+                 operation="CreateTableAsSelect", properties={"mode": mode} if mode else {},
+                 lifecycle_change=_created(mode))
     ctx.add_output(ds, query, names)
 
 
@@ -99,9 +114,10 @@ def create_hive_table_as_select(ctx: Extraction, node: PlanNode) -> None:
     ctx.deadline.check_essential("looking up the new Hive table")
     jtable = ctx.j(node).tableDesc()
     mode = ctx.mode(node)
-    ds = dataset(*file_dataset_id(_location(ctx, jtable)), format=_jvm_format(jtable),
+    ds = dataset(*file_dataset_id(table_location(ctx, jtable)), format=_jvm_format(jtable),
                  fields=ctx.query_fields(query, names), symlinks=[ctx.table_symlink(_jvm_table_name(jtable))],
-                 operation="CreateTableAsSelect", properties={"mode": mode} if mode else {})
+                 operation="CreateTableAsSelect", properties={"mode": mode} if mode else {},
+                 lifecycle_change=_created(mode))
     ctx.add_output(ds, query, names)
 
 
@@ -112,8 +128,9 @@ def create_table(ctx: Extraction, node: PlanNode) -> None:
     table = dict_or_none(node.fields.get("table")) or {}
     schema = table.get("schema")
     fields = fields_of_struct_json(schema) if isinstance(schema, dict) else []
-    ds = dataset(*file_dataset_id(_location(ctx, jtable)), format=_jvm_format(jtable), fields=fields,
-                 symlinks=[ctx.table_symlink(_jvm_table_name(jtable))], operation="CreateTable")
+    ds = dataset(*file_dataset_id(table_location(ctx, jtable)), format=_jvm_format(jtable), fields=fields,
+                 symlinks=[ctx.table_symlink(_jvm_table_name(jtable))], operation="CreateTable",
+                 lifecycle_change="CREATE")
     ctx.add_output(ds, None, None)
 
 
@@ -125,10 +142,31 @@ def insert_into_hive_table(ctx: Extraction, node: PlanNode) -> None:
     jnode = ctx.j(node)
     jtable = jnode.table()
     op = "Overwrite" if node.fields.get("overwrite") is True else "Append"
-    ds = dataset(*file_dataset_id(_location(ctx, jtable)), format=_jvm_format(jtable),
+    ds = dataset(*file_dataset_id(table_location(ctx, jtable)), format=_jvm_format(jtable),
                  fields=ctx.query_fields(query, names, dict_or_none(node.fields.get("table"))),
                  symlinks=[ctx.table_symlink(_jvm_table_name(jtable))], operation=op,
                  partition_values=_static_partitions(jnode.partition()))
+    ctx.add_output(ds, query, names)
+
+
+def insert_into_hive_dir(ctx: Extraction, node: PlanNode) -> None:
+    """``InsertIntoHiveDirCommand``: ``INSERT OVERWRITE [LOCAL] DIRECTORY '...' STORED AS / ROW FORMAT / USING hive``,
+    the directory named as the data source form (``files.insert_into_dir``) names it, in its storage format."""
+    query = node.children[0] if node.children else node.nested.get("query")
+    names = column_names(node)
+    ctx.deadline.check_essential("looking up the directory written")
+    storage = ctx.j(node).storage()
+    location = option(storage.locationUri())
+    if location is None:
+        raise LookupError("INSERT OVERWRITE DIRECTORY without a location")
+    # USING hive OPTIONS (fileFormat 'parquet') names its format by its SerDe only.
+    described = option(storage.inputFormat()) or option(storage.serde())
+    fmt = hive_format(None, described and str(described))
+    if fmt == "hive" and described:
+        fmt = next((f for f in ("parquet", "orc", "avro") if f in str(described).lower()), fmt)
+    op = "Overwrite" if node.fields.get("overwrite") is True else "Append"
+    ds = dataset(*file_dataset_id(str(location.toString())), format=fmt, fields=ctx.query_fields(query, names),
+                 operation=op)
     ctx.add_output(ds, query, names)
 
 
