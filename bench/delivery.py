@@ -160,7 +160,7 @@ def committed(settings: Settings, group: str, topic: str, partitions: int) -> di
 @contextlib.contextmanager
 def service(argv: list[str], settings: Settings, *, pythonpath: str | None = None) -> Iterator[subprocess.Popen]:
     """``python -m lineagewire <argv>`` against ``settings``' broker; stopped with SIGTERM on exit."""
-    env = {**os.environ, "LINEAGEWIRE_BOOTSTRAP_SERVERS": settings.bootstrap_servers, "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "LINEAGEWIRE_KAFKA__BOOTSTRAP_SERVERS": settings.bootstrap_servers, "PYTHONUNBUFFERED": "1"}
     for var in [v for v in env if v.startswith("OPENLINEAGE")]:
         env.pop(var)
     if pythonpath:

@@ -24,9 +24,10 @@ if TYPE_CHECKING:
 
 M = TypeVar("M")
 F = TypeVar("F", bound=Callable[..., Any])
-#: the prefix of the Kafka settings' variables (``lineagewire.config.ENV_PREFIX``; not imported: pydantic would load
-#: with every command, even --help)
-ENV_PREFIX = "LINEAGEWIRE_"
+#: the prefix of the Kafka settings' variables and their YAML section (``lineagewire.config.Settings``'; not imported:
+#: pydantic would load with every command, even --help; tests/core/test_settings_help.py holds them to the model's)
+KAFKA_ENV_PREFIX = "LINEAGEWIRE_KAFKA__"
+KAFKA_SECTION = "kafka"
 
 #: command name -> "module:attribute" of a click command or group
 COMMANDS: dict[str, str] = {
@@ -105,12 +106,13 @@ class LazyGroup(click.Group):
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
               help="YAML config file (default: $LINEAGEWIRE_CONFIG, else ./lineagewire.yaml).")
 @click.option("--bootstrap-servers", default=None,
-              help=f"Kafka bootstrap servers [{ENV_PREFIX}BOOTSTRAP_SERVERS, YAML bootstrap_servers].")
+              help=f"Kafka bootstrap servers [{KAFKA_ENV_PREFIX}BOOTSTRAP_SERVERS, "
+                   f"YAML {KAFKA_SECTION}.bootstrap_servers; default 127.0.0.1:9092].")
 @click.option("--schema-registry-url", default=None, help="Schema registry URL; enables the Confluent wire format "
-              f"[{ENV_PREFIX}SCHEMA_REGISTRY_URL, YAML schema_registry_url].")
+              f"[{KAFKA_ENV_PREFIX}SCHEMA_REGISTRY_URL, YAML {KAFKA_SECTION}.schema_registry_url].")
 @click.option("--connect-timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
               help="How long a command that ends by itself waits for a broker before it exits "
-                   f"[{ENV_PREFIX}CONNECT_TIMEOUT, YAML connect_timeout; default 10].")
+                   f"[{KAFKA_ENV_PREFIX}CONNECT_TIMEOUT, YAML {KAFKA_SECTION}.connect_timeout; default 10].")
 @click.option("-v", "--verbose", count=True, help="More logging (-v info, -vv debug).")
 @click.pass_context
 def main_group(ctx: click.Context, config_file: str | None, bootstrap_servers: str | None,

@@ -3,12 +3,14 @@
 Precedence, highest first:
 
 1. values passed in code or as command-line flags (``Settings(**overrides)``);
-2. environment variables ``LINEAGEWIRE_<FIELD>``, nested with ``__``:
-   ``LINEAGEWIRE_BOOTSTRAP_SERVERS``, ``LINEAGEWIRE_TOPICS__JOBS``,
-   ``LINEAGEWIRE_SECURITY__SASL_PASSWORD``;
-3. a YAML config file: ``--config PATH``, else ``$LINEAGEWIRE_CONFIG``, else
-   ``./lineagewire.yaml`` if it exists;
-4. the defaults below.
+2. environment variables ``LINEAGEWIRE_KAFKA__<FIELD>``, nested with ``__``:
+   ``LINEAGEWIRE_KAFKA__BOOTSTRAP_SERVERS``, ``LINEAGEWIRE_KAFKA__TOPICS__JOBS``,
+   ``LINEAGEWIRE_KAFKA__SECURITY__SASL_PASSWORD``;
+3. their names before they had a section (``LINEAGEWIRE_BOOTSTRAP_SERVERS``), with a warning;
+4. the ``kafka:`` section of a YAML config file: ``--config PATH``, else ``$LINEAGEWIRE_CONFIG``, else
+   ``./lineagewire.yaml`` if it exists; below it, Kafka keys at the top of the file, where they were before the
+   section, with a warning;
+5. the defaults below.
 
 Secrets are ``SecretStr``: printed as ``**********``, revealed only in
 ``as_librdkafka_dict()`` at the boundary with librdkafka.
@@ -46,18 +48,21 @@ from pydantic_settings import (
     BaseSettings,
     EnvSettingsSource,
     InitSettingsSource,
+    NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
 )
 
 from lineagewire.exceptions import ConfigError
 
-__all__ = ["ENV_PREFIX", "RENAMED_VARIABLES", "KafkaSecurity", "Settings", "SettingsBase", "TopicNames",
-           "find_config_file", "load_settings", "read_section", "renamed"]
+__all__ = ["ENV_PREFIX", "KAFKA_SECTION", "RENAMED_VARIABLES", "KafkaSecurity", "Settings", "SettingsBase",
+           "TopicNames", "find_config_file", "load_settings", "read_section", "renamed"]
 
 log = logging.getLogger(__name__)
 
 ENV_PREFIX = "LINEAGEWIRE_"
+#: the section of the Kafka settings (``Settings``), in the YAML file and in their variables' names
+KAFKA_SECTION = "kafka"
 CONFIG_ENV = "LINEAGEWIRE_CONFIG"
 DEFAULT_CONFIG_FILE = "lineagewire.yaml"
 
@@ -74,6 +79,16 @@ RENAMED_VARIABLES: dict[str, str] = {
     "LINEAGEWIRE_SCHEDULER_TOKEN": "LINEAGEWIRE_SCHEDULER__TOKEN",
     "DATAHUB_GMS_TOKEN": "LINEAGEWIRE_DATAHUB__SINKS__REST__TOKEN",
 }
+#: the Kafka settings' variables before they had the section ``kafka`` (``LINEAGEWIRE_<KEY>``): listed, not derived
+#: from ``Settings``, so that a key added later gets no old name it never had
+_KAFKA_KEYS_BEFORE_THE_SECTION = (
+    "BOOTSTRAP_SERVERS", "CLIENT_ID", "SECURITY", "SCHEMA_REGISTRY_URL", "SCHEMA_REGISTRY_BASIC_AUTH", "TOPICS",
+    "CONNECT_TIMEOUT", "TOPICS__JOBS", "TOPICS__REFRESH_COMMANDS",
+    *(f"SECURITY__{key}" for key in ("SECURITY_PROTOCOL", "SASL_MECHANISM", "SASL_USERNAME", "SASL_PASSWORD",
+                                     "SSL_CA_LOCATION", "SSL_CERTIFICATE_LOCATION", "SSL_KEY_LOCATION",
+                                     "SSL_KEY_PASSWORD", "SSL_ENDPOINT_IDENTIFICATION_ALGORITHM", "EXTRA")))
+RENAMED_VARIABLES.update({f"{ENV_PREFIX}{key}": f"{ENV_PREFIX}{KAFKA_SECTION.upper()}__{key}"
+                          for key in _KAFKA_KEYS_BEFORE_THE_SECTION})
 
 
 def renamed(old: str, new: str, environ: Mapping[str, str] | None = None) -> str | None:
@@ -103,8 +118,26 @@ class _RenamedVariables(PydanticBaseSettingsSource):
         for old, new in renames.items():
             value = renamed(old, new)
             if value is not None:
-                _put(out, [p.lower() for p in new[len(prefix):].split("__")], value, old)
+                path = [p.lower() for p in new[len(prefix):].split("__")]
+                _put(out, path, self._decoded(path, value, old), old)
         return out
+
+    def _decoded(self, path: list[str], value: str, old: str) -> Any:
+        """``value`` read as YAML when it sets a mapping or list (``LINEAGEWIRE_SECURITY='{sasl_username: u}'``),
+        as the variables of the new names are (``_YamlEnv``); text otherwise."""
+        model: Any = self.settings_cls
+        field = None
+        for name in path:
+            field = model.model_fields.get(name) if isinstance(model, type) and issubclass(model, BaseModel) else None
+            if field is None:
+                return value
+            model = field.annotation
+        if field is None or not self.field_is_complex(field) or NoDecode in field.metadata:
+            return value
+        try:
+            return yaml.safe_load(value)
+        except yaml.YAMLError:
+            raise ConfigError(f"{old}: not a YAML value; expected e.g. [a, b] or {{key: value}}") from None
 
 
 class _YamlEnv(EnvSettingsSource):
@@ -131,6 +164,8 @@ class SettingsBase(BaseSettings):
 
     #: the section of the YAML config file with this model's settings; None: its top level
     config_section: ClassVar[str | None] = None
+    #: keys of ``config_section`` that another model sharing the section reads: left to it, not refused here
+    shared_section_keys: ClassVar[frozenset[str]] = frozenset()
     #: what ``load``'s errors call these settings
     title: ClassVar[str] = "settings"
 
@@ -156,9 +191,18 @@ class SettingsBase(BaseSettings):
             given.pop("config_file", None)
         if document is None:
             path = getattr(init_settings, "init_kwargs", {}).get("config_file") or find_config_file()
-            document = read_section(path, cls.config_section, cls)
+            documents = cls.yaml_layers(path)
+        else:
+            documents = [document]
         return (InitSettingsSource(settings_cls, init_kwargs=given), _YamlEnv(settings_cls),
-                _RenamedVariables(settings_cls), InitSettingsSource(settings_cls, init_kwargs=document))
+                _RenamedVariables(settings_cls),
+                *(InitSettingsSource(settings_cls, init_kwargs=layer) for layer in documents))
+
+    @classmethod
+    def yaml_layers(cls, path: pathlib.Path | None) -> list[dict[str, Any]]:
+        """This model's settings in the YAML config file ``path``, highest first (merged key by key): its
+        ``config_section``."""
+        return [read_section(path, cls.config_section, cls)]
 
     @classmethod
     def load(cls, config_file: str | os.PathLike[str] | None = None, *, document: dict[str, Any] | None = None,
@@ -257,15 +301,16 @@ class TopicNames(BaseModel):
 
 
 class Settings(SettingsBase):
-    """Everything lineagewire needs to talk to Kafka and the schema registry."""
+    """Everything lineagewire needs to talk to Kafka and the schema registry: the section ``kafka``."""
 
     model_config = SettingsConfigDict(
-        env_prefix=ENV_PREFIX,
+        env_prefix=f"{ENV_PREFIX}{KAFKA_SECTION.upper()}__",
         env_nested_delimiter="__",
         extra="ignore",
         validate_default=True,
     )
-    title: ClassVar[str] = "lineagewire settings"
+    config_section: ClassVar[str | None] = KAFKA_SECTION
+    title: ClassVar[str] = "Kafka settings"
 
     config_file: pathlib.Path | None = Field(None, exclude=True, description="the YAML file these settings read "
                                              "(default: find_config_file())")
@@ -288,6 +333,18 @@ class Settings(SettingsBase):
             if not sep or not host or not port.isdigit():
                 raise ValueError(f"bootstrap_servers entry {part!r}; expected host:port[,host:port]")
         return v
+
+    @classmethod
+    def yaml_layers(cls, path: pathlib.Path | None) -> list[dict[str, Any]]:
+        """The ``kafka:`` section, then the Kafka keys at the top of the file, where they were before the section
+        (other sections are no keys of this model, so never taken for one), with one warning naming the section."""
+        top = read_section(path, None, cls)
+        before = {k: v for k, v in top.items() if k in cls.model_fields and not cls.model_fields[k].exclude}
+        if before:
+            moved = ", ".join(f"{k} -> {KAFKA_SECTION}.{k}" for k in before)
+            log.warning("config file %r: Kafka settings at the top level are deprecated; move them under '%s:' "
+                        "(%s), which wins where both set a key", str(path), KAFKA_SECTION, moved)
+        return [*super().yaml_layers(path), before]
 
     def as_librdkafka_dict(self) -> dict[str, str]:
         """The librdkafka properties for a producer, consumer or admin client."""
@@ -344,12 +401,20 @@ def read_section(path: pathlib.Path | None, section: str | None, model: type[Bas
             raise ConfigError(f"{where}: '{section}' holds a YAML {type(found).__name__}; expected a mapping of "
                               f"{section} settings")
         where += f", section '{section}'"
+    return _model_keys(found, model, f"{where}: unknown {section or 'top-level'} setting(s)")
+
+
+def _model_keys(found: dict[str, Any], model: type[BaseModel], unknown_keys: str) -> dict[str, Any]:
+    """``found`` without the keys another model sharing the section reads (``SettingsBase.shared_section_keys``);
+    for a model that forbids unknown keys, ConfigError (starting with ``unknown_keys``) naming those it does not
+    know."""
+    shared = getattr(model, "shared_section_keys", frozenset())
+    found = {k: v for k, v in found.items() if k not in shared}
     if model.model_config.get("extra") == "forbid":
         known = [k for k, f in model.model_fields.items() if not f.exclude]
         unknown = sorted(str(k) for k in found if k not in known)
         if unknown:
-            raise ConfigError(f"{where}: unknown {section or 'top-level'} setting(s) {', '.join(unknown)}; expected "
-                              f"some of {', '.join(known)}")
+            raise ConfigError(f"{unknown_keys} {', '.join(unknown)}; expected some of {', '.join(known)}")
     return found
 
 
@@ -367,7 +432,7 @@ def _read_yaml(path: pathlib.Path) -> dict[str, Any]:
         raise ConfigError(f"config file {str(path)!r} cannot be read: {exc}; expected a UTF-8 YAML file") from None
     if loaded is not None and not isinstance(loaded, dict):
         raise ConfigError(f"config file {str(path)!r} holds a YAML {type(loaded).__name__}; expected a mapping of "
-                          "settings such as 'bootstrap_servers: host:9092'")
+                          "settings such as 'kafka: {bootstrap_servers: host:9092}'")
     return loaded or {}
 
 

@@ -36,13 +36,13 @@ Every part of lineagewire reads its settings the same way. Highest first:
 1. **flags** on the command line (or arguments in code: `install(spark, ...)`, Spark conf
    `spark.lineagewire.<key>` for the emitter);
 2. **environment variables** `LINEAGEWIRE_<SECTION>__<KEY>`, where the section is the setting's section of the
-   YAML file and nested keys go on with `__` (`LINEAGEWIRE_DATAHUB__SINKS__REST__GMS_URL`); the Kafka settings,
-   at the top of the YAML file, have no section (`LINEAGEWIRE_BOOTSTRAP_SERVERS`). Values are read as YAML
-   scalars, so `5`, `true` and `[a, b]` have their types;
+   YAML file and nested keys go on with `__` (`LINEAGEWIRE_KAFKA__BOOTSTRAP_SERVERS`,
+   `LINEAGEWIRE_DATAHUB__SINKS__REST__GMS_URL`). Values are read as YAML scalars, so `5`, `true` and `[a, b]`
+   have their types;
 3. **old names** of renamed variables (last table), each with a warning naming the new one;
 4. **the YAML file**: `--config PATH`, else `${CONFIG_ENV}`, else `./lineagewire.yaml`, each part under its
-   section (Kafka at the top); DataHub's `--config` file and the alerting rules file, when given, take the
-   place of their sections;
+   section (`kafka:`, `emitter:`, ...); DataHub's `--config` file and the alerting rules file, when given, take
+   the place of their sections;
 5. **the defaults**.
 
 One module owns this: `lineagewire/config.py`: `SettingsBase`, the one source order of every settings model
@@ -55,13 +55,15 @@ Secrets keep their forms in the YAML documents: `{{env: NAME}}` and `{{file: PAT
 channels), `SecretStr` everywhere.
 
 **Renamed variables.** The names in the last table still work: each is read when its new name is not set,
-and logs a warning naming the new one (`WARNING lineagewire.config: LINEAGEWIRE_NAMESPACE is deprecated; use
-LINEAGEWIRE_EMITTER__NAMESPACE`). When both are set, the new one wins.
+and logs a warning naming the new one (`WARNING lineagewire.config: LINEAGEWIRE_BOOTSTRAP_SERVERS is deprecated;
+use LINEAGEWIRE_KAFKA__BOOTSTRAP_SERVERS`). When both are set, the new one wins. Likewise the Kafka keys at the
+top of the YAML file, where they were before the `kafka:` section: still read, below that section, with a warning
+naming it.
 """
 
 #: (title, "module:attribute" of a ``SettingsBase`` model); its section and variables are the model's own
 MODELS: list[tuple[str, str]] = [
-    ("Kafka (every part; the top of the YAML file)", "lineagewire.config:Settings"),
+    ("Kafka (every part)", "lineagewire.config:Settings"),
     ("Emitter (Spark conf `spark.lineagewire.<key>` above the environment)",
      "lineagewire.producers.spark.config:EmitterConfig"),
     ("Scheduler (`lineagewire scheduler serve` flags)", "lineagewire.producers.scheduler.settings:ServiceConfig"),

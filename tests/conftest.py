@@ -5,7 +5,7 @@ Which broker (``LINEAGEWIRE_TEST_KAFKA`` forces one: docker, local, external):
 1. testcontainers' Kafka, when a Docker engine answers;
 2. else lineagewire's own local broker (``lineagewire.kafka.local``) on free
    ports with its data in a temporary folder, never the user's broker;
-3. else the cluster named by ``LINEAGEWIRE_BOOTSTRAP_SERVERS``.
+3. else the cluster named by ``LINEAGEWIRE_KAFKA__BOOTSTRAP_SERVERS``.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             yield kafka.get_bootstrap_server()
         return
     if mode == "external":
-        yield os.environ["LINEAGEWIRE_BOOTSTRAP_SERVERS"]
+        yield os.environ["LINEAGEWIRE_KAFKA__BOOTSTRAP_SERVERS"]
         return
     from lineagewire.exceptions import LocalKafkaError
     from lineagewire.kafka.local import LocalKafka, free_port
@@ -53,8 +53,8 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     try:
         broker.start(timeout=120)
     except LocalKafkaError:
-        if os.environ.get("LINEAGEWIRE_BOOTSTRAP_SERVERS"):
-            yield os.environ["LINEAGEWIRE_BOOTSTRAP_SERVERS"]
+        if os.environ.get("LINEAGEWIRE_KAFKA__BOOTSTRAP_SERVERS"):
+            yield os.environ["LINEAGEWIRE_KAFKA__BOOTSTRAP_SERVERS"]
             return
         raise
     try:

@@ -185,7 +185,8 @@ def _is_behind(conf: dict[str, Any], group: str, topic: str, ends: dict[int, int
 
 
 def names_a_broker(settings: object) -> bool:
-    """Whether the user named a Kafka (flag, LINEAGEWIRE_BOOTSTRAP_SERVERS or config file): else the demo starts one."""
+    """Whether the user named a Kafka (flag, LINEAGEWIRE_KAFKA__BOOTSTRAP_SERVERS or config file): else the demo
+    starts one."""
     return "bootstrap_servers" in getattr(settings, "model_fields_set", ())
 
 
@@ -221,8 +222,8 @@ def demo(ctx: click.Context, out: str, port: int, keep_kafka: bool, timeout: flo
         settings = settings_from(ctx, bootstrap_servers=broker.bootstrap_servers)
     create_topics(settings)
     jobs_topic = settings.topics.jobs
-    env = {**os.environ, "LINEAGEWIRE_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
-           "LINEAGEWIRE_TOPICS__JOBS": jobs_topic}
+    env = {**os.environ, "LINEAGEWIRE_KAFKA__BOOTSTRAP_SERVERS": settings.bootstrap_servers,
+           "LINEAGEWIRE_KAFKA__TOPICS__JOBS": jobs_topic}
 
     step(f"Starting the consumer services (this run's folder: {run_dir})")
     receiver = Receiver(run_dir)

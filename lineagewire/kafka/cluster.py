@@ -3,7 +3,7 @@
 A service keeps reconnecting while the cluster is down (``errors.ClientErrorLog``). A one-shot command
 (``subscribe``, ``replay``, ``topics``) is at a terminal and needs an answer: it calls ``connect`` (a
 ``TopicReader`` asks its own consumer the same way, with ``ConnectFailures`` and ``unreachable``), which
-waits at most ``Settings.connect_timeout`` seconds (``--connect-timeout``, ``LINEAGEWIRE_CONNECT_TIMEOUT``)
+waits at most ``Settings.connect_timeout`` seconds (``--connect-timeout``, ``LINEAGEWIRE_KAFKA__CONNECT_TIMEOUT``)
 for a broker and otherwise raises ``BrokerUnavailableError``: one line naming the bootstrap servers,
 librdkafka's reason (connection refused, name not resolved, a TLS or SASL failure) and the next step.
 """
@@ -85,9 +85,9 @@ def unreachable(settings: Settings, wait: float, failures: ConnectFailures,
 def next_step(settings: Settings) -> str:
     """What to do about an unreachable cluster: start the local broker when every server is on this machine,
     and check the setting that names the cluster (and the security settings, when set)."""
-    check = "check bootstrap_servers (--bootstrap-servers, LINEAGEWIRE_BOOTSTRAP_SERVERS)"
+    check = "check bootstrap_servers (--bootstrap-servers, LINEAGEWIRE_KAFKA__BOOTSTRAP_SERVERS)"
     if settings.security.security_protocol not in (None, "PLAINTEXT"):
-        check += " and the security settings (LINEAGEWIRE_SECURITY__*)"
+        check += " and the security settings (LINEAGEWIRE_KAFKA__SECURITY__*)"
     servers = [s.strip().rpartition(":") for s in settings.bootstrap_servers.split(",")]
     if not all(_on_this_machine(host) for host, _, _ in servers):
         return check

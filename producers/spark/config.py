@@ -16,8 +16,9 @@ are its code and its Spark conf. Highest first:
 The order is ``lineagewire.config.SettingsBase``'s, as for every other service.
 
 Kafka itself (bootstrap servers, security, schema registry, topic names) comes
-from ``lineagewire.config.Settings``; the keys ``bootstrap_servers`` and
-``topic`` here override it, so a ``spark-submit`` line can carry them.
+from ``lineagewire.config.Settings`` (the ``kafka:`` section, ``LINEAGEWIRE_KAFKA__<KEY>``);
+the keys ``bootstrap_servers`` and ``topic`` here override it, so a ``spark-submit``
+line can carry them.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ if TYPE_CHECKING:
 __all__ = ["CONF_PREFIX", "ENV_PREFIX", "EmitterConfig", "conf_snapshot", "resolve_config"]
 
 CONF_PREFIX = "spark.lineagewire."
-#: Settings without a deprecated flat variable: Kafka's own, and those added after the rename.
+#: Settings without a deprecated flat variable: bootstrap_servers, whose flat name was Kafka's own (an old name
+#: of LINEAGEWIRE_KAFKA__BOOTSTRAP_SERVERS, which the emitter falls back to), and those added after the rename.
 _NO_FLAT_NAME = frozenset({"bootstrap_servers", "dated_folders", "dated_folder_patterns"})
 ENV_PREFIX = "LINEAGEWIRE_EMITTER__"
 #: the emitter's variables before they followed LINEAGEWIRE_<SECTION>__<KEY>, still read (with a warning)
@@ -68,8 +70,8 @@ class EmitterConfig(SettingsBase):
     namespace: str = Field("spark", description="job namespace of every run")
     job_name: str | None = Field(None, description="job name of the application run (default: spark.app.name)")
     run_id: str | None = Field(None, description="run id of the application run (default: a new UUID)")
-    bootstrap_servers: str | None = Field(None, description="overrides Settings.bootstrap_servers")
-    topic: str | None = Field(None, description="overrides Settings.topics.jobs")
+    bootstrap_servers: str | None = Field(None, description="overrides kafka.bootstrap_servers")
+    topic: str | None = Field(None, description="overrides kafka.topics.jobs")
     flush_timeout: float = Field(10.0, ge=0, description="seconds close() and the exit flush may take: the first half "
                                  "for actions still being extracted, the rest for the listeners")
     time_budget_ms: float = Field(5000.0, gt=0, description="hard time budget of lineage extraction per action")
@@ -173,8 +175,8 @@ class EmitterConfig(SettingsBase):
 
     @classmethod
     def renamed_variables(cls) -> dict[str, str]:
-        """The flat ``LINEAGEWIRE_<KEY>`` of every setting but ``bootstrap_servers``, whose flat name is Kafka's own
-        (``Settings``), which the emitter falls back to."""
+        """The flat ``LINEAGEWIRE_<KEY>`` of every setting but ``bootstrap_servers``, whose flat name was Kafka's
+        (``Settings``: now ``LINEAGEWIRE_KAFKA__BOOTSTRAP_SERVERS``), which the emitter falls back to."""
         return {f"{OLD_ENV_PREFIX}{k.upper()}": f"{ENV_PREFIX}{k.upper()}" for k in cls.model_fields
                 if k not in _NO_FLAT_NAME}
 

@@ -40,7 +40,7 @@ def _without_prometheus(tmp_path: pathlib.Path, settings, *args: str) -> subproc
     boot = tmp_path / "boot"
     boot.mkdir(exist_ok=True)
     (boot / "sitecustomize.py").write_text(BLOCKER)
-    env = {**os.environ, "LINEAGEWIRE_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
+    env = {**os.environ, "LINEAGEWIRE_KAFKA__BOOTSTRAP_SERVERS": settings.bootstrap_servers,
            "PYTHONPATH": os.pathsep.join([str(boot), os.environ.get("PYTHONPATH", "")])}
     return subprocess.run([sys.executable, "-m", "lineagewire", *args], capture_output=True, text=True, timeout=90,
                           env=env, cwd=tmp_path, check=False)

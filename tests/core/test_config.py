@@ -9,11 +9,8 @@ from lineagewire.exceptions import ConfigError
 
 
 @pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # noqa: ANN001
-    for name in ("LINEAGEWIRE_BOOTSTRAP_SERVERS", "LINEAGEWIRE_CONFIG", "LINEAGEWIRE_TOPICS__JOBS",
-                 "LINEAGEWIRE_SECURITY__SASL_PASSWORD", "LINEAGEWIRE_SCHEMA_REGISTRY_URL"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.chdir(tmp_path)
+def _clean_env(clean_env: pytest.MonkeyPatch) -> None:
+    """No LINEAGEWIRE_* variable (new or old name) and no ./lineagewire.yaml but those a test sets."""
 
 
 def test_defaults() -> None:
@@ -25,12 +22,12 @@ def test_defaults() -> None:
 
 def test_precedence_flag_over_env_over_file(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
     cfg = tmp_path / "lw.yaml"
-    cfg.write_text("bootstrap_servers: file:1\ntopics:\n  jobs: file.jobs\n  refresh_commands: file.cmds\n"
-                   "client_id: from-file\n")
+    cfg.write_text("kafka:\n  bootstrap_servers: file:1\n  topics:\n    jobs: file.jobs\n"
+                   "    refresh_commands: file.cmds\n  client_id: from-file\n")
     s = load_settings(cfg)
     assert (s.bootstrap_servers, s.topics.jobs, s.client_id) == ("file:1", "file.jobs", "from-file")
-    monkeypatch.setenv("LINEAGEWIRE_BOOTSTRAP_SERVERS", "env:2")
-    monkeypatch.setenv("LINEAGEWIRE_TOPICS__JOBS", "env.jobs")
+    monkeypatch.setenv("LINEAGEWIRE_KAFKA__BOOTSTRAP_SERVERS", "env:2")
+    monkeypatch.setenv("LINEAGEWIRE_KAFKA__TOPICS__JOBS", "env.jobs")
     s = load_settings(cfg)
     assert (s.bootstrap_servers, s.topics.jobs, s.topics.refresh_commands) == ("env:2", "env.jobs", "file.cmds")
     s = load_settings(cfg, bootstrap_servers="flag:3")
@@ -38,10 +35,10 @@ def test_precedence_flag_over_env_over_file(tmp_path, monkeypatch: pytest.Monkey
 
 
 def test_config_file_from_environment_and_cwd(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
-    (tmp_path / "lineagewire.yaml").write_text("bootstrap_servers: cwd:1\n")
+    (tmp_path / "lineagewire.yaml").write_text("kafka:\n  bootstrap_servers: cwd:1\n")
     assert load_settings().bootstrap_servers == "cwd:1"
     other = tmp_path / "other.yaml"
-    other.write_text("bootstrap_servers: envfile:1\n")
+    other.write_text("kafka: {bootstrap_servers: envfile:1}\n")
     monkeypatch.setenv("LINEAGEWIRE_CONFIG", str(other))
     assert load_settings().bootstrap_servers == "envfile:1"
     monkeypatch.setenv("LINEAGEWIRE_CONFIG", str(tmp_path / "missing.yaml"))
@@ -50,7 +47,7 @@ def test_config_file_from_environment_and_cwd(tmp_path, monkeypatch: pytest.Monk
 
 
 def test_secrets_never_printed_but_reach_librdkafka(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("LINEAGEWIRE_SECURITY__SASL_PASSWORD", "hunter2")
+    monkeypatch.setenv("LINEAGEWIRE_KAFKA__SECURITY__SASL_PASSWORD", "hunter2")
     s = load_settings(security={"security_protocol": "sasl_ssl", "sasl_mechanism": "PLAIN", "sasl_username": "u",
                                 "extra": {"ssl.endpoint.identification.algorithm": "none"}})
     assert "hunter2" not in repr(s) and "hunter2" not in str(s.model_dump())
@@ -101,10 +98,10 @@ def test_the_demo_uses_a_broker_named_anywhere_and_starts_one_otherwise(tmp_path
 
     assert not names_a_broker(load_settings())  # the default 127.0.0.1:9092 is not a choice: start a local one
     cfg = tmp_path / "lw.yaml"
-    cfg.write_text("bootstrap_servers: file:1\n")
+    cfg.write_text("kafka: {bootstrap_servers: file:1}\n")
     assert names_a_broker(load_settings(cfg))
-    cfg.write_text("client_id: x\n")
+    cfg.write_text("kafka: {client_id: x}\n")
     assert not names_a_broker(load_settings(cfg))
     assert names_a_broker(load_settings(cfg, bootstrap_servers="flag:3"))
-    monkeypatch.setenv("LINEAGEWIRE_BOOTSTRAP_SERVERS", "env:2")
+    monkeypatch.setenv("LINEAGEWIRE_KAFKA__BOOTSTRAP_SERVERS", "env:2")
     assert names_a_broker(load_settings(cfg))

@@ -12,7 +12,7 @@ import pytest
 
 
 def _run_demo(bootstrap: str, out: pathlib.Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "LINEAGEWIRE_BOOTSTRAP_SERVERS": bootstrap}
+    env = {**os.environ, "LINEAGEWIRE_KAFKA__BOOTSTRAP_SERVERS": bootstrap}
     return subprocess.run([sys.executable, "-m", "lineagewire", "demo", "--out", str(out), "--timeout", "180",
                            "--no-wait", "--ui-port", "0", *args],
                           env=env, capture_output=True, text=True, timeout=600, check=False)

@@ -29,7 +29,8 @@ def test_the_document_names_every_variable_of_every_model() -> None:
     from lineagewire.producers.spark.config import EmitterConfig
 
     text = render()
-    for name in ("LINEAGEWIRE_BOOTSTRAP_SERVERS", "LINEAGEWIRE_SECURITY__SASL_PASSWORD", "LINEAGEWIRE_TOPICS__JOBS",
+    for name in ("LINEAGEWIRE_KAFKA__BOOTSTRAP_SERVERS", "LINEAGEWIRE_KAFKA__SECURITY__SASL_PASSWORD",
+                 "LINEAGEWIRE_KAFKA__TOPICS__JOBS",
                  "LINEAGEWIRE_DATAHUB__SINKS__REST__TOKEN", "LINEAGEWIRE_ALERTING__ROUTE__GROUP_WAIT",
                  "LINEAGEWIRE_AUDIT__ARCHIVE", "LINEAGEWIRE_REGISTRY__DB_URL", "LINEAGEWIRE_UI__TOKEN"):
         assert f"`{name}`" in text, name
@@ -40,3 +41,7 @@ def test_the_document_names_every_variable_of_every_model() -> None:
             assert f"`LINEAGEWIRE_SCHEDULER__{field.upper()}`" in text, field
     assert "| `LINEAGEWIRE_NAMESPACE` | `LINEAGEWIRE_EMITTER__NAMESPACE` |" in text
     assert "| `LINEAGEWIRE_ARCHIVE` | `LINEAGEWIRE_AUDIT__ARCHIVE` |" in text
+    # Kafka has its section like every part: its keys are under kafka., its variables' old names in the last table
+    assert "| `LINEAGEWIRE_KAFKA__BOOTSTRAP_SERVERS` (was `LINEAGEWIRE_BOOTSTRAP_SERVERS`) | " \
+           "`kafka.bootstrap_servers` |" in text
+    assert "| `LINEAGEWIRE_SECURITY__SASL_PASSWORD` | `LINEAGEWIRE_KAFKA__SECURITY__SASL_PASSWORD` |" in text

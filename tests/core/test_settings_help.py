@@ -41,7 +41,7 @@ def test_every_variable_in_help_is_one_the_rule_names() -> None:
     unknown = {v: sorted(where) for v, where in named.items() if v not in documented}
     assert unknown == {}, "variables named in --help that docs/settings.md does not list"
     # the options of the issue: the group's Kafka flags, the consumer runtime's, the archive's
-    assert {"LINEAGEWIRE_BOOTSTRAP_SERVERS", "LINEAGEWIRE_CONSUMER__RETRY_MAX", "LINEAGEWIRE_AUDIT__ARCHIVE",
+    assert {"LINEAGEWIRE_KAFKA__BOOTSTRAP_SERVERS", "LINEAGEWIRE_CONSUMER__RETRY_MAX", "LINEAGEWIRE_AUDIT__ARCHIVE",
             "LINEAGEWIRE_REGISTRY__DB_URL", "LINEAGEWIRE_OPENLINEAGE__URL", "LINEAGEWIRE_UI__TOKEN"} <= set(named)
 
 
@@ -51,3 +51,21 @@ def test_the_help_text_a_user_reads_names_the_variable() -> None:
     text = " ".join(result.output.split())
     assert "[LINEAGEWIRE_AUDIT__ARCHIVE, YAML audit.archive]" in text
     assert "[LINEAGEWIRE_CONSUMER__RETRY_MAX, YAML consumer.retry_max; default 30.0]" in text
+
+
+def test_the_global_kafka_flags_name_the_kafka_sections_variables() -> None:
+    """The group's Kafka flags name their variables by hand (lineagewire.cli may not import pydantic): as the
+    Kafka settings' model names them, ``LINEAGEWIRE_KAFKA__<KEY>`` and ``kafka.<key>``, never the old names."""
+    from lineagewire.config import Settings
+
+    result = CliRunner().invoke(main_group, ["--help"], prog_name="lineagewire")
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "Kafka bootstrap servers [LINEAGEWIRE_KAFKA__BOOTSTRAP_SERVERS, YAML kafka.bootstrap_servers; " \
+           "default 127.0.0.1:9092]" in text
+    prefix, section = Settings.model_config["env_prefix"], Settings.config_section
+    flags = [p for p in main_group.params if p.name in Settings.model_fields and p.name != "config_file"]
+    assert {p.name for p in flags} == {"bootstrap_servers", "schema_registry_url", "connect_timeout"}
+    for param in flags:
+        assert f"[{prefix}{str(param.name).upper()}, YAML {section}.{param.name}" in (getattr(param, "help", "") or "")
+    assert "LINEAGEWIRE_BOOTSTRAP_SERVERS" not in text and "LINEAGEWIRE_SCHEMA_REGISTRY_URL" not in text

@@ -50,16 +50,107 @@ def test_the_emitters_flat_names_work_warn_and_lose_to_their_section_names(
     assert resolve_config().namespace == "new-ns" and _warned(caplog) == []
 
 
-def test_kafkas_own_names_are_not_taken_for_the_emitters_old_ones(clean_env: pytest.MonkeyPatch,
-                                                                  caplog: pytest.LogCaptureFixture) -> None:
-    """``LINEAGEWIRE_BOOTSTRAP_SERVERS`` is the Kafka settings' variable (no section), not a deprecated name."""
+def test_the_kafka_settings_old_names_work_warn_and_lose_to_their_section_names(
+        clean_env: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """The Kafka settings' variables had no section (``LINEAGEWIRE_BOOTSTRAP_SERVERS``); now ``kafka`` like every
+    other part. The old names, nested ones and whole mappings too, are still read, with a warning."""
+    caplog.set_level(logging.WARNING, logger="lineagewire.config")
+    old = {"LINEAGEWIRE_BOOTSTRAP_SERVERS": "old-host:9092", "LINEAGEWIRE_SECURITY__SASL_PASSWORD": "old-secret",
+           "LINEAGEWIRE_SECURITY": "{sasl_username: old-user}", "LINEAGEWIRE_SECURITY__EXTRA": "{a.b: c}",
+           "LINEAGEWIRE_TOPICS__JOBS": "old.jobs", "LINEAGEWIRE_CONNECT_TIMEOUT": "3",
+           "LINEAGEWIRE_SCHEMA_REGISTRY_URL": "http://old-registry:8081"}
+    for name, value in old.items():
+        clean_env.setenv(name, value)
+    s = load_settings()
+    assert (s.bootstrap_servers, s.topics.jobs, s.connect_timeout, s.schema_registry_url) == (
+        "old-host:9092", "old.jobs", 3.0, "http://old-registry:8081")
+    assert s.as_librdkafka_dict() == {"bootstrap.servers": "old-host:9092", "client.id": "lineagewire",
+                                      "sasl.username": "old-user", "sasl.password": "old-secret", "a.b": "c"}
+    assert sorted(_warned(caplog)) == sorted(OLD.format(old=name, new="LINEAGEWIRE_KAFKA__" + name[12:])
+                                             for name in old)
+    assert "old-secret" not in " ".join(_warned(caplog))
+    caplog.clear()
+    clean_env.setenv("LINEAGEWIRE_KAFKA__BOOTSTRAP_SERVERS", "new-host:9092")
+    clean_env.setenv("LINEAGEWIRE_KAFKA__SECURITY__SASL_PASSWORD", "new-secret")
+    s = load_settings()
+    assert s.bootstrap_servers == "new-host:9092" and s.topics.jobs == "old.jobs"
+    assert s.as_librdkafka_dict()["sasl.password"] == "new-secret"
+    for name in ("LINEAGEWIRE_BOOTSTRAP_SERVERS", "LINEAGEWIRE_SECURITY__SASL_PASSWORD"):
+        assert IGNORED.format(old=name, new="LINEAGEWIRE_KAFKA__" + name[12:]) in " ".join(_warned(caplog))
+
+
+def test_the_old_kafka_names_are_not_taken_for_the_emitters_old_ones(clean_env: pytest.MonkeyPatch,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
+    """``LINEAGEWIRE_BOOTSTRAP_SERVERS`` was the Kafka settings' variable, which the emitter falls back to, never
+    the emitter's own: it is an old name of ``LINEAGEWIRE_KAFKA__BOOTSTRAP_SERVERS``, not of
+    ``LINEAGEWIRE_EMITTER__BOOTSTRAP_SERVERS``."""
     from lineagewire.producers.spark.config import resolve_config
 
     caplog.set_level(logging.WARNING, logger="lineagewire.config")
-    clean_env.setenv("LINEAGEWIRE_BOOTSTRAP_SERVERS", "kafka-host:9092")
+    clean_env.setenv("LINEAGEWIRE_KAFKA__BOOTSTRAP_SERVERS", "kafka-host:9092")
     assert resolve_config().bootstrap_servers is None
     assert load_settings().bootstrap_servers == "kafka-host:9092"
     assert _warned(caplog) == []
+    clean_env.delenv("LINEAGEWIRE_KAFKA__BOOTSTRAP_SERVERS")
+    clean_env.setenv("LINEAGEWIRE_BOOTSTRAP_SERVERS", "old-host:9092")
+    assert resolve_config().bootstrap_servers is None
+    assert _warned(caplog) == []  # the emitter's settings do not read it
+    assert load_settings().bootstrap_servers == "old-host:9092"
+    assert _warned(caplog) == [OLD.format(old="LINEAGEWIRE_BOOTSTRAP_SERVERS",
+                                          new="LINEAGEWIRE_KAFKA__BOOTSTRAP_SERVERS")]
+
+
+#: a config file of before the ``kafka:`` section: Kafka at the top, beside the other parts' sections
+TOP_LEVEL = """\
+bootstrap_servers: top-host:9092
+client_id: top-client
+security: {sasl_username: top-user, sasl_mechanism: PLAIN}
+topics: {jobs: top.jobs}
+emitter: {bootstrap_servers: emitter-host:9092, namespace: ns}
+scheduler: {url: "http://127.0.0.1:8765", db_url: "sqlite:///s.db"}
+datahub: {env: PROD}
+alerting: {database: "sqlite:///a.db"}
+audit: {archive: /tmp/archive}
+"""
+
+
+def test_kafka_keys_at_the_top_of_the_file_work_with_one_warning_naming_the_section(
+        clean_env: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, tmp_path: pathlib.Path) -> None:
+    caplog.set_level(logging.WARNING, logger="lineagewire.config")
+    path = tmp_path / "lineagewire.yaml"
+    path.write_text(TOP_LEVEL)
+    s = load_settings()
+    assert (s.bootstrap_servers, s.client_id, s.topics.jobs) == ("top-host:9092", "top-client", "top.jobs")
+    assert s.security.as_librdkafka_dict() == {"sasl.username": "top-user", "sasl.mechanism": "PLAIN"}
+    warned = _warned(caplog)
+    assert len(warned) == 1, warned
+    assert "Kafka settings at the top level are deprecated; move them under 'kafka:'" in warned[0]
+    assert ("bootstrap_servers -> kafka.bootstrap_servers, client_id -> kafka.client_id, security -> "
+            "kafka.security, topics -> kafka.topics)") in warned[0]
+    for section in ("emitter", "scheduler", "datahub", "alerting", "audit"):  # the other parts' sections
+        assert section not in warned[0]
+    from lineagewire.producers.spark.config import resolve_config
+
+    assert resolve_config().bootstrap_servers == "emitter-host:9092"  # the emitter's section is its own
+
+
+def test_the_kafka_section_wins_over_the_top_level_key_by_key(
+        clean_env: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, tmp_path: pathlib.Path) -> None:
+    caplog.set_level(logging.WARNING, logger="lineagewire.config")
+    path = tmp_path / "lineagewire.yaml"
+    path.write_text(TOP_LEVEL + "kafka:\n  bootstrap_servers: section-host:9092\n"
+                    "  security: {sasl_password: section-secret}\n")
+    s = load_settings()
+    assert (s.bootstrap_servers, s.client_id) == ("section-host:9092", "top-client")
+    assert s.security.as_librdkafka_dict() == {"sasl.username": "top-user", "sasl.mechanism": "PLAIN",
+                                               "sasl.password": "section-secret"}
+    assert len(_warned(caplog)) == 1
+    caplog.clear()
+    path.write_text("kafka:\n  bootstrap_servers: section-host:9092\n" + TOP_LEVEL.split("\n", 4)[4])
+    assert load_settings().bootstrap_servers == "section-host:9092" and _warned(caplog) == []
+    clean_env.setenv("LINEAGEWIRE_KAFKA__BOOTSTRAP_SERVERS", "env-host:9092")  # the variable above both
+    path.write_text(TOP_LEVEL + "kafka:\n  bootstrap_servers: section-host:9092\n")
+    assert load_settings().bootstrap_servers == "env-host:9092"
 
 
 def test_the_scheduler_token_under_its_old_name(clean_env: pytest.MonkeyPatch,

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.integration
 
 
 def _cli(settings, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:  # noqa: ANN001
-    env = {**os.environ, "LINEAGEWIRE_BOOTSTRAP_SERVERS": settings.bootstrap_servers}
+    env = {**os.environ, "LINEAGEWIRE_KAFKA__BOOTSTRAP_SERVERS": settings.bootstrap_servers}
     return subprocess.run([sys.executable, "-m", "lineagewire", *args], capture_output=True, text=True,
                           timeout=timeout, env=env, check=False)
 

@@ -66,8 +66,8 @@ def test_a_port_with_nothing_on_it_is_one_line_within_the_flag_s_timeout(command
 @pytest.mark.timeout(120)
 def test_a_name_that_does_not_resolve_is_one_line_within_the_environment_s_timeout() -> None:
     line, took = _run("replay", "--into", "stdout",
-                      env={"LINEAGEWIRE_BOOTSTRAP_SERVERS": BAD_HOST, "LINEAGEWIRE_CONNECT_TIMEOUT": "2"})
-    assert took < 12, f"replay took {took:.1f}s with LINEAGEWIRE_CONNECT_TIMEOUT=2"
+                      env={"LINEAGEWIRE_KAFKA__BOOTSTRAP_SERVERS": BAD_HOST, "LINEAGEWIRE_KAFKA__CONNECT_TIMEOUT": "2"})
+    assert took < 12, f"replay took {took:.1f}s with LINEAGEWIRE_KAFKA__CONNECT_TIMEOUT=2"
     assert f"no broker answered at {BAD_HOST} within 2s" in line
     assert "Failed to resolve" in line
     assert "kafka start" not in line and "check bootstrap_servers" in line  # not a local broker
@@ -95,7 +95,7 @@ def test_a_tls_failure_is_the_reason_and_the_security_settings_are_named() -> No
     assert err.value.servers == servers
     assert err.value.reason is not None and "SSL handshake failed" in err.value.reason
     assert str(err.value).startswith(f"no broker answered at {servers} within 2s: ")
-    assert "the security settings (LINEAGEWIRE_SECURITY__*)" in str(err.value)
+    assert "the security settings (LINEAGEWIRE_KAFKA__SECURITY__*)" in str(err.value)
 
 
 def test_a_reader_asks_its_own_consumer_within_its_own_timeout(dead_servers: str,

@@ -40,8 +40,8 @@ class Proc:
                  misfire_grace: float = 1, status_group: str | None = None) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        env = {**os.environ, "LINEAGEWIRE_TOPICS__JOBS": settings.topics.jobs,
-               "LINEAGEWIRE_TOPICS__REFRESH_COMMANDS": settings.topics.refresh_commands,
+        env = {**os.environ, "LINEAGEWIRE_KAFKA__TOPICS__JOBS": settings.topics.jobs,
+               "LINEAGEWIRE_KAFKA__TOPICS__REFRESH_COMMANDS": settings.topics.refresh_commands,
                "LINEAGEWIRE_SCHEDULER__STATUS_GROUP": status_group or f"status-{uuid.uuid4().hex[:8]}"}
         self._log = log.open("ab")
         self.proc = subprocess.Popen(
