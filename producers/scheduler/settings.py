@@ -7,7 +7,8 @@ Highest first (the same rule as ``lineagewire.config.Settings``):
    ``LINEAGEWIRE_SCHEDULER__DB_URL``, ``LINEAGEWIRE_SCHEDULER__MISFIRE_GRACE``; the token's, which the
    ``workflows`` CLI reads too, also under its deprecated name ``LINEAGEWIRE_SCHEDULER_TOKEN``;
 3. the ``scheduler:`` section of the YAML config file (``config_file``; the CLI passes ``--config``, else
-   ``$LINEAGEWIRE_CONFIG``, else ``./lineagewire.yaml`` when it exists);
+   ``$LINEAGEWIRE_CONFIG``, else ``./lineagewire.yaml`` when it exists), whose ``url`` is the ``workflows``
+   client's, left to it;
 4. the defaults below.
 
 ``ServiceConfig`` extends ``SchedulerOptions``, so every scheduling option is a
@@ -41,6 +42,9 @@ class ServiceConfig(SettingsBase, SchedulerOptions):
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid",
                                       validate_default=True)
     config_section = "scheduler"
+    #: the scheduler client's (``SchedulerClientSettings``: ``workflows``, ``ui``), which reads this section too;
+    #: ``token`` the two share
+    shared_section_keys = frozenset({"url"})
 
     config_file: pathlib.Path | None = Field(None, exclude=True,
                                              description="YAML file whose 'scheduler:' section is read")

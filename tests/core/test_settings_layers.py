@@ -22,10 +22,10 @@ def _yaml(path: pathlib.Path, doc: dict) -> pathlib.Path:
 
 
 def test_kafka_settings(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    f = _yaml(tmp_path / "lw.yaml", {"bootstrap_servers": "yaml:9092", "topics": {"jobs": "from.yaml"}})
+    f = _yaml(tmp_path / "lw.yaml", {"kafka": {"bootstrap_servers": "yaml:9092", "topics": {"jobs": "from.yaml"}}})
     assert load_settings(f).topics.jobs == "from.yaml"
-    monkeypatch.setenv("LINEAGEWIRE_TOPICS__JOBS", "from.env")
-    monkeypatch.setenv("LINEAGEWIRE_BOOTSTRAP_SERVERS", "env:9092")
+    monkeypatch.setenv("LINEAGEWIRE_KAFKA__TOPICS__JOBS", "from.env")
+    monkeypatch.setenv("LINEAGEWIRE_KAFKA__BOOTSTRAP_SERVERS", "env:9092")
     s = load_settings(f)
     assert (s.topics.jobs, s.bootstrap_servers) == ("from.env", "env:9092")
     assert load_settings(f, bootstrap_servers="flag:9092").bootstrap_servers == "flag:9092"
@@ -52,6 +52,23 @@ def test_scheduler(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> N
     cfg = ServiceConfig.load(f)
     assert (cfg.db_url, cfg.port) == ("sqlite:///env.db", 9001)
     assert ServiceConfig.load(f, db_url="sqlite:///flag.db").db_url == "sqlite:///flag.db"
+
+
+def test_the_scheduler_section_holds_the_service_and_its_client(tmp_path: pathlib.Path) -> None:
+    """``scheduler serve`` (ServiceConfig, which refuses unknown keys) and ``workflows`` / ``ui``
+    (SchedulerClientSettings) read one section: the service leaves the client's ``url`` to it."""
+    from lineagewire.producers.scheduler.cli import SchedulerClientSettings
+    from lineagewire.producers.scheduler.settings import ServiceConfig
+
+    f = _yaml(tmp_path / "lw.yaml", {"scheduler": {"url": "http://scheduler:8765", "token": "t" * 16, "port": 9001}})
+    cfg, client = ServiceConfig.load(f), SchedulerClientSettings.load(f)
+    assert cfg.port == 9001 and cfg.token is not None and cfg.token.get_secret_value() == "t" * 16
+    assert (client.url, client.token) == ("http://scheduler:8765", "t" * 16)
+    own = {k for k, field in ServiceConfig.model_fields.items() if not field.exclude}
+    assert set(SchedulerClientSettings.model_fields) <= own | ServiceConfig.shared_section_keys
+    _yaml(f, {"scheduler": {"url": "http://scheduler:8765", "prot": 9001}})
+    with pytest.raises(ConfigError, match=r"section 'scheduler': unknown scheduler setting\(s\) prot; expected"):
+        ServiceConfig.load(f)  # a typo is still refused
 
 
 def test_datahub(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
