@@ -172,7 +172,8 @@ def host_requirement(requirement: str, workdir: str) -> str:
 
 # -- compose -----------------------------------------------------------------------------------------------------
 
-_VARIABLE = re.compile(r"\$(?:\$|\{(?P<name>\w+)(?:(?P<op>:?[-?+])(?P<arg>[^}]*))?\}|(?P<bare>\w+))")
+_BARE = re.compile(r"\$(\w+)")
+_BRACED = re.compile(r"(?P<name>\w+)(?:(?P<op>:?[-?+])(?P<arg>.*))?", re.DOTALL)
 
 
 class MissingVariable(Exception):
@@ -181,32 +182,62 @@ class MissingVariable(Exception):
 
 def interpolate(value: Any, env: dict[str, str]) -> Any:
     """``value`` (from the compose file) with ``$VAR``, ``${VAR}``, ``${VAR:-default}``, ``${VAR:?error}``,
-    ``${VAR:+alt}`` and ``$$`` replaced as docker compose replaces them."""
+    ``${VAR:+alt}`` and ``$$`` replaced as docker compose replaces them; a default or alternative may hold
+    variables of its own (``${NEW:-${OLD:-x}}``, a renamed variable's old name)."""
     if isinstance(value, dict):
         return {k: interpolate(v, env) for k, v in value.items()}
     if isinstance(value, list):
         return [interpolate(v, env) for v in value]
     if not isinstance(value, str):
         return value
+    out, i = [], 0
+    while i < len(value):
+        bare = _BARE.match(value, i)
+        if value.startswith("$$", i):
+            out.append("$")
+            i += 2
+        elif value.startswith("${", i):
+            end = _closing_brace(value, i + 2)
+            out.append(_braced(value[i + 2:end], env))
+            i = end + 1
+        elif bare:
+            out.append(env.get(bare.group(1)) or "")
+            i = bare.end()
+        else:
+            out.append(value[i])
+            i += 1
+    return "".join(out)
 
-    def one(m: re.Match[str]) -> str:
-        if m.group(0) == "$$":
-            return "$"
-        name = m.group("name") or m.group("bare")
-        op, arg = m.group("op"), m.group("arg") or ""
-        given = env.get(name)
-        unset = given is None or (given == "" and op is not None and op.startswith(":"))
-        if op in ("?", ":?"):
-            if unset:
-                raise MissingVariable(f"{name}: {arg}")
-            return str(given)
-        if op in ("-", ":-"):
-            return arg if unset else str(given)
-        if op in ("+", ":+"):
-            return "" if unset else arg
-        return given or ""
 
-    return _VARIABLE.sub(one, value)
+def _closing_brace(text: str, start: int) -> int:
+    """Where the ``${`` whose body starts at ``start`` ends, past the ``${...}`` inside it."""
+    depth = 0
+    for j in range(start, len(text)):
+        if text.startswith("${", j):
+            depth += 1
+        elif text[j] == "}":
+            if depth == 0:
+                return j
+            depth -= 1
+    raise ValueError(f"{text!r}: a ${{ without its }}; expected ${{NAME}} or ${{NAME:-default}}")
+
+
+def _braced(body: str, env: dict[str, str]) -> str:
+    m = _BRACED.fullmatch(body)
+    if m is None:
+        raise ValueError(f"${{{body}}}: not a variable; expected ${{NAME}} or ${{NAME:-default}}")
+    name, op, arg = m.group("name"), m.group("op"), m.group("arg") or ""
+    given = env.get(name)
+    unset = given is None or (given == "" and op is not None and op.startswith(":"))
+    if op in ("?", ":?"):
+        if unset:
+            raise MissingVariable(f"{name}: {interpolate(arg, env)}")
+        return str(given)
+    if op in ("-", ":-"):
+        return interpolate(arg, env) if unset else str(given)
+    if op in ("+", ":+"):
+        return "" if unset else interpolate(arg, env)
+    return given or ""
 
 
 def compose_file(env: dict[str, str]) -> dict[str, Any]:

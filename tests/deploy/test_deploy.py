@@ -111,6 +111,42 @@ def test_the_example_env_file_names_every_required_variable() -> None:
     assert set(REQUIRED) <= named, set(REQUIRED) - named
 
 
+def test_every_service_on_kafka_gets_the_cluster_under_the_kafka_sections_variable() -> None:
+    """``LINEAGEWIRE_KAFKA__BOOTSTRAP_SERVERS``: the kafka service unless .env names another cluster, under that name
+    or under its name of before the kafka section (an existing .env), the new one winning."""
+    variable = "LINEAGEWIRE_KAFKA__BOOTSTRAP_SERVERS"
+
+    def clusters(**env: str) -> dict[str, str]:
+        services = compose_file({**ENV, **env})["services"]
+        return {name: services[name]["environment"].get(variable) for name in OURS if name != "ui"}
+
+    assert set(clusters().values()) == {"kafka:29092"}
+    assert set(clusters(LINEAGEWIRE_KAFKA__BOOTSTRAP_SERVERS="new:9093").values()) == {"new:9093"}
+    assert set(clusters(LINEAGEWIRE_BOOTSTRAP_SERVERS="old:9093").values()) == {"old:9093"}
+    both = clusters(LINEAGEWIRE_BOOTSTRAP_SERVERS="old:9093", LINEAGEWIRE_KAFKA__BOOTSTRAP_SERVERS="new:9093")
+    assert set(both.values()) == {"new:9093"}
+    for name in OURS:  # the old name never reaches a service, where it would be read with a warning
+        assert "LINEAGEWIRE_BOOTSTRAP_SERVERS" not in (SERVICES[name].get("environment") or {}), name
+
+
+def test_the_kafka_env_example_sets_the_kafka_settings_under_their_names(clean_env: pytest.MonkeyPatch,
+                                                                         caplog: pytest.LogCaptureFixture) -> None:
+    """deploy/kafka.env.example, as every service reads it: the security settings, and no deprecated name."""
+    import logging
+
+    from lineagewire.config import load_settings
+
+    caplog.set_level(logging.WARNING, logger="lineagewire.config")
+    example = (ROOT / "deploy" / "kafka.env.example").read_text()
+    for name, value in re.findall(r"^(\w+)=(.*)$", example, re.MULTILINE):
+        clean_env.setenv(name, value)
+    conf = load_settings().as_librdkafka_dict()
+    assert (conf["security.protocol"], conf["sasl.mechanism"], conf["sasl.username"]) == (
+        "SASL_SSL", "SCRAM-SHA-512", "lineagewire")
+    assert conf["ssl.ca.location"] == "/etc/lineagewire/kafka-ca.pem"
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
 @pytest.mark.parametrize("name", sorted(n for n in OURS if _serves(SERVICES[n])))
 def test_each_service_has_a_health_check_on_the_port_it_serves_and_a_restart_policy(name: str) -> None:
     svc = SERVICES[name]
