@@ -1,7 +1,8 @@
 """The job registry over REST (FastAPI): ``lineagewire registry serve``.
 
 Reads are open: ``GET /jobs``, ``/jobs/{job}``, ``/jobs/{job}/history``,
-``/runs/{run_id}``, ``/lineage/{upstream|downstream}?dataset=...``.
+``/runs/{run_id}``, ``/lineage/{upstream|downstream}?dataset=...``, ``/datasets?dataset=...`` (a dataset's
+lifecycle: its changes, dropped by which run, renamed from or to which name).
 Anything that changes data needs ``Authorization: Bearer <token>``, checked
 before the body is read: ``POST /events`` applies one event given as it is on
 the topic (``application/octet-stream``, at most ``MAX_BODY`` bytes).
@@ -74,6 +75,10 @@ def create_app(store: RegistryStore, token: str) -> FastAPI:
     @app.get("/runs/{run_id}")
     def run(run_id: str) -> dict[str, Any]:
         return read(q.run_detail, run_id)
+
+    @app.get("/datasets")
+    def dataset(dataset: str, namespace: str | None = None) -> dict[str, Any]:
+        return read(q.dataset_detail, dataset, namespace)
 
     @app.get("/lineage/{direction}")
     def lineage(direction: str, dataset: str, namespace: str | None = None, column: str | None = None,

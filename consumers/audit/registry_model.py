@@ -19,6 +19,7 @@ column_edges       source column -> sink column, per job; first and last seen
 applied_events     event id already applied
 run_events         event of a run, as JSON (the UI's run page, raw event link)
 dataset_states     dataset a run read or wrote: its schema and version then
+dataset_changes    lifecycle change of a dataset (CREATE, ALTER, RENAME, ...) by an action of a run
 =================  ==========================================================
 """
 
@@ -46,6 +47,7 @@ __all__ = [
     "applied_events",
     "column_edges",
     "dataset_aliases",
+    "dataset_changes",
     "dataset_edges",
     "dataset_states",
     "datasets",
@@ -216,6 +218,21 @@ dataset_states = Table(
     Column("version", String(128)),
     _ts("seen_at", nullable=False),
     UniqueConstraint("run_id", "dataset_id", "direction", name="uq_dataset_states"),
+)
+
+# What an action did to a dataset itself (contract v2 ``lifecycle_change``), one row per run, action, dataset and
+# change: a dataset whose newest change is DROP is dropped, by that run; a RENAME's ``previous_id`` is the dataset
+# under its old name, so the new name's history goes on from the old one's.
+dataset_changes = Table(
+    "dataset_changes", METADATA,
+    Column("dataset_id", Integer, ForeignKey("datasets.id"), nullable=False, index=True),
+    Column("run_id", String(128), nullable=False),
+    Column("action_id", String(128), nullable=False),  # "" for what a run's JobCreatedEvent announces
+    Column("change", String(16), nullable=False),
+    Column("sequence", BigInteger, nullable=False),
+    _ts("changed_at", nullable=False),
+    Column("previous_id", Integer, ForeignKey("datasets.id"), index=True),
+    UniqueConstraint("run_id", "action_id", "dataset_id", "change", name="uq_dataset_changes"),
 )
 
 

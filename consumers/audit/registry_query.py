@@ -25,8 +25,8 @@ from lineagewire.exceptions import ConfigError
 
 from . import registry_model as m
 
-__all__ = ["DEFAULT_DEPTH", "NotFoundError", "child_runs", "job_history", "job_runs", "lineage", "list_jobs",
-           "resolve_dataset", "run_detail"]
+__all__ = ["DEFAULT_DEPTH", "NotFoundError", "child_runs", "dataset_detail", "dataset_lifecycle", "job_history",
+           "job_runs", "lineage", "list_jobs", "resolve_dataset", "run_detail"]
 
 _OBJECT_STORES = {"s3": "s3", "s3a": "s3", "s3n": "s3", "gs": "gs", "abfs": "abfs", "abfss": "abfss",
                   "wasb": "wasb", "wasbs": "wasbs"}
@@ -200,6 +200,88 @@ def run_detail(conn: Connection, run_id: str) -> dict[str, Any]:
     out["outputs"] = [{"namespace": x.namespace, "name": x.name, "operation": x.operation}
                       for x in io if x.direction == "out"]
     return out
+
+
+#: the most earlier names a dataset's history follows back (a chain of renames; also stops a cycle A -> B -> A)
+_MAX_NAMES = 20
+
+
+def dataset_lifecycle(conn: Connection, dataset_id: int) -> dict[str, Any]:
+    """A dataset's lifecycle: its changes (CREATE, ALTER, RENAME... with run, action, job and time, oldest first),
+    joined to the changes of the names it had before (``previous_names``, newest first, each up to its rename);
+    ``state``: ``dropped`` (``dropped_by``: the run) when its newest change is a DROP, ``renamed`` (``renamed_to``)
+    when it was renamed since, else ``present``, or None when no change of it is known."""
+    own = _changes(conn, [dataset_id], None)
+    previous: list[dict[str, Any]] = []
+    changes = list(own)
+    seen, rename = {dataset_id}, _last_rename(own)
+    while rename is not None and rename["previous"] is not None and len(previous) < _MAX_NAMES:
+        before = rename["previous"]
+        if before["id"] in seen:
+            break
+        seen.add(before["id"])
+        previous.append({**before, "renamed_at": rename["at"], "renamed_by": rename["run_id"]})
+        theirs = _changes(conn, [before["id"]], rename["raw_at"])
+        changes = theirs + changes
+        rename = _last_rename(theirs)
+    c = m.dataset_changes.c
+    away = conn.execute(sa.select(c.dataset_id, c.run_id, c.changed_at).where(c.previous_id == dataset_id,
+                                                                             c.change == "RENAME")
+                        .order_by(c.changed_at.desc(), c.sequence.desc()).limit(1)).first()
+    state, dropped_by, renamed_to = _state(conn, own, away)
+    for x in changes:
+        del x["raw_at"]
+    return {"state": state, "dropped_by": dropped_by, "renamed_to": renamed_to, "previous_names": previous,
+            "changes": changes}
+
+
+def _changes(conn: Connection, ids: list[int], until: Any) -> list[dict[str, Any]]:
+    """The lifecycle changes of datasets ``ids`` (up to ``until``, when given), oldest first."""
+    c, d, r, j = m.dataset_changes.c, m.datasets.c, m.runs.c, m.jobs.c
+    prev = m.datasets.alias("prev")
+    query = (sa.select(c.dataset_id, c.run_id, c.action_id, c.change, c.changed_at, c.previous_id, d.namespace,
+                       d.name, prev.c.namespace.label("prev_namespace"), prev.c.name.label("prev_name"),
+                       j.namespace.label("job_namespace"), j.name.label("job_name"), j.id.label("job_id"))
+             .select_from(m.dataset_changes.join(m.datasets, d.id == c.dataset_id)
+                          .outerjoin(prev, prev.c.id == c.previous_id)
+                          .outerjoin(m.runs, r.run_id == c.run_id).outerjoin(m.jobs, j.id == r.job_id))
+             .where(c.dataset_id.in_(ids)).order_by(c.changed_at, c.sequence))
+    if until is not None:
+        query = query.where(c.changed_at <= until)
+    return [{"change": x.change, "run_id": x.run_id, "action_id": x.action_id or None, "at": _utc(x.changed_at),
+             "raw_at": x.changed_at, "dataset": {"id": x.dataset_id, "namespace": x.namespace, "name": x.name},
+             "job": _job(x.job_namespace, x.job_name), "job_id": x.job_id,
+             "previous": {"id": x.previous_id, "namespace": x.prev_namespace, "name": x.prev_name}
+             if x.previous_id is not None else None}
+            for x in conn.execute(query)]
+
+
+def _last_rename(changes: list[dict[str, Any]]) -> dict[str, Any] | None:
+    return next((x for x in reversed(changes) if x["change"] == "RENAME"), None)
+
+
+def _state(conn: Connection, own: list[dict[str, Any]], away: Any
+           ) -> tuple[str | None, dict[str, Any] | None, dict[str, Any] | None]:
+    """(state, the run that dropped it, the name it was renamed to) from its own changes and the newest rename
+    away from it (``away``: a row of the new name's RENAME, or None)."""
+    last = own[-1] if own else None
+    if away is not None and (last is None or away.changed_at >= last["raw_at"]):
+        d = m.datasets.c
+        new = conn.execute(sa.select(d.namespace, d.name).where(d.id == away.dataset_id)).one()
+        return "renamed", None, {"id": away.dataset_id, "namespace": new.namespace, "name": new.name,
+                                 "run_id": away.run_id, "at": _utc(away.changed_at)}
+    if last is None:
+        return None, None, None
+    if last["change"] == "DROP":
+        return "dropped", {"run_id": last["run_id"], "action_id": last["action_id"], "job": last["job"],
+                           "at": last["at"]}, None
+    return "present", None, None
+
+
+def dataset_detail(conn: Connection, dataset: str, namespace: str | None = None) -> dict[str, Any]:
+    """The dataset ``dataset`` names (``resolve_dataset``) with its lifecycle (``dataset_lifecycle``)."""
+    ds_id, ns, name = resolve_dataset(conn, dataset, namespace)
+    return {"id": ds_id, "namespace": ns, "name": name, **dataset_lifecycle(conn, ds_id)}
 
 
 def _chunks(ids: list[Any]) -> Iterable[list[Any]]:

@@ -268,6 +268,7 @@ class RegistryStore:
                      .values(status=ev["status"], last_sequence=h["sequence"]))
         lin = ev["lineage"]
         self._io(conn, h["run_id"], job_id, h["event_time"], lin["sources"], lin["sinks"], lin["column_lineage"])
+        self._changes(conn, h, "", lin["sinks"])
 
     def _status(self, conn: Connection, ev: dict[str, Any], job_id: int) -> None:
         h = ev["header"]
@@ -294,6 +295,24 @@ class RegistryStore:
     def _action(self, conn: Connection, ev: dict[str, Any], job_id: int) -> None:
         h = ev["header"]
         self._io(conn, h["run_id"], job_id, h["event_time"], ev["inputs"], ev["outputs"], ev["column_lineage"])
+        self._changes(conn, h, ev["action_id"], ev["outputs"])
+
+    def _changes(self, conn: Connection, h: dict[str, Any], action_id: str, outputs: list[dict[str, Any]]) -> None:
+        """What the action did to each output itself (``lifecycle_change``, contract v2), and for a RENAME the
+        dataset under its old name; nothing for outputs that only had rows written."""
+        rows = []
+        for d in outputs:
+            change = d.get("lifecycle_change")
+            if not change:
+                continue
+            before = d.get("previous_identifier")
+            rows.append({"dataset_id": self._dataset(conn, d, h["event_time"]), "run_id": h["run_id"],
+                         "action_id": action_id, "change": change, "sequence": h["sequence"],
+                         "changed_at": h["event_time"],
+                         "previous_id": self._dataset(conn, {"namespace": before["namespace"], "name": before["name"]},
+                                                      h["event_time"]) if before else None})
+        if rows:
+            insert_ignore(conn, m.dataset_changes, rows)
 
     def _refresh(self, conn: Connection, ev: dict[str, Any], job_id: int) -> None:
         h = ev["header"]

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from .. import registry_model as m
-from ..registry_query import NotFoundError
+from ..registry_query import NotFoundError, dataset_lifecycle
 
 __all__ = [
     "PAGE_SIZE",
@@ -381,12 +381,12 @@ def dataset_page(conn: Connection, dataset_id: int) -> dict[str, Any]:
     aliases = [{"namespace": x.namespace, "name": x.name, "type": x.type}
                for x in conn.execute(sa.select(a.namespace, a.name, a.type).where(a.dataset_id == dataset_id)
                                      .order_by(a.namespace, a.name))]
-    st, r = m.dataset_states.c, m.runs.c
-    states = conn.execute(sa.select(st.run_id, st.direction, st.fields_json, st.version, st.seen_at)
-                          .where(st.dataset_id == dataset_id).order_by(st.seen_at, st.run_id)).fetchall()
+    lifecycle = dataset_lifecycle(conn, dataset_id)
+    states = _states(conn, dataset_id, lifecycle["previous_names"])
     versions = [{"version": x.version, "run_id": x.run_id, "direction": x.direction, "seen_at": utc(x.seen_at)}
                 for x in states if x.version is not None]
-    schema, history = _schema_history(states)
+    schema, history = _schema_history(states, {p["id"]: p["name"] for p in lifecycle["previous_names"]})
+    r = m.runs.c
     rd, j = m.run_datasets.c, m.jobs.c
     io = {}
     for direction in ("out", "in"):
@@ -406,26 +406,43 @@ def dataset_page(conn: Connection, dataset_id: int) -> dict[str, Any]:
     return {"id": row.id, "namespace": row.namespace, "name": row.name, "format": row.format,
             "first_seen": utc(row.first_seen), "last_seen": utc(row.last_seen), "aliases": aliases,
             "schema": schema, "schema_history": list(reversed(history)), "versions": list(reversed(versions)),
-            "producers": io["out"], "consumers": io["in"], "columns": sorted(columns)}
+            "producers": io["out"], "consumers": io["in"], "columns": sorted(columns), "lifecycle": lifecycle,
+            "changes": list(reversed(lifecycle["changes"]))}
 
 
-def _schema_history(states: Sequence[Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _states(conn: Connection, dataset_id: int, previous_names: list[dict[str, Any]]) -> list[Any]:
+    """The schema and version states of a dataset, and of the names it had before, each up to its rename, oldest
+    first: a renamed table's schema history goes on from its old name's."""
+    st = m.dataset_states.c
+    until = {p["id"]: dt.datetime.fromisoformat(p["renamed_at"]) for p in previous_names}
+    rows = conn.execute(sa.select(st.dataset_id, st.run_id, st.direction, st.fields_json, st.version, st.seen_at)
+                        .where(st.dataset_id.in_([dataset_id, *until]))).fetchall()
+    kept = [x for x in rows if x.dataset_id == dataset_id or (utc(x.seen_at) or until[x.dataset_id]) <=
+            until[x.dataset_id]]
+    return sorted(kept, key=lambda x: (utc(x.seen_at) or dt.datetime.min.replace(tzinfo=dt.UTC), x.run_id))
+
+
+def _schema_history(states: Sequence[Any], earlier: dict[int, str] | None = None
+                    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The last schema of a dataset's ``states`` (oldest first), and its history: the first schema, then each
-    change (fields added, removed, retyped)."""
+    change (fields added, removed, retyped); ``earlier``: the names it had before by dataset id, each state of
+    one of them marked with that name."""
     history = []
     previous: list[dict[str, Any]] | None = None
     for x in states:
         if not x.fields_json:
             continue
         fields = json.loads(x.fields_json)
+        under = (earlier or {}).get(getattr(x, "dataset_id", None))
         if previous is None:
             history.append({"run_id": x.run_id, "seen_at": utc(x.seen_at), "added": [f"{f['name']} {f['type']}"
                                                                                    for f in fields],
-                            "removed": [], "retyped": [], "first": True})
+                            "removed": [], "retyped": [], "first": True, "earlier_name": under})
         else:
             change = _schema_diff(previous, fields)
             if any(change.values()):
-                history.append({"run_id": x.run_id, "seen_at": utc(x.seen_at), **change, "first": False})
+                history.append({"run_id": x.run_id, "seen_at": utc(x.seen_at), **change, "first": False,
+                                "earlier_name": under})
         previous = fields
     return previous or [], history
 

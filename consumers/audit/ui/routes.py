@@ -217,8 +217,11 @@ def duration_text(ms: Any) -> str:
     return f"{hours} h {minutes:02d} min"
 
 
-def time_text(value: dt.datetime | None) -> str:
-    """A time for people, in UTC (the ``time`` filter of the templates)."""
+def time_text(value: dt.datetime | str | None) -> str:
+    """A time for people, in UTC (the ``time`` filter of the templates); ISO text (``registry_query``'s answers,
+    such as a dataset's lifecycle) is read first."""
+    if isinstance(value, str):
+        value = dt.datetime.fromisoformat(value)
     return "–" if value is None else value.strftime("%Y-%m-%d %H:%M:%S") + " UTC"
 
 
