@@ -23,7 +23,7 @@ from lineagewire.schemas import Codec
 from tests.helpers import wait_for
 
 from .receiver import Receiver, event_key
-from .samples import app_run, refresh_run
+from .samples import LIFECYCLE_STEPS, app_run, lifecycle_run, refresh_run
 
 pytestmark = pytest.mark.integration
 
@@ -257,3 +257,22 @@ def test_the_runtime_owns_retries_one_request_per_attempt(receiver: Receiver) ->
         finally:
             kept.close()
         assert receiver.rejected - before == requests
+
+
+def test_lifecycle_changes_arrive_as_valid_facets(settings, group_id, receiver: Receiver,  # noqa: ANN001
+                                                  assert_valid_openlineage) -> None:  # noqa: ANN001
+    events = lifecycle_run()
+    publish(settings, events)
+    want = expected_keys(events)
+    rt = ConsumerRuntime(settings, OpenLineageHandler(config=http_config(receiver.url)), group_id=group_id,
+                         retry=FAST)
+    t = run_in_thread(rt)
+    got = receiver.wait_for(lambda evs: {event_key(e) for e in evs} >= want)
+    rt.stop()
+    t.join(30)
+    assert_valid_openlineage(got)
+    facets = [o["facets"]["lifecycleStateChange"] for e in sorted(got, key=lambda e: e["eventTime"])
+              for o in e.get("outputs") or []]
+    assert [f["lifecycleStateChange"] for f in facets] == [c for _, _, c, _ in LIFECYCLE_STEPS]
+    assert [f.get("previousIdentifier") for f in facets if f["lifecycleStateChange"] == "RENAME"] == [
+        {"namespace": "file", "name": "/warehouse/sales.db/orders"}]
