@@ -26,7 +26,7 @@ lives in ``<db>.db/<table>``), or the symlink itself when ``previous_identifier`
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from datahub.metadata.schema_classes import (
     OperationClass,
@@ -111,5 +111,7 @@ class Lifecycle:
 
 
 def _patch(urn: str, key: str, value: str, system: Any) -> list[Proposal]:
-    built: list[Proposal] = DatasetPatchBuilder(urn, system_metadata=system).add_custom_property(key, value).build()
-    return built
+    """A custom property added by a PATCH: plain ``MetadataChangeProposalClass``es, which every sink reads through
+    the public ``to_obj`` as it reads ``Proposal`` (see ``translate._patches``)."""
+    return cast("list[Proposal]", DatasetPatchBuilder(urn, system_metadata=system).add_custom_property(key, value)
+                .build())

@@ -433,7 +433,7 @@ def _schema_history(states: Sequence[Any], earlier: dict[int, str] | None = None
         if not x.fields_json:
             continue
         fields = json.loads(x.fields_json)
-        under = (earlier or {}).get(getattr(x, "dataset_id", None))
+        under = earlier.get(x.dataset_id) if earlier else None
         if previous is None:
             history.append({"run_id": x.run_id, "seen_at": utc(x.seen_at), "added": [f"{f['name']} {f['type']}"
                                                                                    for f in fields],
