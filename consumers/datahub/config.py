@@ -4,8 +4,8 @@ Precedence, highest first (lineagewire's one rule, docs/settings.md, ``SettingsB
 flags (``--file``, ``--gms-url``...), then ``LINEAGEWIRE_DATAHUB__<KEY>`` environment variables
 (nested with ``__``: ``LINEAGEWIRE_DATAHUB__SINKS__REST__GMS_URL``), then the YAML file given
 with ``--config`` (the keys below), else the ``datahub:`` section of lineagewire's YAML file, then the
-defaults. The
-Kafka connection of the MCP sink defaults to lineagewire's own ``Settings``.
+defaults. A sink given by a flag replaces the YAML's sink of that name whole (the YAML's token never goes to
+the flag's server). The Kafka connection of the MCP sink defaults to lineagewire's own ``Settings``.
 
 .. code-block:: yaml
 
@@ -42,7 +42,7 @@ import yaml
 from pydantic import BaseModel, Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import SettingsConfigDict
 
-from lineagewire.config import SettingsBase
+from lineagewire.config import SettingsBase, find_config_file
 from lineagewire.exceptions import ConfigError
 
 __all__ = ["DataHubConfig", "DeliveryConfig", "FileSinkConfig", "KafkaSinkConfig", "RestSinkConfig", "SinksConfig",
@@ -219,10 +219,12 @@ class DataHubConfig(SettingsBase):
 
 
 def load_config(path: str | pathlib.Path | None = None, **overrides: Any) -> DataHubConfig:
-    """The configuration (``SettingsBase.load``): ``overrides`` (flags; None values ignored; ``file``, ``rest`` and
-    ``kafka`` set that sink), then ``LINEAGEWIRE_DATAHUB__*`` variables (``LINEAGEWIRE_DATAHUB__ENV=DEV``,
+    """The configuration (``SettingsBase.load``): ``overrides`` (flags; None values ignored), then
+    ``LINEAGEWIRE_DATAHUB__*`` variables (``LINEAGEWIRE_DATAHUB__ENV=DEV``,
     ``LINEAGEWIRE_DATAHUB__SINKS__REST__GMS_URL=...``), then the YAML file ``path`` (else the ``datahub:``
-    section of lineagewire's YAML file), then the defaults."""
+    section of lineagewire's YAML file), then the defaults. ``file``, ``rest`` and ``kafka`` in ``overrides``
+    each replace the YAML's sink of that name whole; the variables still add to them (``--gms-url`` takes the
+    token of ``LINEAGEWIRE_DATAHUB__SINKS__REST__TOKEN``, never the YAML's)."""
     data: dict[str, Any] | None = None
     if path is not None:
         p = pathlib.Path(path)
@@ -235,7 +237,16 @@ def load_config(path: str | pathlib.Path | None = None, **overrides: Any) -> Dat
         if not isinstance(data.get("sinks") or {}, dict):
             raise ConfigError(f"DataHub config {str(p)!r}: 'sinks' is a {type(data['sinks']).__name__}; expected "
                               "a mapping with file, rest and/or kafka")
-    sinks = {k: overrides.pop(k) for k in ("file", "rest", "kafka") if overrides.get(k) is not None}
     source = f"DataHub config {str(path)!r}" if path is not None else None
+    sinks = {k: overrides.pop(k) for k in ("file", "rest", "kafka") if overrides.get(k) is not None}
+    if sinks:
+        # A flag's sink replaces the file's sink of that name whole: merged key by key, the file's token would go
+        # to the flag's server. The environment still merges in (its token goes with --gms-url, as it always has).
+        if data is None:
+            found = find_config_file()
+            data = DataHubConfig.yaml_layers(found)[0]
+            source = f"config file {str(found)!r}" if found is not None else None
+        if isinstance(data.get("sinks"), dict):
+            data = {**data, "sinks": {k: v for k, v in data["sinks"].items() if k not in sinks}}
     config: DataHubConfig = DataHubConfig.load(document=data, source=source, sinks=sinks or None, **overrides)
     return config
