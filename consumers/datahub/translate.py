@@ -223,6 +223,7 @@ class Translator:
             props["sql"] = e["sql"]
         out, io = self._data_job(job, flow, job_id, e["inputs"], e["outputs"], e["column_lineage"], when, props)
         out += self._changes(e["outputs"], {"runId": hdr["run_id"], "actionId": e["action_id"]}, when)
+        out += self._partitions(e["outputs"], when)
         app = hdr.get("parent_run") or {"job_namespace": hdr["job_namespace"], "job_name": hdr["job_name"],
                                         "run_id": hdr["run_id"]}
         task_job = self._orchestrated.find((app["job_namespace"], app["job_name"], app["run_id"]))
@@ -234,6 +235,7 @@ class Translator:
         more = self._schedule_props(hdr)  # the run's properties after its ids, action name and status
         if e.get("incomplete_reason"):
             more["incompleteReason"] = e["incomplete_reason"]
+        more.update(_partitions_of(e))
         if e.get("error"):
             more["errorClass"] = e["error"]["error_class"]
             more["errorMessage"] = e["error"]["message"]
@@ -306,6 +308,16 @@ class Translator:
         if not any(d.get("lifecycle_change") for d in outputs):
             return []
         return self._lifecycle.proposals(outputs, run, when, self._system(when))
+
+    def _partitions(self, outputs: list[dict[str, Any]], when: int) -> list[Proposal]:
+        """The partition (static partition, dated folder) each output was last written at, as the dataset's
+        custom property ``partition``: a PATCH, so the other writers' properties stay."""
+        out: list[Proposal] = []
+        for d in outputs:
+            if d["partition_values"]:
+                out += DatasetPatchBuilder(self.names.urn(d), system_metadata=self._system(when)).add_custom_property(
+                    "partition", _partition_text(d["partition_values"])).build()
+        return out
 
     def _mcp(self, urn: str, aspect: Aspect, when: int) -> Proposal:
         return proposal(urn, aspect, self._system(when))
@@ -446,6 +458,21 @@ class Translator:
             out.append(self._memo.get(("outputs", *outs), lambda: serialise(DataProcessInstanceOutputClass(
                 outputs=outs, outputEdges=[EdgeClass(destinationUrn=u) for u in outs]))))
         return out
+
+
+def _partition_text(values: dict[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in values.items())
+
+
+def _partitions_of(e: dict[str, Any]) -> dict[str, str]:
+    """The run's custom properties ``partitionsRead`` / ``partitionsWritten``: each dataset with partition values,
+    ``name[k=v,...]``, joined by '; ' (a run reads several days of one dataset as one input)."""
+    props = {}
+    for key, datasets in (("partitionsRead", e["inputs"]), ("partitionsWritten", e["outputs"])):
+        parts = [f"{d['name']}[{_partition_text(d['partition_values'])}]" for d in datasets if d["partition_values"]]
+        if parts:
+            props[key] = "; ".join(parts)
+    return props
 
 
 def _patches(builder: Any) -> list[Proposal]:
