@@ -15,7 +15,7 @@ from pydantic_settings import SettingsConfigDict
 
 from lineagewire.cli import setting, settings_from, settings_of
 from lineagewire.config import SettingsBase
-from lineagewire.consumers.cli import run_service, runtime_options
+from lineagewire.consumers.cli import run_service, runtime_options, runtime_settings
 
 # The registry's commands live in registry_cli; lineagewire.cli.COMMANDS and consumers.cli.SERVICES name them here.
 from .registry_cli import jobs, lineage, registry, registry_group, runs
@@ -92,7 +92,8 @@ def archive(ctx: click.Context, archive: str | None, roll_mb: float | None, roll
                       roll_seconds=roll_seconds)
     location = archive_location(ctx, cfg.archive, "archive")
     settings = settings_from(ctx)
-    if not runtime.get("topics"):
+    # The default only when no flag, variable or YAML key names topics: the raw flag is None for the last two.
+    if not runtime_settings(ctx, **runtime).topics:
         runtime["topics"] = (settings.topics.jobs, settings.topics.refresh_commands)
     # Two records with one event id are two records at two offsets: the archive keeps both.
     runtime["dedup_window"] = 0
