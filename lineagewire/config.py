@@ -408,7 +408,7 @@ def _model_keys(found: dict[str, Any], model: type[BaseModel], unknown_keys: str
     """``found`` without the keys another model sharing the section reads (``SettingsBase.shared_section_keys``);
     for a model that forbids unknown keys, ConfigError (starting with ``unknown_keys``) naming those it does not
     know."""
-    shared = getattr(model, "shared_section_keys", frozenset())
+    shared: frozenset[str] = getattr(model, "shared_section_keys", frozenset())
     found = {k: v for k, v in found.items() if k not in shared}
     if model.model_config.get("extra") == "forbid":
         known = [k for k, f in model.model_fields.items() if not f.exclude]

@@ -273,3 +273,23 @@ def test_scheduler_validate_checks_the_tables_file_the_service_reads(tmp_path: p
     (tmp_path / "lineagewire.yaml").unlink()
     none = cli(tmp_path, "scheduler", "validate")
     assert none.returncode == 2 and "expected TABLES_FILE, LINEAGEWIRE_SCHEDULER__TABLES" in none.stderr
+
+
+@pytest.mark.slow
+def test_a_command_reads_the_kafka_cluster_under_either_name(tmp_path: pathlib.Path) -> None:
+    """As a user runs it: ``topics list`` tries the cluster the variable names (nobody listens on port 1, so it
+    says which it tried), the old name with a warning, the new one winning when both are set."""
+    quick = {"LINEAGEWIRE_KAFKA__CONNECT_TIMEOUT": "0.5"}
+    new = cli(tmp_path, "topics", "list", LINEAGEWIRE_KAFKA__BOOTSTRAP_SERVERS="127.0.0.1:1", **quick)
+    assert new.returncode == 2 and "no broker answered at 127.0.0.1:1 " in new.stderr, new.stderr
+    assert "deprecated" not in new.stderr
+    old = cli(tmp_path, "topics", "list", LINEAGEWIRE_BOOTSTRAP_SERVERS="127.0.0.2:1", **quick)
+    assert old.returncode == 2 and "no broker answered at 127.0.0.2:1 " in old.stderr, old.stderr
+    assert OLD.format(old="LINEAGEWIRE_BOOTSTRAP_SERVERS", new="LINEAGEWIRE_KAFKA__BOOTSTRAP_SERVERS") in old.stderr
+    both = cli(tmp_path, "topics", "list", LINEAGEWIRE_BOOTSTRAP_SERVERS="127.0.0.2:1",
+               LINEAGEWIRE_KAFKA__BOOTSTRAP_SERVERS="127.0.0.1:1", **quick)
+    assert both.returncode == 2 and "no broker answered at 127.0.0.1:1 " in both.stderr, both.stderr
+    (tmp_path / "lineagewire.yaml").write_text("bootstrap_servers: 127.0.0.3:1\n")
+    top = cli(tmp_path, "topics", "list", **quick)
+    assert top.returncode == 2 and "no broker answered at 127.0.0.3:1 " in top.stderr, top.stderr
+    assert "move them under 'kafka:' (bootstrap_servers -> kafka.bootstrap_servers)" in top.stderr
