@@ -315,8 +315,8 @@ class Translator:
         out: list[Proposal] = []
         for d in outputs:
             if d["partition_values"]:
-                out += DatasetPatchBuilder(self.names.urn(d), system_metadata=self._system(when)).add_custom_property(
-                    "partition", _partition_text(d["partition_values"])).build()
+                out += _patches(DatasetPatchBuilder(self.names.urn(d), system_metadata=self._system(when))
+                                .add_custom_property("partition", _partition_text(d["partition_values"])))
         return out
 
     def _mcp(self, urn: str, aspect: Aspect, when: int) -> Proposal:
