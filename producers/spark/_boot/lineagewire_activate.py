@@ -13,9 +13,10 @@ returns gets the emitter when
   a cluster's Spark properties, the builder's ``.config``), or else the driver's environment says
   ``LINEAGEWIRE_EMITTER__ENABLED=true`` (``spark.kubernetes.driverEnv.*``, ``spark.yarn.appMasterEnv.*``;
   the deprecated ``LINEAGEWIRE_ENABLED`` too, when the new name is unset: the emitter's settings then
-  warn about it), or else the YAML config file says ``emitter: {enabled: true}`` (read through the emitter's
-  own settings, ``EmitterConfig``, and only when there is a file: ``$LINEAGEWIRE_CONFIG`` or
-  ``./lineagewire.yaml``); or
+  warn about it), or else the YAML config file says ``emitter: {enabled: true}`` (only when there is a file:
+  ``$LINEAGEWIRE_CONFIG`` or ``./lineagewire.yaml``; PyYAML reads the key once per version of the file, and
+  only a value that is not plainly false is read again through the emitter's own settings, ``EmitterConfig``);
+  or
 - the process runs under ``lineagewire instrument`` (``LINEAGEWIRE_INSTRUMENT=1``, set with the boot
   folder's ``sitecustomize.py``, which calls ``install_hook()`` too).
 
@@ -59,10 +60,27 @@ def enabled(conf_value, env=os.environ):
     return _enabled_in_config_file(env)
 
 
+#: (path, mtime, size) of a config file -> whether it may turn the emitter on: read once per version of the file,
+#: so a driver's every getOrCreate does not parse it again
+_MAY_ENABLE = {}
+
+
 def _enabled_in_config_file(env):
     """``emitter.enabled`` of the YAML config file, as the emitter's settings read it. A driver without a config
-    file imports nothing for it (the check is a ``stat``), so the default path stays stdlib only."""
-    if not (env.get(CONFIG_ENV) or os.path.isfile(DEFAULT_CONFIG_FILE)):
+    file imports nothing for it (the check is a ``stat``). With one, PyYAML reads the key, once per version of the
+    file; the emitter's settings (pydantic, every source, the whole file validated) are built only when it is not
+    plainly off, so a file that leaves the emitter off costs a driver no more than that."""
+    path = env.get(CONFIG_ENV) or DEFAULT_CONFIG_FILE
+    try:
+        stat = os.stat(path)
+    except OSError:
+        if env.get(CONFIG_ENV):
+            raise ValueError(f"{CONFIG_ENV}={path!r}: no such file; expected a YAML config file") from None
+        return False
+    key = (os.path.abspath(path), stat.st_mtime_ns, stat.st_size)
+    if key not in _MAY_ENABLE:
+        _MAY_ENABLE[key] = _may_enable(path)
+    if not _MAY_ENABLE[key]:
         return False
     from lineagewire.exceptions import LineagewireError
     from lineagewire.producers.spark.config import resolve_config
@@ -71,6 +89,27 @@ def _enabled_in_config_file(env):
         return resolve_config().enabled
     except LineagewireError as exc:
         raise ValueError(f"emitter.enabled of the config file cannot be read: {exc}") from None
+
+
+def _may_enable(path):
+    """False when the YAML file ``path`` plainly leaves the emitter off (no ``emitter.enabled``, or false); True
+    for anything else, a file that cannot be read among them: the emitter's settings then decide, or say what is
+    wrong."""
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            document = yaml.safe_load(f)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return True
+    if document is None:
+        return False
+    if not isinstance(document, dict):
+        return True
+    section = document.get("emitter")
+    if section is None:
+        return False
+    return not isinstance(section, dict) or section.get("enabled") not in (None, False)
 
 
 def activate_if_enabled(session):
