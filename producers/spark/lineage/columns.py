@@ -422,6 +422,12 @@ class ColumnGraph:
         self.indirect += [(i, "FILTER") for i in self._ids(node.expressions("condition"))]
         return cols
 
+    def add_delete(self, node: PlanNode, target: PlanNode) -> list[tuple[str, int]]:
+        """Columns of a DELETE: the rows that stay keep every column of ``target``; the WHERE, which decides
+        which rows stay, is INDIRECT/FILTER."""
+        self.indirect += [(i, "FILTER") for i in self._ids(node.expressions("condition"))]
+        return [(attr.name, attr.expr_id) for attr in self.output(target)]
+
     def add_merge(self, node: PlanNode) -> list[tuple[str, int]]:
         """Columns of a MERGE: each SET / INSERT column from its expressions (in every clause that sets it);
         the ON condition is INDIRECT/JOIN, clause conditions INDIRECT/FILTER."""

@@ -85,6 +85,10 @@ def update(ctx: Extraction, node: PlanNode) -> None:
 
 
 def delete(ctx: Extraction, node: PlanNode) -> None:
-    """``DeleteCommand``: the target is written (rows removed); no column gets a new value."""
-    for ds in _target_outputs(ctx, node, "Delete"):
+    """``DeleteCommand``: the target is written (rows removed): the rows that stay keep their columns, and the
+    WHERE's columns are INDIRECT/FILTER, as the columns an UPDATE leaves alone."""
+    outputs = _target_outputs(ctx, node, "Delete")
+    columns = ctx.graph.add_delete(node, node.nested["target"])
+    for ds in outputs:
         ctx.add_output(ds, None, None)
+        ctx.add_column_ids(ds, columns)

@@ -140,6 +140,8 @@ def test_update_and_delete(results: dict[str, Any]) -> None:
     out = _only_output(delete)
     _is_table(out)
     assert out["operation"] == "Delete"
+    # The rows that stay keep their columns; the WHERE decides which stay.
+    assert inputs_of(delete, "k") == {"k": {("DIRECT", "IDENTITY")}, "id": {("INDIRECT", "FILTER")}}
 
 
 def test_time_travel_reads_name_the_version(results: dict[str, Any]) -> None:
