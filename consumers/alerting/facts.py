@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lineagewire.schemas import TERMINAL_STATUSES, kind_of
+
+from .breaking import LIFECYCLE_BREAKING, Change, Reads, base_type
 
 __all__ = ["Facts", "JobState", "Observation", "RefreshState", "RunState", "SchemaChange"]
 
@@ -34,6 +36,11 @@ MAX_RESTARTS = 1000
 #: a terminal run is forgotten this long after its last event (late events of it are still ordered)
 RUN_TTL = dt.timedelta(hours=6)
 REFRESH_TTL = dt.timedelta(days=2)
+#: a dataset's readers are those seen reading it this long ago at most; a change of a dataset is kept as long
+#: (``breaking_change``'s ``window`` narrows the readers it classifies)
+READER_TTL = dt.timedelta(days=30)
+#: at most this many changes of one dataset wait for their readers or a compatible write (the oldest go first)
+MAX_CHANGES = 20
 #: sequence numbers of a run are tracked exactly this far below its highest one; an older number is taken as
 #: seen (a redelivery after a restart is a second or two of events, never this many)
 SEQ_WINDOW = 10_000
@@ -71,6 +78,8 @@ class RunState:
     flags: set[str] = field(default_factory=set)
     #: the partition its events come from ("topic[n]"): with several instances, only its owner checks and saves it
     partition: str | None = None
+    #: its lineage so far: None (no action seen), "complete", or "incomplete" (an action's lineage was cut)
+    lineage: str | None = None
 
     @property
     def terminal(self) -> bool:
@@ -108,14 +117,15 @@ class RunState:
         return {"run_id": self.run_id, "namespace": self.namespace, "job": self.job, "created": _s(self.created),
                 "last_seen": _s(self.last_seen), "status": self.status, "restarts": self.restarts,
                 "max_seq": self.max_seq, "min_seq": self.min_seq, "gaps": sorted(self.gaps), "job_type": self.job_type,
-                "command_id": self.command_id, "flags": sorted(self.flags), "partition": self.partition}
+                "command_id": self.command_id, "flags": sorted(self.flags), "partition": self.partition,
+                "lineage": self.lineage}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> RunState:
         run = cls(run_id=d["run_id"], namespace=d["namespace"], job=d["job"], created=_t(d["created"]),  # type: ignore[arg-type]
                   last_seen=_t(d["last_seen"]), status=d["status"], restarts=d["restarts"],  # type: ignore[arg-type]
                   max_seq=d["max_seq"], job_type=d["job_type"], command_id=d["command_id"], flags=set(d["flags"]),
-                  partition=d.get("partition"))
+                  partition=d.get("partition"), lineage=d.get("lineage"))
         if "seqs" in d:  # a row saved before the window: every number seen
             seqs = set(d["seqs"])
             run.min_seq = min(seqs, default=-1)
@@ -230,6 +240,13 @@ class Observation:
     #: outputs whose schema is the same as the one their previous run wrote
     unchanged_outputs: list[str] = field(default_factory=list)
     refresh: RefreshState | None = None
+    #: changes this event made final (its writer run ended) that can break readers, with their dataset's readers
+    impacts: list[tuple[Change, list[Reads]]] = field(default_factory=list)
+    #: for a FINISHED run: the final changes of the datasets its job read, with their readers now (its lineage
+    #: may no longer read what the change took away)
+    rechecks: list[tuple[Change, list[Reads]]] = field(default_factory=list)
+    #: final changes this event's writes made compatible again (the columns are back, the table is written again)
+    restored: list[Change] = field(default_factory=list)
 
     @property
     def tags(self) -> dict[str, str]:
@@ -238,6 +255,10 @@ class Observation:
     @property
     def new_status(self) -> str | None:
         return self.event.get("new_status") if self.kind == "JobStatusChangedEvent" else None
+
+
+def _reader_key(dataset: str, who: tuple[str, str]) -> str:
+    return f"{dataset}\x1f{who[0]}\x1f{who[1]}"
 
 
 def _flatten(fields: list[dict[str, Any]], prefix: str = "") -> dict[str, str]:
@@ -258,6 +279,13 @@ class Facts:
         self.jobs: dict[tuple[str, str], JobState] = {}
         self.datasets: dict[str, tuple[str, dict[str, str]]] = {}  # "ns/name" -> (run_id, flattened fields)
         self.refreshes: dict[str, RefreshState] = {}
+        #: dataset ("ns/name") -> reader job (ns, name) -> what its latest run read of it
+        self.readers: dict[str, dict[tuple[str, str], Reads]] = {}
+        #: dataset -> its changes that can break readers, oldest first, until a compatible write or READER_TTL
+        self.changes: dict[str, list[Change]] = {}
+        #: indexes of the two above: job -> datasets it reads; writer run -> datasets it changed (not final yet)
+        self._reads_of: dict[tuple[str, str], set[str]] = {}
+        self._changed_by: dict[str, set[str]] = {}
         self._dirty: set[tuple[str, str]] = set()
         #: the partitions ("topic[n]") this instance owns; None: all of them (one instance, or not assigned yet).
         #: Runs, jobs and refreshes of other partitions are neither checked by the clock's rules nor saved.
@@ -344,8 +372,14 @@ class Facts:
                 run.status = event.get("status") or "CREATED"
         elif kind == "JobStatusChangedEvent" and not obs.out_of_order:
             self._observe_status(event, obs, run, js)
+            if run.terminal:
+                self._settle(obs, run)
         elif kind == "ActionLineageEvent":
+            self._observe_reads(event, obs, run, js)
+            before = {f"{ds['namespace']}/{ds['name']}": self.datasets.get(f"{ds['namespace']}/{ds['name']}")
+                      for ds in event.get("outputs") or []}
             obs.schema_changes, obs.unchanged_outputs = self._observe_outputs(event, run_id)
+            self._observe_changes(event, obs, run, js, before)
         if sched:
             obs.refresh = self._observe_schedule(sched, obs, run)
         return obs
@@ -392,6 +426,116 @@ class Facts:
             self.datasets[key] = (run_id, fields)
             self._dirty.add(("dataset", key))
         return changes, same
+
+    # -- readers and breaking changes (``breaking_change``) ------------------------------------------
+
+    def _observe_reads(self, event: dict[str, Any], obs: Observation, run: RunState, js: JobState) -> None:
+        """Record what this action read of each input: the input fields of its column lineage, or the whole
+        dataset when no column lineage names its fields (an action without outputs)."""
+        complete = bool(event.get("lineage_complete", True))
+        run.lineage = "incomplete" if not complete or run.lineage == "incomplete" else "complete"
+        fields: dict[str, set[str]] = {}
+        for cl in event.get("column_lineage") or []:
+            for f in cl.get("inputs") or []:
+                fields.setdefault(f"{f['namespace']}/{f['name']}", set()).add(f["field"])
+        # A part of split column lineage carries every input but only some outputs' lineage: an input it does not
+        # name may be named by another part, so it reads no column here rather than the whole dataset.
+        split = int(event.get("parts") or 1) > 1
+        for ds in event.get("inputs") or []:
+            key = f"{ds['namespace']}/{ds['name']}"
+            cols = fields.get(key)
+            if cols is None and split:
+                cols = set()
+            reads = Reads(obs.namespace, obs.job, run.run_id, frozenset(cols) if cols is not None else None,
+                          complete, obs.at, dict(js.tags))
+            who = (obs.namespace, obs.job)
+            known = self.readers.setdefault(key, {})
+            old = known.get(who)
+            known[who] = old.merged(reads) if old is not None and old.run_id == run.run_id else reads
+            self._reads_of.setdefault(who, set()).add(key)
+            self._dirty.add(("reader", _reader_key(key, who)))
+
+    def _observe_changes(self, event: dict[str, Any], obs: Observation, run: RunState, js: JobState,
+                         before: dict[str, tuple[str, dict[str, str]] | None]) -> None:
+        """Changes of this action's outputs that can break readers (kept until the run ends: see ``_settle``),
+        and earlier changes its writes make compatible again."""
+        for ds in event.get("outputs") or []:
+            key = f"{ds['namespace']}/{ds['name']}"
+            life = ds.get("lifecycle_change")
+            fields = _flatten(ds["fields"]) if ds.get("fields") else None
+            prev = before.get(key)
+            # the schema before this run: what an earlier run wrote, or what a table this run dropped had
+            old = prev[1] if prev is not None and prev[0] != run.run_id else None
+            kept = []
+            for c in self.changes.get(key, []):
+                if not c.restored_by(fields, life):
+                    kept.append(c)
+                elif c.settled:
+                    obs.restored.append(c)
+                elif c.writer_run == run.run_id and c.lifecycle == "DROP":
+                    old = c.old_types  # dropped and created again by this run: only its columns may have changed
+            self._set_changes(key, kept)
+            made = Change(key, obs.namespace, obs.job, run.run_id, obs.at, dict(js.tags))
+            if life == "RENAME":
+                was = ds.get("previous_identifier")
+                if was:
+                    self._add_change(replace(made, dataset=f"{was['namespace']}/{was['name']}", lifecycle=life,
+                                             renamed_to=key))
+            elif life in LIFECYCLE_BREAKING:
+                schema = old if old is not None else (prev[1] if prev is not None else {})
+                self._add_change(replace(made, lifecycle=life, old_types=dict(fields or schema)))
+            elif fields is not None and old is not None:
+                removed = tuple(sorted(set(old) - set(fields)))
+                retyped = tuple(sorted(f"{c}: {base_type(old[c])} -> {base_type(fields[c])}"
+                                       for c in set(old) & set(fields) if base_type(old[c]) != base_type(fields[c])))
+                if removed or retyped:
+                    gone = set(removed) | {r.split(": ", 1)[0] for r in retyped}
+                    self._add_change(replace(made, removed=removed, retyped=retyped,
+                                             old_types={c: old[c] for c in sorted(gone)}))
+
+    def _add_change(self, change: Change) -> None:
+        held = [c for c in self.changes.get(change.dataset, [])
+                if not (c.writer_run == change.writer_run and not c.settled and c.ident == change.ident)]
+        self._set_changes(change.dataset, [*held, change][-MAX_CHANGES:])
+        self._changed_by.setdefault(change.writer_run, set()).add(change.dataset)
+
+    def _set_changes(self, dataset: str, changes: list[Change]) -> None:
+        if changes == self.changes.get(dataset, []):
+            return
+        if changes:
+            self.changes[dataset] = changes
+        else:
+            self.changes.pop(dataset, None)
+        self._dirty.add(("change", dataset))
+
+    def readers_of(self, dataset: str) -> list[Reads]:
+        return list(self.readers.get(dataset, {}).values())
+
+    def _settle(self, obs: Observation, run: RunState) -> None:
+        """The run ended: its changes are final (impacts, with their readers now). A FINISHED run's job may no
+        longer read what an earlier change broke (rechecks): a dataset its complete lineage did not read this
+        time is no longer one it reads."""
+        for key in sorted(self._changed_by.pop(run.run_id, set())):
+            changes = self.changes.get(key, [])
+            final = [replace(c, settled=True) if c.writer_run == run.run_id else c for c in changes]
+            self._set_changes(key, final)
+            readers = self.readers_of(key)
+            obs.impacts += [(c, readers) for c, was in zip(final, changes, strict=True)
+                            if c.settled and not was.settled]
+        if run.status != "FINISHED":
+            return
+        who = (run.namespace, run.job)
+        read = self._reads_of.get(who, set())
+        for key in sorted(read):
+            mine = self.readers.get(key, {})
+            if run.lineage == "complete" and mine.get(who) is not None and mine[who].run_id != run.run_id:
+                del mine[who]
+                if not mine:
+                    del self.readers[key]
+                self._dirty.add(("reader", _reader_key(key, who)))
+            readers = self.readers_of(key)
+            obs.rechecks += [(c, readers) for c in self.changes.get(key, []) if c.settled]
+        self._reads_of[who] = {k for k in read if who in self.readers.get(k, {})}
 
     def _observe_command(self, event: dict[str, Any], js: JobState, at: dt.datetime,
                          partition: str | None) -> Observation:
@@ -445,6 +589,16 @@ class Facts:
                     and self.mine(c)]:
             del self.refreshes[cid]
             self._dirty.add(("refresh", cid))
+        floor = now - READER_TTL
+        for key in list(self.readers):
+            for who in [w for w, r in self.readers[key].items() if r.seen < floor]:
+                del self.readers[key][who]
+                self._reads_of.get(who, set()).discard(key)
+                self._dirty.add(("reader", _reader_key(key, who)))
+            if not self.readers[key]:
+                del self.readers[key]
+        for key in list(self.changes):
+            self._set_changes(key, [c for c in self.changes[key] if c.at >= floor])
 
     def mark_dirty(self, kind: str, key: str) -> None:
         self._dirty.add((kind, key))
@@ -461,6 +615,21 @@ class Facts:
                 value = self.jobs.get((ns, name))
             elif kind == "refresh":
                 value = self.refreshes.get(key)
+            elif kind == "reader":
+                dataset, ns, name = key.split("\x1f")
+                reads = self.readers.get(dataset, {}).get((ns, name))
+                js = self.jobs.get((ns, name))
+                out.append((kind, key, {**reads.to_json(), "dataset": dataset,
+                                        "partition": js.partition if js else None} if reads else None))
+                continue
+            elif kind == "change":
+                held = self.changes.get(key)
+                part = None
+                if held:
+                    writer = self.jobs.get((held[-1].writer_namespace, held[-1].writer_job))
+                    part = writer.partition if writer else None
+                out.append((kind, key, {"changes": [c.to_json() for c in held], "partition": part} if held else None))
+                continue
             else:
                 ds = self.datasets.get(key)
                 out.append((kind, key, {"run_id": ds[0], "fields": ds[1]} if ds else None))
@@ -489,4 +658,14 @@ class Facts:
                 self.refreshes[key] = RefreshState.from_json(doc)
             elif kind == "dataset":
                 self.datasets[key] = (doc["run_id"], doc["fields"])
+            elif kind == "reader":
+                reads = Reads.from_json(doc)
+                who = (reads.namespace, reads.job)
+                self.readers.setdefault(doc["dataset"], {})[who] = reads
+                self._reads_of.setdefault(who, set()).add(doc["dataset"])
+            elif kind == "change":
+                self.changes[key] = [Change.from_json(c) for c in doc["changes"]]
+                for c in self.changes[key]:
+                    if not c.settled:
+                        self._changed_by.setdefault(c.writer_run, set()).add(key)
         self._dirty.clear()
