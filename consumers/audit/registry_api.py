@@ -1,7 +1,8 @@
 """The job registry over REST (FastAPI): ``lineagewire registry serve``.
 
 Reads are open: ``GET /jobs``, ``/jobs/{job}``, ``/jobs/{job}/history``,
-``/runs/{run_id}``, ``/lineage/{upstream|downstream}?dataset=...``, ``/datasets?dataset=...`` (a dataset's
+``/runs/{run_id}``, ``/runs/{run_id}/diff[?against=RUN]`` (what changed since the job's previous successful
+run), ``/lineage/{upstream|downstream}?dataset=...``, ``/datasets?dataset=...`` (a dataset's
 lifecycle: its changes, dropped by which run, renamed from or to which name).
 Anything that changes data needs ``Authorization: Bearer <token>``, checked
 before the body is read: ``POST /events`` applies one event given as it is on
@@ -75,6 +76,12 @@ def create_app(store: RegistryStore, token: str) -> FastAPI:
     @app.get("/runs/{run_id}")
     def run(run_id: str) -> dict[str, Any]:
         return read(q.run_detail, run_id)
+
+    @app.get("/runs/{run_id}/diff")
+    def run_diff(run_id: str, against: str | None = Query(None, description="Another run of the same job to "
+                                                             "compare with; default: its previous successful run."),
+                 ) -> dict[str, Any]:
+        return read(q.run_diff, run_id, against)
 
     @app.get("/datasets")
     def dataset(dataset: str, namespace: str | None = None) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""Commands of the job registry: ``consume registry``, ``jobs``, ``runs``, ``lineage``, ``registry serve``.
+"""Commands of the job registry: ``consume registry``, ``jobs``, ``runs``, ``datasets``, ``lineage``,
+``registry serve``.
 
 Every command takes ``--db-url`` (``RegistrySettings``: else ``LINEAGEWIRE_REGISTRY__DB_URL``, else
 ``registry.db_url`` in the YAML file, else the local SQLite file ``lineagewire-registry.db``).
@@ -25,7 +26,7 @@ from lineagewire.kafka.reader import parse_position
 
 log = logging.getLogger(__name__)
 
-__all__ = ["RegistrySettings", "db_url_option", "jobs", "lineage", "registry", "registry_group", "runs"]
+__all__ = ["RegistrySettings", "datasets", "db_url_option", "jobs", "lineage", "registry", "registry_group", "runs"]
 
 
 class RegistrySettings(SettingsBase):
@@ -185,6 +186,26 @@ def runs_show(run_id: str, db_url: str, fmt: str) -> None:
             click.echo(f"  {d['namespace']} {d['name']}")
 
 
+@runs.command("diff")
+@click.argument("run_id", metavar="RUN")
+@click.option("--against", default=None, metavar="RUN",
+              help="Compare with this run of the same job instead of its previous successful run.")
+@db_url_option
+@format_option
+def runs_diff(run_id: str, against: str | None, db_url: str, fmt: str) -> None:
+    """What changed in RUN since its job's previous successful run: inputs, outputs, schemas, column lineage,
+    spec, lifecycle changes and duration (docs/audit.md)."""
+    from .registry_query import run_diff
+    from .run_diff import render_text
+
+    info = _read(db_url, run_diff, run_id, against)
+    if fmt == "json":
+        click.echo(json.dumps(info, indent=2))
+        return
+    for line in render_text(info):
+        click.echo(line)
+
+
 def _lineage_command(direction: str) -> click.Command:
     @click.command(direction)
     @click.argument("dataset")
@@ -233,6 +254,49 @@ def lineage() -> None:
 
 lineage.add_command(_lineage_command("upstream"))
 lineage.add_command(_lineage_command("downstream"))
+
+
+@click.group("datasets")
+def datasets() -> None:
+    """A dataset's lifecycle, from the job registry."""
+
+
+@datasets.command("show")
+@click.argument("dataset")
+@click.option("--namespace", default=None, help="The OpenLineage namespace; DATASET is then its name.")
+@db_url_option
+@format_option
+def datasets_show(dataset: str, namespace: str | None, db_url: str, fmt: str) -> None:
+    """DATASET's lifecycle changes (CREATE, ALTER, RENAME, TRUNCATE, DROP, OVERWRITE), whether it is dropped or
+    renamed, and its previous names (a path, a URI, a table name, or --namespace NS NAME)."""
+    from .registry_query import dataset_detail
+
+    info = _read(db_url, dataset_detail, dataset, namespace)
+    if fmt == "json":
+        click.echo(json.dumps(info, indent=2))
+        return
+    click.echo(f"{info['namespace']} {info['name']}: {_dataset_state(info)}")
+    for p in info["previous_names"]:
+        click.echo(f"previously named {p['namespace']} {p['name']} (renamed {p['renamed_at']} by run "
+                   f"{p['renamed_by']})")
+    click.echo("changes:")
+    if not info["changes"]:
+        click.echo("  none known")
+    for c in info["changes"]:
+        was = f" from {c['previous']['namespace']} {c['previous']['name']}" if c["previous"] else ""
+        under = f" as {c['dataset']['name']}" if c["dataset"]["id"] != info["id"] else ""
+        click.echo(f"  {c['at']}  {c['change']}{was}{under}  run {c['run_id']}"
+                   f"{' action ' + c['action_id'] if c['action_id'] else ''}  {c['job'] or '-'}")
+
+
+def _dataset_state(info: dict[str, Any]) -> str:
+    if info["state"] == "dropped":
+        by = info["dropped_by"]
+        return f"dropped by run {by['run_id']} of {by['job'] or '-'} at {by['at']}"
+    if info["state"] == "renamed":
+        to = info["renamed_to"]
+        return f"renamed to {to['namespace']} {to['name']} by run {to['run_id']} at {to['at']}"
+    return info["state"] or "no lifecycle change known"
 
 
 @click.group("registry")

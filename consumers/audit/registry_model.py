@@ -20,6 +20,7 @@ applied_events     event id already applied
 run_events         event of a run, as JSON (the UI's run page, raw event link)
 dataset_states     dataset a run read or wrote: its schema and version then
 dataset_changes    lifecycle change of a dataset (CREATE, ALTER, RENAME, ...) by an action of a run
+run_diffs          ended run: what changed since its job's previous successful run (``run_diff``)
 =================  ==========================================================
 """
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Column,
     DateTime,
     ForeignKey,
@@ -53,6 +55,7 @@ __all__ = [
     "datasets",
     "jobs",
     "run_datasets",
+    "run_diffs",
     "run_events",
     "runs",
     "specs",
@@ -233,6 +236,18 @@ dataset_changes = Table(
     _ts("changed_at", nullable=False),
     Column("previous_id", Integer, ForeignKey("datasets.id"), index=True),
     UniqueConstraint("run_id", "action_id", "dataset_id", "change", name="uq_dataset_changes"),
+)
+
+# What changed since the job's previous successful run (``run_diff.compare``), computed once when the run ends
+# (again if an event of it comes later), so that reading it is this one row; ``against_run_id`` is None when
+# there was no successful run before it.
+run_diffs = Table(
+    "run_diffs", METADATA,
+    Column("run_id", String(128), ForeignKey("runs.run_id"), primary_key=True),
+    Column("against_run_id", String(128)),
+    Column("changed", Boolean, nullable=False),
+    Column("diff_json", Text, nullable=False),
+    _ts("computed_at", nullable=False),
 )
 
 

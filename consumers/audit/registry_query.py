@@ -12,7 +12,6 @@ emitter records), or an OpenLineage namespace and name.
 from __future__ import annotations
 
 import datetime as dt
-import difflib
 import json
 from collections.abc import Iterable
 from typing import Any
@@ -24,9 +23,10 @@ from sqlalchemy.engine import Connection
 from lineagewire.exceptions import ConfigError
 
 from . import registry_model as m
+from . import run_diff as rd
 
-__all__ = ["DEFAULT_DEPTH", "NotFoundError", "child_runs", "dataset_detail", "dataset_lifecycle", "job_history",
-           "job_runs", "lineage", "list_jobs", "resolve_dataset", "run_detail"]
+__all__ = ["DEFAULT_DEPTH", "NotFoundError", "child_runs", "compute_run_diff", "dataset_detail", "dataset_lifecycle",
+           "job_history", "job_runs", "lineage", "list_jobs", "resolve_dataset", "run_detail", "run_diff"]
 
 _OBJECT_STORES = {"s3": "s3", "s3a": "s3", "s3n": "s3", "gs": "gs", "abfs": "abfs", "abfss": "abfss",
                   "wasb": "wasb", "wasbs": "wasbs"}
@@ -172,9 +172,8 @@ def job_history(conn: Connection, job: str) -> dict[str, Any]:
         if spec_id is None:
             continue
         if previous is not None and spec_id != previous:
-            run["spec_diff"] = "".join(difflib.unified_diff(
-                specs[previous].splitlines(keepends=True), specs[spec_id].splitlines(keepends=True),
-                fromfile=f"spec {previous}", tofile=f"spec {spec_id}"))
+            run["spec_diff"] = rd.unified_spec_diff(specs[previous], specs[spec_id], f"spec {previous}",
+                                                    f"spec {spec_id}")
         previous = spec_id
     return info
 
@@ -200,6 +199,75 @@ def run_detail(conn: Connection, run_id: str) -> dict[str, Any]:
     out["outputs"] = [{"namespace": x.namespace, "name": x.name, "operation": x.operation}
                       for x in io if x.direction == "out"]
     return out
+
+
+def _run_row(conn: Connection, run_id: str) -> Any:
+    r, j = m.runs.c, m.jobs.c
+    row = conn.execute(sa.select(r.run_id, r.job_id, r.status, r.duration_ms, r.spec_id, r.created_at, r.started_at,
+                                 j.namespace, j.name).join(m.jobs, j.id == r.job_id).where(r.run_id == run_id)).first()
+    if row is None:
+        raise NotFoundError(f"run {run_id!r} is not in the registry; expected a run id "
+                            "(see: lineagewire jobs show JOB)")
+    return row
+
+
+def _snapshot(conn: Connection, row: Any) -> rd.RunSnapshot:
+    """What ``run_diff.compare`` needs of the run ``row`` (``_run_row``): its lineage events, spec and
+    lifecycle changes."""
+    e = m.run_events.c
+    events = [json.loads(body) for body in conn.execute(
+        sa.select(e.body).where(e.run_id == row.run_id, e.kind.in_(["JobCreatedEvent", "ActionLineageEvent"]))
+        .order_by(e.sequence, e.event_id)).scalars()]
+    spec = None
+    if row.spec_id is not None:
+        text = conn.execute(sa.select(m.specs.c.spec_json).where(m.specs.c.id == row.spec_id)).scalar()
+        spec = json.loads(text) if text else None
+    c, d = m.dataset_changes.c, m.datasets.c
+    prev = m.datasets.alias("prev")
+    changes = [{"change": x.change, "namespace": x.namespace, "name": x.name,
+                "previous": {"namespace": x.prev_namespace, "name": x.prev_name} if x.prev_name is not None else None}
+               for x in conn.execute(
+                   sa.select(c.change, d.namespace, d.name, prev.c.namespace.label("prev_namespace"),
+                             prev.c.name.label("prev_name"))
+                   .select_from(m.dataset_changes.join(m.datasets, d.id == c.dataset_id)
+                                .outerjoin(prev, prev.c.id == c.previous_id))
+                   .where(c.run_id == row.run_id))]
+    return rd.snapshot(row.run_id, f"{row.namespace}/{row.name}", events, status=row.status,
+                       duration_ms=row.duration_ms, spec=spec, changes=changes)
+
+
+def _previous_success(conn: Connection, row: Any) -> Any:
+    """The job's newest FINISHED run that began before the run ``row`` (created, else started), or None."""
+    r = m.runs.c
+    when = row.created_at or row.started_at
+    began = sa.func.coalesce(r.created_at, r.started_at)
+    query = sa.select(r.run_id).where(r.job_id == row.job_id, r.status == "FINISHED", r.run_id != row.run_id)
+    if when is not None:
+        query = query.where(sa.or_(began < when, sa.and_(began == when, r.run_id < row.run_id)))
+    run_id = conn.execute(query.order_by(began.desc().nulls_last(), r.run_id.desc()).limit(1)).scalar()
+    return None if run_id is None else _run_row(conn, run_id)
+
+
+def compute_run_diff(conn: Connection, run_id: str, against: str | None = None) -> dict[str, Any]:
+    """What changed in run ``run_id`` since ``against``, by default its job's previous successful run
+    (``run_diff.compare``), computed now. A run of another job is refused (ConfigError naming both jobs)."""
+    row = _run_row(conn, run_id)
+    other = _previous_success(conn, row) if against is None else _run_row(conn, against)
+    if other is not None and other.job_id != row.job_id:
+        raise ConfigError(f"run {run_id} is of job {row.namespace}/{row.name} and run {against} of job "
+                          f"{other.namespace}/{other.name}; a diff compares two runs of one job")
+    return rd.compare(_snapshot(conn, row), None if other is None else _snapshot(conn, other))
+
+
+def run_diff(conn: Connection, run_id: str, against: str | None = None) -> dict[str, Any]:
+    """What changed in run ``run_id`` since its job's previous successful run: the diff stored when the run ended
+    (``stored``: true), else computed now (a run still going, or one that ended before the registry kept
+    diffs); against another run of the job when ``against`` is given (computed now)."""
+    if against is None:
+        body = conn.execute(sa.select(m.run_diffs.c.diff_json).where(m.run_diffs.c.run_id == run_id)).scalar()
+        if body is not None:
+            return {**json.loads(body), "stored": True}
+    return {**compute_run_diff(conn, run_id, against), "stored": False}
 
 
 #: the most earlier names a dataset's history follows back (a chain of renames; also stops a cycle A -> B -> A)

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
-from lineagewire.db import insert_ignore, upgrade
+from lineagewire.db import insert_ignore, upgrade, upsert
 from lineagewire.exceptions import ConfigError, MissingExtraError
 
 try:
@@ -31,6 +31,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 from lineagewire.schemas import TERMINAL_STATUSES, to_jsonable
 
 from . import registry_model as m
+from .registry_query import compute_run_diff
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +139,10 @@ def _read_only_engine(url: sa.URL, backend: str, missing: str) -> Engine:
     return sa.create_engine(url)
 
 
+#: the kinds of event that can change a run's diff (its status, lineage or spec)
+_DIFFED = frozenset({"JobStatusChangedEvent", "ActionLineageEvent", "JobCreatedEvent"})
+
+
 def _spec_json(spec: dict[str, Any]) -> str:
     return json.dumps(to_jsonable(spec), sort_keys=True, indent=1)
 
@@ -178,6 +183,8 @@ class RegistryStore:
             insert_ignore(conn, m.run_events, [{"event_id": h["event_id"], "run_id": h["run_id"], "kind": kind,
                                                 "sequence": h["sequence"], "event_time": h["event_time"],
                                                 "body": json.dumps(to_jsonable(event), sort_keys=True)}])
+            if kind in _DIFFED:
+                self._diff(conn, h["run_id"], kind, event)
             conn.execute(m.applied_events.insert().values(event_id=h["event_id"], applied_at=dt.datetime.now(dt.UTC)))
         return True
 
@@ -223,6 +230,19 @@ class RegistryStore:
                                       "nominal_time": schedule["nominal_time"] if schedule else None}])
 
     # -- events -----------------------------------------------------------------------------------
+
+    def _diff(self, conn: Connection, run_id: str, kind: str, event: dict[str, Any]) -> None:
+        """Store the run's diff (``run_diff``) once it has ended: when its terminal status comes, and again when an
+        event of its lineage or spec comes after that (events of a run may arrive out of order)."""
+        if kind == "JobStatusChangedEvent" and event["new_status"] not in TERMINAL_STATUSES:
+            return
+        status = conn.execute(sa.select(m.runs.c.status).where(m.runs.c.run_id == run_id)).scalar()
+        if status not in TERMINAL_STATUSES:
+            return
+        diff = compute_run_diff(conn, run_id)
+        upsert(conn, m.run_diffs, [{"run_id": run_id, "against_run_id": diff["against"], "changed": diff["changed"],
+                                    "diff_json": json.dumps(diff, sort_keys=True),
+                                    "computed_at": dt.datetime.now(dt.UTC)}], keys=["run_id"])
 
     def _io(self, conn: Connection, run_id: str, job_id: int, when: dt.datetime, inputs: list[dict[str, Any]],
             outputs: list[dict[str, Any]], column_lineage: list[dict[str, Any]]) -> None:

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from .. import registry_model as m
-from ..registry_query import NotFoundError, dataset_lifecycle
+from ..registry_query import NotFoundError, dataset_lifecycle, run_diff
 
 __all__ = [
     "PAGE_SIZE",
@@ -298,7 +298,8 @@ def _datasets_by_id(conn: Connection, ids: Iterable[int]) -> dict[int, Any]:
 
 
 def run_page(conn: Connection, run_id: str) -> dict[str, Any]:
-    """A run: transitions (with error stacks), actions from its events, inputs and outputs."""
+    """A run: what changed since its job's previous successful run, transitions (with error stacks), actions from
+    its events, inputs and outputs."""
     row = conn.execute(sa.select(m.runs, m.jobs.c.namespace, m.jobs.c.name)
                        .join(m.jobs, m.jobs.c.id == m.runs.c.job_id).where(m.runs.c.run_id == run_id)).first()
     if row is None:
@@ -322,6 +323,7 @@ def run_page(conn: Connection, run_id: str) -> dict[str, Any]:
     out["actions"] = [_action_item(x.event_id, json.loads(x.body), names) for x in events
                       if x.kind == "ActionLineageEvent"]
     out["inputs"], out["outputs"] = _run_datasets(conn, run_id)
+    out["diff"] = run_diff(conn, run_id)  # the row stored when the run ended; computed for a run still going
     return out
 
 
