@@ -245,7 +245,7 @@ class Codec:
             return hit
         if self._registry is None:
             raise DecodeError("unknown-schema-id", f"Confluent schema id {schema_id}, but no schema registry is "
-                              "configured; set schema_registry_url (LINEAGEWIRE_SCHEMA_REGISTRY_URL)")
+                              "configured; set kafka.schema_registry_url (LINEAGEWIRE_KAFKA__SCHEMA_REGISTRY_URL)")
         try:
             schema_str = self._registry.get_schema(schema_id).schema_str
         except Exception as exc:  # noqa: BLE001 - the client raises several kinds for a missing id

@@ -58,7 +58,7 @@ def instrument(ctx: click.Context, listeners: str | None, namespace: str | None,
     if obj.get("config_file"):
         env["LINEAGEWIRE_CONFIG"] = os.path.abspath(obj["config_file"])
     if obj.get("schema_registry_url"):
-        env["LINEAGEWIRE_SCHEMA_REGISTRY_URL"] = obj["schema_registry_url"]
+        env["LINEAGEWIRE_KAFKA__SCHEMA_REGISTRY_URL"] = obj["schema_registry_url"]
     program = shutil.which(command[0], path=env.get("PATH")) or command[0]
     try:
         os.execvpe(program, list(command), env)  # noqa: S606 - running the user's command is the point

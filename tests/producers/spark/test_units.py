@@ -19,7 +19,7 @@ from lineagewire.schemas import Codec, action_lineage, header
 def test_config_precedence_arguments_then_conf_then_env_then_file(clean_env: pytest.MonkeyPatch,
                                                                    tmp_path: pathlib.Path) -> None:
     (tmp_path / "lineagewire.yaml").write_text(
-        "bootstrap_servers: file-host:9092\n"  # the Kafka settings' part of the same file
+        "kafka:\n  bootstrap_servers: file-host:9092\n"  # the Kafka settings' part of the same file
         "emitter:\n  namespace: file-ns\n  queue_size: 17\n  flush_timeout: 1\n  listeners: [file]\n")
     clean_env.setenv("LINEAGEWIRE_EMITTER__LISTENERS", "log")
     clean_env.setenv("LINEAGEWIRE_EMITTER__NAMESPACE", "env-ns")
