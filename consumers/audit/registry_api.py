@@ -29,6 +29,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 from lineagewire.schemas import Codec
 
 from . import registry_query as q
+from .impact_cli import add_impact_route
 from .registry_store import RegistryStore
 
 __all__ = ["MAX_BODY", "create_app"]
@@ -115,4 +116,5 @@ def create_app(store: RegistryStore, token: str) -> FastAPI:
         applied = await run_in_threadpool(store.apply, event)  # the database call must not block the loop
         return {"applied": applied, "event_id": event["header"]["event_id"]}
 
+    add_impact_route(app, store)  # GET /impact: everything downstream of a dataset or column (impact_cli)
     return app

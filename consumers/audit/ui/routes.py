@@ -23,6 +23,7 @@ from ..registry_query import NotFoundError, resolve_dataset
 from ..registry_store import RegistryStore
 from . import queries as q
 from .alerts import AlertsReader
+from .impact import router as impact_router
 
 __all__ = ["MAX_DEPTH", "UI", "cannot_show", "duration_text", "not_found", "router", "time_text"]
 
@@ -58,6 +59,7 @@ Depth = Annotated[int, Query(ge=1, le=MAX_DEPTH)]
 PageNo = Annotated[int, Query(alias="page", ge=1)]
 
 router = APIRouter()
+router.include_router(impact_router)  # /ui/impact and its CSV: a router of its own (ui/impact.py)
 
 
 def _is_page(request: Request) -> bool:
