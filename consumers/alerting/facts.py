@@ -19,6 +19,7 @@ however long a streaming run lives.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -257,6 +258,12 @@ class Observation:
         return self.event.get("new_status") if self.kind == "JobStatusChangedEvent" else None
 
 
+def _row_key(key: str) -> str:
+    """The database key of a reader or change row: the key itself, or its hash when longer than the key column
+    (500 characters; a long path and a job name together can be). The row's value names what it is about."""
+    return key if len(key) <= 400 else "sha256:" + hashlib.sha256(key.encode()).hexdigest()
+
+
 def _reader_key(dataset: str, who: tuple[str, str]) -> str:
     return f"{dataset}\x1f{who[0]}\x1f{who[1]}"
 
@@ -380,6 +387,8 @@ class Facts:
                       for ds in event.get("outputs") or []}
             obs.schema_changes, obs.unchanged_outputs = self._observe_outputs(event, run_id)
             self._observe_changes(event, obs, run, js, before)
+            if run.terminal:  # lineage that came after its run's end (a slow extraction): final at once
+                self._settle_changes(obs, run)
         if sched:
             obs.refresh = self._observe_schedule(sched, obs, run)
         return obs
@@ -515,6 +524,11 @@ class Facts:
         """The run ended: its changes are final (impacts, with their readers now). A FINISHED run's job may no
         longer read what an earlier change broke (rechecks): a dataset its complete lineage did not read this
         time is no longer one it reads."""
+        self._settle_changes(obs, run)
+        if run.status == "FINISHED":
+            self._recheck_reads(obs, run)
+
+    def _settle_changes(self, obs: Observation, run: RunState) -> None:
         for key in sorted(self._changed_by.pop(run.run_id, set())):
             changes = self.changes.get(key, [])
             final = [replace(c, settled=True) if c.writer_run == run.run_id else c for c in changes]
@@ -522,8 +536,8 @@ class Facts:
             readers = self.readers_of(key)
             obs.impacts += [(c, readers) for c, was in zip(final, changes, strict=True)
                             if c.settled and not was.settled]
-        if run.status != "FINISHED":
-            return
+
+    def _recheck_reads(self, obs: Observation, run: RunState) -> None:
         who = (run.namespace, run.job)
         read = self._reads_of.get(who, set())
         for key in sorted(read):
@@ -619,8 +633,8 @@ class Facts:
                 dataset, ns, name = key.split("\x1f")
                 reads = self.readers.get(dataset, {}).get((ns, name))
                 js = self.jobs.get((ns, name))
-                out.append((kind, key, {**reads.to_json(), "dataset": dataset,
-                                        "partition": js.partition if js else None} if reads else None))
+                out.append((kind, _row_key(key), {**reads.to_json(), "dataset": dataset,
+                                                  "partition": js.partition if js else None} if reads else None))
                 continue
             elif kind == "change":
                 held = self.changes.get(key)
@@ -628,7 +642,8 @@ class Facts:
                 if held:
                     writer = self.jobs.get((held[-1].writer_namespace, held[-1].writer_job))
                     part = writer.partition if writer else None
-                out.append((kind, key, {"changes": [c.to_json() for c in held], "partition": part} if held else None))
+                out.append((kind, _row_key(key), {"dataset": key, "changes": [c.to_json() for c in held],
+                                                  "partition": part} if held else None))
                 continue
             else:
                 ds = self.datasets.get(key)
@@ -664,8 +679,8 @@ class Facts:
                 self.readers.setdefault(doc["dataset"], {})[who] = reads
                 self._reads_of.setdefault(who, set()).add(doc["dataset"])
             elif kind == "change":
-                self.changes[key] = [Change.from_json(c) for c in doc["changes"]]
-                for c in self.changes[key]:
+                self.changes[doc["dataset"]] = held = [Change.from_json(c) for c in doc["changes"]]
+                for c in held:
                     if not c.settled:
-                        self._changed_by.setdefault(c.writer_run, set()).add(key)
+                        self._changed_by.setdefault(c.writer_run, set()).add(doc["dataset"])
         self._dirty.clear()

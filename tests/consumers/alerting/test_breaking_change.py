@@ -220,3 +220,27 @@ def test_readers_and_changes_survive_a_save_and_a_load() -> None:
     assert [(s.firing, s.annotations["breaking"]) for s in fired] == [(True, "prod/consumer2 reads c (no owner tag)")]
     facts.prune(at(20) + dt.timedelta(days=31))
     assert facts.readers == {} and facts.changes == {}
+
+
+def test_a_change_whose_lineage_comes_after_its_run_ended_is_final_at_once() -> None:
+    e = engine()
+    feed(e, _write("producer", T0, ABC) + _read("consumer2", at(10), ["c"]))
+    w = RunBuilder("producer")
+    feed(e, [w.created(at(20)), w.status("RUNNING", "CREATED", at(20)), w.status("FINISHED", "RUNNING", at(21))])
+    late = feed(e, [_lineage(w, at(22), outputs=[table("/lake/t", {"a": "int", "b": "int"})])])
+    assert [(s.firing, s.labels["change"]) for s in late] == [(True, "removed c")]
+
+
+def test_a_long_dataset_name_keeps_its_readers_and_changes_in_rows_the_key_column_holds() -> None:
+    name = "/lake/" + "deep/" * 120 + "t"
+    e = engine()
+    w, r = RunBuilder("producer"), RunBuilder("reader")
+    feed(e, [w.created(T0), _lineage(w, T0, outputs=[table(name, ABC)]), w.status("FINISHED", "CREATED", at(1)),
+             r.created(at(2)), {**_lineage(r, at(2), inputs=[table(name, ABC)]), "column_lineage": []},
+             _lineage(w, at(3), outputs=[dataset("file", name, lifecycle_change="DROP")])])
+    rows = [(k, key, v) for k, key, v in e.facts.dump_dirty() if v is not None and k in ("reader", "change")]
+    assert sorted(k for k, _, _ in rows) == ["change", "reader"] and all(len(key) <= 500 for _, key, _ in rows)
+    facts = Facts()
+    facts.load(rows)
+    assert [(c.dataset, c.lifecycle) for c in facts.changes[f"file/{name}"]] == [(f"file/{name}", "DROP")]
+    assert [x.job for x in facts.readers_of(f"file/{name}")] == ["reader"]
