@@ -3,9 +3,10 @@
 A setting nothing reads is a promise the code does not keep (``emitter.enabled`` was one). For each field of each
 documented model (``settings_doc.MODELS``, nested models too), some module that may hold a value of the model
 (its own, one that names its class, or one that imports either) must name the field outside the model's
-definition: as an attribute (``cfg.queue_size``) or as a string (``getattr(cfg, "queue_size")``, a dict
-key). Field declarations and validator decorators do not count; a model whose own method walks
-``model_fields`` with ``getattr`` reads every field (``KafkaSecurity.as_librdkafka_dict``).
+definition: as an attribute (``cfg.queue_size``) or as a string that names what is read
+(``getattr(cfg, "queue_size")``, ``data["queue_size"]``, ``data.get("queue_size")``); other strings (``__all__``,
+messages) and keyword arguments do not count, nor do field declarations and validator decorators. A model whose
+own method walks ``model_fields`` with ``getattr`` reads every field (``KafkaSecurity.as_librdkafka_dict``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ import functools
 import importlib.util
 import inspect
 import pathlib
+import sys
 
+import pytest
 from pydantic import BaseModel
 
 from lineagewire.settings_doc import MODELS, _load, _model_of
@@ -50,9 +53,16 @@ def _imports(module: str, tree: ast.Module, target: str) -> bool:
     return False
 
 
+#: calls whose string argument names an attribute or a key to read: getattr(cfg, "x"), data.get("x")
+_BY_NAME = {"getattr": 1, "hasattr": 1, "get": 0, "pop": 0, "setdefault": 0}
+
+
 def _names(tree: ast.AST, skip: ast.ClassDef | None) -> set[str]:
-    """Attribute names and string constants of ``tree``, leaving out decorators, and the field declarations of
-    the class ``skip``."""
+    """The names ``tree`` reads a setting by: attributes (``cfg.queue_size``), and strings only where they name
+    what is read (``getattr(cfg, "x")``, ``data["x"]``, ``data.get("x")``), never any other string (``__all__``,
+    messages, docstrings). Keyword arguments pass a value in, they read nothing: ``DatedFolders(enabled=...)``
+    beside ``EmitterConfig`` would otherwise read its ``enabled``. Decorators and the field declarations of the
+    class ``skip`` are left out."""
     out: set[str] = set()
     todo: list[ast.AST] = [tree]
     while todo:
@@ -65,10 +75,19 @@ def _names(tree: ast.AST, skip: ast.ClassDef | None) -> set[str]:
             continue
         if isinstance(node, ast.Attribute):
             out.add(node.attr)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            out.add(node.value)
+        elif isinstance(node, ast.Subscript):
+            out |= _strings([node.slice])
+        elif isinstance(node, ast.Call):
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+            if name in _BY_NAME:
+                out |= _strings(node.args[_BY_NAME[name]:_BY_NAME[name] + 1])
         todo += list(ast.iter_child_nodes(node))
     return out
+
+
+def _strings(nodes: list[ast.expr]) -> set[str]:
+    return {n.value for n in nodes if isinstance(n, ast.Constant) and isinstance(n.value, str)}
 
 
 def _mentions(tree: ast.Module, name: str) -> bool:
@@ -129,3 +148,45 @@ def unread_settings() -> list[str]:
 
 def test_every_documented_setting_is_read_by_the_code() -> None:
     assert unread_settings() == [], "documented in docs/settings.md but read nowhere in the package"
+
+
+def test_names_are_the_reads_not_every_string() -> None:
+    reads = ['cfg.enabled', 'getattr(cfg, "enabled")', 'data["enabled"]', 'data.get("enabled", False)']
+    for code in reads:
+        assert "enabled" in _names(ast.parse(code), None), code
+    not_reads = ['__all__ = ["enabled"]', 'log.warning("enabled")', '"""enabled"""', 'x = {"enabled"}',
+                 'DatedFolders(enabled=True)']
+    for code in not_reads:
+        assert "enabled" not in _names(ast.parse(code), None), code
+
+
+class _WithoutEnabledReads(ast.NodeTransformer):
+    """The activation module as if its reads of ``enabled`` were gone, its ``__all__`` left as it is."""
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:  # noqa: N802 - ast's name
+        self.generic_visit(node)
+        return ast.Attribute(node.value, "gone", node.ctx) if node.attr == "enabled" else node
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:  # noqa: N802 - ast's name
+        self.generic_visit(node)
+        node.args = [ast.Constant("gone") if isinstance(a, ast.Constant) and a.value == "enabled" else a
+                     for a in node.args]
+        return node
+
+
+def test_a_setting_listed_only_in_all_is_unread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``emitter.enabled`` is read by activation alone, whose ``__all__`` also lists a function ``enabled``."""
+    from lineagewire.producers.spark.config import EmitterConfig
+
+    activation = "lineagewire.producers.spark._boot.lineagewire_activate"
+    path, tree = _sources()[activation]
+    assert "enabled" in ast.literal_eval(next(n.value for n in tree.body if isinstance(n, ast.Assign)
+                                              and getattr(n.targets[0], "id", None) == "__all__"))
+    assert "enabled" in _read(EmitterConfig)
+    edited = {**_sources(), activation: (path, _WithoutEnabledReads().visit(ast.parse(path.read_text())))}
+    monkeypatch.setattr(sys.modules[__name__], "_sources", lambda: edited)
+    _read.cache_clear()
+    try:
+        assert "enabled" not in _read(EmitterConfig)
+    finally:
+        _read.cache_clear()
