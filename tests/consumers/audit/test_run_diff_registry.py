@@ -221,3 +221,16 @@ def test_datasets_show(store: RegistryStore, capsys: pytest.CaptureFixture[str],
         "file /warehouse/sales.db/orders: renamed to file /warehouse/sales.db/orders_v2 by run ")
     code, out, err = cli(capsys, store.db_url, "datasets", "show", "/no/such")
     assert code == 2 and out == "" and len(err.splitlines()) == 1 and "'/no/such'" in err
+
+
+def test_lifecycle_changes_come_from_the_registrys_dataset_changes(store: RegistryStore) -> None:
+    full = on_day(lifecycle_run(), 1)
+    only_create = on_day(lifecycle_run(), 0)
+    only_create = only_create[:3] + only_create[-1:]  # CREATE sales.orders, then FINISHED
+    filled(store, [only_create, full])
+    against, changed, diff = stored(store)[run_id(full)]
+    assert against == run_id(only_create) and changed
+    v2 = "/warehouse/sales.db/orders_v2"
+    assert [(c["change"], c["name"], c["previous"]) for c in diff["lifecycle"]] == [
+        ("CREATE", v2, None), ("DROP", v2, None),
+        ("RENAME", v2, {"namespace": "file", "name": "/warehouse/sales.db/orders"}), ("TRUNCATE", v2, None)]
