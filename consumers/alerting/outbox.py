@@ -84,8 +84,9 @@ class ClaimRenewer:
     live instance's slow send may outlast the lease; renewed, its claim is never taken over while the instance
     lives. Only an instance that died or froze for a whole lease loses it.
 
-    One thread per outbox (started by the first hold, ended by ``close``): an outbox sends one row at a time, so
-    there is one claim at a time to renew. ``holding`` and ``close`` are called from the thread that sends."""
+    One thread per outbox (started by the first hold, ended by ``close``; ``Outbox`` is a context manager that
+    closes it): an outbox sends one row at a time, so there is one claim at a time to renew. ``holding`` and
+    ``close`` are called from the thread that sends."""
 
     def __init__(self, store: AlertStore, owner: str, lease: float) -> None:
         self.store = store
@@ -106,7 +107,12 @@ class ClaimRenewer:
             yield
         finally:
             hold.ended.set()
-            hold.released.wait()  # a renewal under way is written before the row's mark ends the claim
+            # A renewal under way is written before the row's mark ends the claim. One stuck for a whole lease (a
+            # locked or unreachable database) must not stop the worker for good: a renewal that lands after the
+            # mark changes nothing (renew_claim only extends a pending row's claim).
+            if not hold.released.wait(self.lease):
+                log.warning("outbox row %s: renewing its claim has not returned %.1fs after the send ended (the "
+                            "database slow or locked?); marking the row without waiting for it", row_id, self.lease)
 
     def close(self, timeout: float = 30.0) -> None:
         thread, self._thread = self._thread, None
@@ -154,7 +160,14 @@ class Outbox:
         return min(self.initial * 2 ** max(attempts - 1, 0), self.maximum) * (1 + 0.1 * random.random())
 
     def close(self, timeout: float = 30.0) -> None:
+        """End the claim renewer's thread (started by the first send)."""
         self.renewer.close(timeout)
+
+    def __enter__(self) -> Outbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def deliver(self, now: dt.datetime, limit: int = 200) -> int:
         """Claim and try due rows one by one (skipping channels known to be down), up to ``limit``; how many were

@@ -118,17 +118,48 @@ def test_a_live_instances_send_longer_than_the_lease_keeps_its_claim(tmp_path) -
     payload = {"group_key": "g1", "group_labels": {}, "sent_at": "2026-11-23T12:00:00Z", "alerts": []}
     store.save([], [], [("rec", payload)], [], dt.datetime.now(dt.UTC))
     slow, other = Slow(2.0), Recorder()
-    a = Outbox(store, {"rec": slow}, owner="a", lease=0.9)
-    b = Outbox(store, {"rec": other}, owner="b", lease=0.9)
-    sending = threading.Thread(target=lambda: a.deliver(dt.datetime.now(dt.UTC)))
-    sending.start()
-    wait_for(lambda: store.outbox()[0].claims, timeout=10, every=0.01)  # A claimed it and is sending
-    while sending.is_alive():  # B looks again and again while A's send lasts twice the lease
-        b.deliver(dt.datetime.now(dt.UTC))
-        sending.join(0.1)
+    before = set(threading.enumerate())
+    with Outbox(store, {"rec": slow}, owner="a", lease=0.9) as a, \
+            Outbox(store, {"rec": other}, owner="b", lease=0.9) as b:
+        sending = threading.Thread(target=lambda: a.deliver(dt.datetime.now(dt.UTC)))
+        sending.start()
+        wait_for(lambda: store.outbox()[0].claims, timeout=10, every=0.01)  # A claimed it and is sending
+        while sending.is_alive():  # B looks again and again while A's send lasts twice the lease
+            b.deliver(dt.datetime.now(dt.UTC))
+            sending.join(0.1)
+        renewers = [t for t in set(threading.enumerate()) - before if t.name == "lineagewire-alerting-claim"]
     assert len(slow.sent) == 1 and other.sent == []
     (row,) = store.outbox()
     assert (row.state, row.claims, row.takeovers) == ("delivered", 1, 0)
+    assert renewers and not any(t.is_alive() for t in renewers)  # the outboxes' threads end with them
+    store.close()
+
+
+def test_a_stuck_renewal_holds_the_sender_up_for_one_lease_at_most(tmp_path, caplog) -> None:  # noqa: ANN001
+    """A renewal that does not return (a locked database) must not stop the outbox's worker for good: once the
+    send is over, the sender waits for it one lease at most, says so naming the row, and marks the row."""
+    store = AlertStore(f"sqlite:///{tmp_path / 'alerts.db'}")
+    payload = {"group_key": "g1", "group_labels": {}, "sent_at": "2026-11-23T12:00:00Z", "alerts": []}
+    (rid,) = store.save([], [], [("rec", payload)], [], dt.datetime.now(dt.UTC))
+    renewing, unstuck, renew = threading.Event(), threading.Event(), store.renew_claim
+
+    def stuck_renewal(*args: object) -> bool:
+        renewing.set()
+        unstuck.wait(60)
+        return renew(*args)  # type: ignore[arg-type]
+
+    store.renew_claim = stuck_renewal  # type: ignore[method-assign]
+    slow = Slow(0.4)  # longer than a third of the lease: a renewal starts while it sends
+    with Outbox(store, {"rec": slow}, owner="a", lease=0.3) as a:
+        sending = threading.Thread(target=lambda: a.deliver(dt.datetime.now(dt.UTC)), daemon=True)
+        sending.start()
+        try:
+            wait_for(lambda: not sending.is_alive(), timeout=10, every=0.05)
+        finally:
+            unstuck.set()
+    assert renewing.is_set() and len(slow.sent) == 1
+    assert [row.state for row in store.outbox()] == ["delivered"]
+    assert f"outbox row {rid}: renewing its claim has not returned" in caplog.text
     store.close()
 
 
