@@ -109,7 +109,7 @@ class ClaimRenewer:
             hold.ended.set()
             # A renewal under way is written before the row's mark ends the claim. One stuck for a whole lease (a
             # locked or unreachable database) must not stop the worker for good: a renewal that lands after the
-            # mark changes nothing (renew_claim only extends a pending row's claim).
+            # mark changes nothing (a mark clears the claim, and renew_claim extends only a claim that is set).
             if not hold.released.wait(self.lease):
                 log.warning("outbox row %s: renewing its claim has not returned %.1fs after the send ended (the "
                             "database slow or locked?); marking the row without waiting for it", row_id, self.lease)
