@@ -239,12 +239,19 @@ def _snapshot(conn: Connection, row: Any) -> rd.RunSnapshot:
 def _previous_success(conn: Connection, row: Any) -> Any:
     """The job's newest FINISHED run that began before the run ``row`` (created, else started), or None."""
     r = m.runs.c
-    when = row.created_at or row.started_at
-    began = sa.func.coalesce(r.created_at, r.started_at)
     query = sa.select(r.run_id).where(r.job_id == row.job_id, r.status == "FINISHED", r.run_id != row.run_id)
-    if when is not None:
-        query = query.where(sa.or_(began < when, sa.and_(began == when, r.run_id < row.run_id)))
-    run_id = conn.execute(query.order_by(began.desc().nulls_last(), r.run_id.desc()).limit(1)).scalar()
+    if row.created_at is not None:
+        # ix_runs_job_created read backwards: a job that ran every 10 minutes for a year is not scanned whole at
+        # each run's end (runs without a JobCreatedEvent, so without spec or lineage, are not candidates)
+        query = query.where(sa.or_(r.created_at < row.created_at,
+                                   sa.and_(r.created_at == row.created_at, r.run_id < row.run_id)))
+        order = [r.created_at.desc(), r.run_id.desc()]
+    else:
+        began = sa.func.coalesce(r.created_at, r.started_at)
+        if row.started_at is not None:
+            query = query.where(began < row.started_at)
+        order = [began.desc().nulls_last(), r.run_id.desc()]
+    run_id = conn.execute(query.order_by(*order).limit(1)).scalar()
     return None if run_id is None else _run_row(conn, run_id)
 
 
