@@ -268,6 +268,15 @@ def _reader_key(dataset: str, who: tuple[str, str]) -> str:
     return f"{dataset}\x1f{who[0]}\x1f{who[1]}"
 
 
+def reader_row_prefix(dataset: str) -> str:
+    """The database keys of ``dataset``'s reader rows start with this (``AlertStore.shared_facts``)."""
+    return _row_key(dataset) + "\x1f"
+
+
+def change_row_key(dataset: str) -> str:
+    return _row_key(dataset)
+
+
 def _flatten(fields: list[dict[str, Any]], prefix: str = "") -> dict[str, str]:
     out: dict[str, str] = {}
     for f in fields:
@@ -517,6 +526,39 @@ class Facts:
             self.changes.pop(dataset, None)
         self._dirty.add(("change", dataset))
 
+    def shared_keys(self, event: dict[str, Any]) -> set[str]:
+        """The datasets whose readers and changes ``event`` needs, as other instances may have saved them (their
+        readers' and writers' events come from partitions this instance does not own): an action's outputs (and a
+        renamed output's old name); for a run's end, the datasets its run changed and those its job reads."""
+        kind = kind_of(event)
+        if kind == "ActionLineageEvent":
+            out = set()
+            for ds in event.get("outputs") or []:
+                out.add(f"{ds['namespace']}/{ds['name']}")
+                if ds.get("previous_identifier"):
+                    out.add(f"{ds['previous_identifier']['namespace']}/{ds['previous_identifier']['name']}")
+            return out
+        if kind == "JobStatusChangedEvent" and event.get("new_status") in TERMINAL_STATUSES:
+            h = event["header"]
+            return (self._changed_by.get(h["run_id"], set())
+                    | self._reads_of.get((h["job_namespace"], h["job_name"]), set()))
+        return set()
+
+    def take_shared(self, rows: list[tuple[str, str, dict[str, Any]]]) -> None:
+        """Take the database's reader and change rows (``AlertStore.shared_facts``) over what is held, except what
+        this instance changed and has not saved yet (its own is newer)."""
+        for kind, _key, doc in rows:
+            if kind == "reader":
+                who = (doc["namespace"], doc["job"])
+                if ("reader", _reader_key(doc["dataset"], who)) not in self._dirty:
+                    self.readers.setdefault(doc["dataset"], {})[who] = Reads.from_json(doc)
+                    self._reads_of.setdefault(who, set()).add(doc["dataset"])
+            elif kind == "change" and ("change", doc["dataset"]) not in self._dirty:
+                self.changes[doc["dataset"]] = held = [Change.from_json(c) for c in doc["changes"]]
+                for c in held:
+                    if not c.settled:
+                        self._changed_by.setdefault(c.writer_run, set()).add(doc["dataset"])
+
     def readers_of(self, dataset: str) -> list[Reads]:
         return list(self.readers.get(dataset, {}).values())
 
@@ -633,7 +675,8 @@ class Facts:
                 dataset, ns, name = key.split("\x1f")
                 reads = self.readers.get(dataset, {}).get((ns, name))
                 js = self.jobs.get((ns, name))
-                out.append((kind, _row_key(key), {**reads.to_json(), "dataset": dataset,
+                job_hash = hashlib.sha256(f"{ns}\x1f{name}".encode()).hexdigest()[:16]
+                out.append((kind, reader_row_prefix(dataset) + job_hash, {**reads.to_json(), "dataset": dataset,
                                                   "partition": js.partition if js else None} if reads else None))
                 continue
             elif kind == "change":
@@ -642,7 +685,7 @@ class Facts:
                 if held:
                     writer = self.jobs.get((held[-1].writer_namespace, held[-1].writer_job))
                     part = writer.partition if writer else None
-                out.append((kind, _row_key(key), {"dataset": key, "changes": [c.to_json() for c in held],
+                out.append((kind, change_row_key(key), {"dataset": key, "changes": [c.to_json() for c in held],
                                                   "partition": part} if held else None))
                 continue
             else:
@@ -673,14 +716,6 @@ class Facts:
                 self.refreshes[key] = RefreshState.from_json(doc)
             elif kind == "dataset":
                 self.datasets[key] = (doc["run_id"], doc["fields"])
-            elif kind == "reader":
-                reads = Reads.from_json(doc)
-                who = (reads.namespace, reads.job)
-                self.readers.setdefault(doc["dataset"], {})[who] = reads
-                self._reads_of.setdefault(who, set()).add(doc["dataset"])
-            elif kind == "change":
-                self.changes[doc["dataset"]] = held = [Change.from_json(c) for c in doc["changes"]]
-                for c in held:
-                    if not c.settled:
-                        self._changed_by.setdefault(c.writer_run, set()).add(doc["dataset"])
+            elif kind in ("reader", "change"):
+                self.take_shared([(kind, key, doc)])
         self._dirty.clear()

@@ -41,6 +41,7 @@ from lineagewire.db import Store, insert_ignore, upgrade, upsert
 
 from .dispatch import Alert, Group
 from .exceptions import RulesError, StoreError
+from .facts import change_row_key, reader_row_prefix
 from .model import labels_match
 
 __all__ = ["DEFAULT_URL", "STORE", "AlertStore", "Held", "OutboxRow", "Silence"]
@@ -265,6 +266,17 @@ class AlertStore:
         with self._conn() as c:
             return [(r.kind, r.key, r.value) for r in c.execute(
                 sa.select(facts_t).where(facts_t.c.partition.in_(sorted(set(partitions)))))]
+
+    def shared_facts(self, datasets: Iterable[str]) -> list[tuple[str, str, dict[str, Any]]]:
+        """The reader and change rows of ``datasets`` (``Facts.shared_keys``), whichever instance saved them."""
+        datasets = sorted(set(datasets))
+        if not datasets:
+            return []
+        readers = sa.or_(*(facts_t.c.key.startswith(reader_row_prefix(d), autoescape=True) for d in datasets))
+        with self._conn() as c:
+            return [(r.kind, r.key, r.value) for r in c.execute(sa.select(facts_t).where(sa.or_(
+                sa.and_(facts_t.c.kind == "reader", readers),
+                sa.and_(facts_t.c.kind == "change", facts_t.c.key.in_([change_row_key(d) for d in datasets])))))]
 
     def fact_partitions(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str | None]:
         """The partition each fact ``(kind, key)`` has in the database (facts without a row are left out)."""

@@ -244,3 +244,47 @@ def test_a_long_dataset_name_keeps_its_readers_and_changes_in_rows_the_key_colum
     facts.load(rows)
     assert [(c.dataset, c.lifecycle) for c in facts.changes[f"file/{name}"]] == [(f"file/{name}", "DROP")]
     assert [x.job for x in facts.readers_of(f"file/{name}")] == ["reader"]
+
+
+def test_the_email_templates_show_who_breaks_and_who_is_safe() -> None:
+    from lineagewire.consumers.alerting.model import AlertView, Notification
+    from lineagewire.consumers.alerting.templates import Templates
+
+    e = engine()
+    feed(e, _write("producer", T0, ABC) + _read("consumer1", at(10), ["a"]) + _read("consumer2", at(11), ["c"],
+                                                                                    owner="bob"))
+    s = feed(e, _write("producer", at(20), {"a": "int", "b": "int"}))[0]
+    n = Notification("g", {"alertname": "breaking"},
+                     (AlertView(s.fingerprint, "firing", s.labels, s.annotations, s.at, None),), at(21))
+    text = Templates().render("email.txt.j2", n, "mail")
+    assert "      prod/consumer2 reads c (owner bob)" in text.splitlines() and "    safe: 1" in text.splitlines()
+    assert "consumer2 reads c (owner bob)" in Templates().render("email.html.j2", n, "mail")
+
+
+def test_an_instance_sees_the_readers_and_changes_another_instance_saved(tmp_path) -> None:  # noqa: ANN001
+    """Readers' and writers' events come from different partitions, so with several instances the writer's
+    instance reads the readers from the database (``shared_keys`` -> ``AlertStore.shared_facts`` ->
+    ``take_shared``), and the reader's instance the changes."""
+    from lineagewire.consumers.alerting.store import AlertStore
+
+    store = AlertStore(f"sqlite:///{tmp_path / 'a.db'}")
+    readers_side, writer_side = engine(), engine()
+
+    def handle(e: RuleEngine, events: list[dict[str, Any]]) -> list[Signal]:
+        out = []
+        for ev in events:
+            e.facts.take_shared(store.shared_facts(e.facts.shared_keys(ev)))
+            out += e.process(ev)
+            store.save([], [], [], e.facts.dump_dirty(), at(0))
+        return out
+
+    try:
+        handle(writer_side, _write("producer", T0, ABC))
+        handle(readers_side, _read("consumer1", at(10), ["a"]) + _read("consumer2", at(11), ["c"]))
+        fired = handle(writer_side, _write("producer", at(20), {"a": "int", "b": "int"}))
+        assert [(s.annotations["breaking"], s.annotations["safe_count"]) for s in fired] == [
+            ("prod/consumer2 reads c (no owner tag)", "1")]
+        fixed = handle(readers_side, _read("consumer2", at(30), ["a"]))
+        assert [(s.firing, s.fingerprint) for s in fixed] == [(False, fired[0].fingerprint)]
+    finally:
+        store.close()
