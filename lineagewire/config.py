@@ -144,11 +144,22 @@ class _YamlEnv(EnvSettingsSource):
     """The variables, with complex values read as YAML (a superset of JSON): ``[a, b]``, ``{k: v}``."""
 
     def decode_complex_value(self, field_name: str, field: FieldInfo, value: Any) -> Any:
+        if field is not None and NoDecode in field.metadata:
+            return value  # the field's own validator reads the text ('' is an empty list, not unset)
         try:
             return yaml.safe_load(value)
         except yaml.YAMLError:
-            raise ConfigError(f"{self.env_prefix}{field_name.upper()}: not a YAML value; expected e.g. [a, b] or "
+            raise ConfigError(f"{self._variable_of(field_name, value)}: not a YAML value; expected e.g. [a, b] or "
                               "{key: value}") from None
+
+    def _variable_of(self, field_name: str, value: Any) -> str:
+        """The variable that holds ``value`` for ``field_name``, a nested key's too
+        (``LINEAGEWIRE_ALERTING__ROUTE__GROUP_BY``), not only the model's own prefix and the last key."""
+        wanted = f"__{field_name}".lower()
+        for name, text in self.env_vars.items():
+            if text == value and (name.endswith(wanted) or name == f"{self.env_prefix}{field_name}".lower()):
+                return name.upper()
+        return f"{self.env_prefix}{field_name.upper()}"
 
 
 class SettingsBase(BaseSettings):
@@ -214,6 +225,7 @@ class SettingsBase(BaseSettings):
         """
         flags = {k: v for k, v in flags.items() if v is not None}
         path = find_config_file(config_file) if document is None else None
+        cls.refuse_unknown_variables()
         try:
             # config_file and config_document are read by settings_customise_sources, not fields
             return cls(config_file=path, config_document=document, **flags)  # type: ignore[call-arg]
@@ -222,6 +234,22 @@ class SettingsBase(BaseSettings):
             problems = "; ".join(f"{_where(cls, err['loc'], flags, where)}: {err['msg']}{_shown(err)}"
                                  for err in exc.errors())
             raise ConfigError(f"invalid {cls.title}: {problems}") from None
+
+
+    @classmethod
+    def refuse_unknown_variables(cls, environ: Mapping[str, str] | None = None) -> None:
+        """A model that refuses unknown keys refuses a variable under its prefix that names none of its settings
+        (a misspelt ``LINEAGEWIRE_DATAHUB__GMS_ULR``), as its YAML section does, instead of ignoring it."""
+        prefix = str(cls.model_config.get("env_prefix") or "").upper()
+        if cls.model_config.get("extra") != "forbid" or not prefix.endswith("__"):
+            return
+        known = set(cls.model_fields) | set(cls.shared_section_keys)
+        unknown = sorted(name for name in (os.environ if environ is None else environ)
+                         if name.upper().startswith(prefix)
+                         and name.upper()[len(prefix):].split("__")[0].lower() not in known)
+        if unknown:
+            raise ConfigError(f"unknown {cls.title} variable(s) {', '.join(unknown)}; expected {prefix}<KEY> with "
+                              f"a key among {', '.join(sorted(k for k in cls.model_fields if k != 'config_file'))}")
 
 
 def _where(cls: type[SettingsBase], loc: tuple[Any, ...], flags: dict[str, Any], file: str | None) -> str:
