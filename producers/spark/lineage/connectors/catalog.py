@@ -159,11 +159,10 @@ def insert_into_hive_dir(ctx: Extraction, node: PlanNode) -> None:
     location = option(storage.locationUri())
     if location is None:
         raise LookupError("INSERT OVERWRITE DIRECTORY without a location")
-    # USING hive OPTIONS (fileFormat 'parquet') names its format by its SerDe only.
-    described = option(storage.inputFormat()) or option(storage.serde())
+    described = option(storage.inputFormat())
     fmt = hive_format(None, described and str(described))
-    if fmt == "hive" and described:
-        fmt = next((f for f in ("parquet", "orc", "avro") if f in str(described).lower()), fmt)
+    if fmt == "hive":  # USING hive OPTIONS (fileFormat 'parquet'): the format is an option of the storage
+        fmt = {k.lower(): v for k, v in scala_map(storage.properties()).items()}.get("fileformat", fmt).lower()
     op = "Overwrite" if node.fields.get("overwrite") is True else "Append"
     ds = dataset(*file_dataset_id(str(location.toString())), format=fmt, fields=ctx.query_fields(query, names),
                  operation=op)

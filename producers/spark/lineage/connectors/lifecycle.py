@@ -73,8 +73,11 @@ def remember(datasets: list[Dataset]) -> None:
     """Keep how each table in ``datasets`` (one with a TABLE symlink) is named, newest last."""
     with _LOCK:
         for ds in datasets:
+            # A table dropped is no longer there to be named: a later DROP of its name drops nothing.
+            if ds.get("dataset_type") == "VIEW" or ds.get("lifecycle_change") == "DROP":
+                continue
             for link in ds.get("symlinks") or []:
-                if link["type"] == "TABLE" and ds.get("dataset_type") != "VIEW":
+                if link["type"] == "TABLE":
                     key = (link["namespace"], link["name"])
                     _SEEN.pop(key, None)
                     _SEEN[key] = ds
@@ -355,10 +358,13 @@ def _dropped(ctx: Extraction, node: PlanNode, catalog_name: str, database: str, 
         if facts.view:
             return
         fmt = hive_format(facts.provider, facts.input_format)
+        fields = fields_of_struct_json(facts.schema)
+        if fmt == "delta" and seen is not None:
+            fields = list(seen["fields"])  # Delta keeps its columns in its log: the catalog's may be the first ones
         location = facts.location or (seen["namespace"] + ":" + seen["name"] if seen else None)
         # A table without a location (none in this catalog) is named by its catalog name, as a view is.
         namespace, name = file_dataset_id(location) if location else (ctx.catalog_namespace(), f"{database}.{table}")
-        ds = dataset(namespace, name, format=fmt, fields=fields_of_struct_json(facts.schema),
+        ds = dataset(namespace, name, format=fmt, fields=fields,
                      symlinks=[ctx.table_symlink(f"{database}.{table}")])
         _changed(ctx, ds, "DROP", "DropTable")
         return

@@ -251,14 +251,18 @@ def lifecycle(spark: Any, capture: Any, folder: pathlib.Path) -> dict[str, Any]:
         spark.sql("CREATE TABLE lc_src (id INT, name STRING) STORED AS TEXTFILE")
         spark.sql("INSERT INTO lc_src VALUES (1, 'a')")
         for key, statement in (
-                ("dir_stored_as", f"INSERT OVERWRITE DIRECTORY '{folder / 'dir1'}' STORED AS ORC "
+                ("dir_stored_as", f"INSERT OVERWRITE DIRECTORY '{folder / 'dir1'}' STORED AS TEXTFILE "
                                   "SELECT id, upper(name) AS uname FROM lc_src"),
+                # Spark writes ORC and Parquet directories with its own writer (convertMetastoreInsertDir)
+                ("dir_stored_as_orc", f"INSERT OVERWRITE DIRECTORY '{folder / 'dir4'}' STORED AS ORC "
+                                      "SELECT id, upper(name) AS uname FROM lc_src"),
                 ("dir_local_row_format", f"INSERT OVERWRITE LOCAL DIRECTORY '{folder / 'dir2'}' "
                                          "ROW FORMAT DELIMITED FIELDS TERMINATED BY ',' "
                                          "SELECT id, upper(name) AS uname FROM lc_src"),
                 ("dir_using_hive", f"INSERT OVERWRITE DIRECTORY '{folder / 'dir3'}' USING hive "
                                    "OPTIONS (fileFormat 'parquet') SELECT id, upper(name) AS uname FROM lc_src")):
-            _run(capture, out, key, lambda statement=statement: spark.sql(statement), "InsertIntoHiveDirCommand")
+            _run(capture, out, key, lambda statement=statement: spark.sql(statement), "InsertIntoHiveDirCommand",
+                 "InsertIntoDataSourceDirCommand")
     return out
 
 
@@ -339,10 +343,12 @@ def test_hive_directory_writes_name_the_directory_with_column_lineage(
     kind, results, folder = lake
     if kind != "hive":
         pytest.skip("Hive SerDe directories need the Hive session")
-    for key, sub, fmt in (("dir_stored_as", "dir1", "orc"), ("dir_local_row_format", "dir2", "textfile"),
-                          ("dir_using_hive", "dir3", "parquet")):
+    for key, sub, fmt in (("dir_stored_as", "dir1", "textfile"), ("dir_local_row_format", "dir2", "textfile"),
+                          ("dir_using_hive", "dir3", "parquet"), ("dir_stored_as_orc", "dir4", "orc")):
         result = results[key]
         assert result.complete, (key, result.incomplete_reason)
+        assert result.plan_node == ("InsertIntoDataSourceDirCommand" if key.endswith("orc")
+                                    else "InsertIntoHiveDirCommand"), key
         (out,) = result.outputs
         assert (out["namespace"], out["name"]) == ("file", str(folder / "lifecycle" / sub)), key
         assert (out["format"], out["operation"], out["lifecycle_change"]) == (fmt, "Overwrite", "OVERWRITE"), key
