@@ -42,7 +42,7 @@ from .model import SEVERITIES, parse_duration
 from .rules import Match, Rule, rule_class
 from .templates import Templates
 
-__all__ = ["AlertingConfig", "InhibitRule", "Route", "load_config"]
+__all__ = ["AlertingConfig", "Incidents", "InhibitRule", "Route", "load_config"]
 
 
 class Route(BaseModel):
@@ -72,6 +72,24 @@ class InhibitRule(BaseModel):
     equal: list[str] = []
 
 
+class Incidents(BaseModel):
+    """One page per root cause (incidents.py): alerts that follow from an upstream failure through lineage are
+    attached to its incident instead of paging."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = Field(True, description="group downstream alerts into the incident of their upstream failure")
+    window: float = Field(2 * 3600.0, description="a downstream alert is attached when it starts this long after "
+                          "the upstream failure at most (`2h`)")
+    depth: int = Field(5, ge=1, description="how many hops of lineage (job writes a dataset another job reads) "
+                       "count as downstream")
+
+    @field_validator("window", mode="before")
+    @classmethod
+    def _seconds(cls, v: object) -> float:
+        return parse_duration(v, "incidents.window")
+
+
 DEFAULT_INHIBIT = [InhibitRule(source={"kind": "refresh_missed"}, target={"kind": "run_failed"}, equal=["table"])]
 
 
@@ -85,6 +103,8 @@ class RuleSpec(BaseModel):
     labels: dict[str, str] = {}
     channels: list[str] | None = None
     copy_tags: list[str] = ["table"]
+    #: its alerts take part in incidents: a failure may open one, a downstream alert is attached instead of paging
+    incident: bool = True
 
     @field_validator("severity")
     @classmethod
@@ -111,6 +131,7 @@ class AlertingConfig(SettingsBase):
     channels: dict[str, dict[str, Any]] = {}
     rules: list[RuleSpec] = []
     inhibit_rules: list[InhibitRule] = Field(default_factory=lambda: list(DEFAULT_INHIBIT))
+    incidents: Incidents = Incidents()
     claim_lease: float = Field(30.0, description="how long an instance's claim of an outbox row lasts (`30s`); a "
                                "dead instance's claim is taken over after it (docs/alerting.md, \"Several instances\")")
 
@@ -140,6 +161,12 @@ class AlertingConfig(SettingsBase):
             out.append(cls(spec.name, match=spec.match, severity=spec.severity, labels=spec.labels,
                            channels=tuple(channels), copy_tags=tuple(spec.copy_tags), params=params))
         return out
+
+    def incident_rules(self) -> frozenset[str]:
+        """The names of the rules whose alerts take part in incidents (none when incidents are off)."""
+        if not self.incidents.enabled:
+            return frozenset()
+        return frozenset(spec.name for spec in self.rules if spec.incident)
 
     def channel_settings(self) -> dict[str, tuple[type[Channel], Any]]:
         """Each channel's class and validated settings (secrets resolved); RulesError naming the channel."""

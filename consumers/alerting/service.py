@@ -51,10 +51,11 @@ from .config import AlertingConfig, InhibitRule
 from .dispatch import Alert, Dispatcher, Group
 from .engine import RuleEngine
 from .facts import Facts
+from .incidents import Candidate, EdgeGraph, IncidentBook, edges_of
 from .model import Signal, labels_match
 from .outbox import Outbox, OutboxWorker
 from .state import Every, FactRow, Offsets, Pending, Timers
-from .store import DEFAULT_URL, AlertStore, Silence
+from .store import DEFAULT_URL, AlertStore, Silence, StoreLineage, read_incidents, write_edges, write_incidents
 
 if TYPE_CHECKING:
     from lineagewire.consumers.runtime.record import Record
@@ -62,6 +63,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 __all__ = ["AlertingHandler"]
+
+
+#: lineage edges older than this are forgotten (as the facts forget a dataset's readers)
+EDGE_TTL = dt.timedelta(days=30)
+#: an edge seen again is written again only this long after it was last written (its time matters by the day)
+EDGE_REWRITE = dt.timedelta(hours=1)
 
 
 def _utc(epoch: float) -> dt.datetime:
@@ -118,6 +125,12 @@ class AlertingHandler(Handler):
         self.offsets = Offsets()
         self.timers = Timers(silences=Every(silences_interval), facts=Every(facts_interval))
         self.silences: list[Silence] = []
+        #: rules whose alerts take part in incidents (incidents.py), and the open incidents as last read: decided
+        #: in each save's transaction on what the database has then, re-read on the clock for muting
+        self.incident_rules = config.incident_rules()
+        self.incidents = IncidentBook([], EdgeGraph(), window=config.incidents.window, depth=config.incidents.depth)
+        #: lineage edges written, with the time they were written with (an edge is read on every action)
+        self.edges_written: dict[Any, dt.datetime] = {}
         self._build_channels: Callable[[], dict[str, Channel]] = (
             (lambda: channels) if channels is not None else (lambda: config.build_channels(transport)))
         self._opened: _Opened | None = None
@@ -175,6 +188,8 @@ class AlertingHandler(Handler):
             self._reload()  # a failure is the runtime's to retry: no event is folded into facts not read yet
         signals = self.engine.process(record.event, partition_key(record.topic, record.partition))
         self.pending.add(signals, _utc(self.clock()))
+        if self.incident_rules:
+            self._note_edges(record.event)
         self.offsets.handle(record.topic, record.partition, record.offset)
         return 0
 
@@ -199,6 +214,7 @@ class AlertingHandler(Handler):
         if self.timers.prune.due(now):
             self.engine.facts.prune(when)
             opened.store.prune_outbox(when - dt.timedelta(days=7))
+            opened.store.prune_incidents(when - EDGE_TTL)
             self.timers.prune.ran(now)
         n = self._apply(signals, now, flush_facts=flush)
         self._resend(opened, now)
@@ -287,11 +303,14 @@ class AlertingHandler(Handler):
         may: set[str] = set()
         if tick:
             d.replace(*store.live())
+            if self.incident_rules:
+                cfg = self.config.incidents  # for muting only: decisions are taken in the transaction
+                self.incidents = IncidentBook(store.incidents(), EdgeGraph(), window=cfg.window, depth=cfg.depth)
             may = d.due_keys(when, self.muter(when)) - must
         self.pending.add_facts(self.engine.facts.dump_dirty())
         positions = self.catch_up.positions(self.offsets.handled) if self.catch_up is not None else []
         save = _Save(must, may, _new_groups(d, signals), self.pending.fact_rows() + positions)
-        return save if must or may or flush_facts or save.facts else None
+        return save if must or may or flush_facts or save.facts or self.pending.edges else None
 
     def _transact(self, store: AlertStore, save: _Save, when: dt.datetime) -> int:
         """Lock the groups of ``save``, apply the pending signals to them as the database has them, decide what is
@@ -301,18 +320,71 @@ class AlertingHandler(Handler):
         with store.locked(save.must, save.may, save.create) as held:
             keys = held.keys | save.must
             d.refresh(keys, held.groups, held.alerts)
+            book = self._incident_book(held.conn, when)
             outgoing = []
             for s, came in self.pending.signals:  # as they came: a failure and its fix in one batch are both told
-                if d.apply(s, came) is not None:
+                if (a := d.apply(s, came)) is not None:
+                    self._decide_incidents(book, [a], came)
                     outgoing += d.due(came, self.muter(came), keys=[d.key_of(s)])
+            if book is not None:
+                self._decide_incidents(book, [d.alerts[fp] for k in keys if (g := d.groups.get(k)) is not None
+                                              for fp in g.members if fp in d.alerts], when)
             outgoing += d.due(when, self.muter(when), keys=sorted(keys))
             rows = [(ch, o.notification.to_json()) for o in outgoing for ch in o.channels]
             held.write(d.changed_alerts.values(), d.changed_groups.values(), rows, save.facts, when)
+            if book is not None:
+                write_incidents(held.conn, book.changed.values(), book.attached, when)
         return len(rows)
+
+    # -- incidents (incidents.py) ----------------------------------------------------------------------
+
+    def _note_edges(self, event: dict[str, Any]) -> None:
+        """Keep the lineage edges of ``event`` to write with the next save, unless written lately."""
+        edges = edges_of(event)
+        if not edges:
+            return
+        when = _utc(self.clock())
+        fresh = [e for e in edges if (w := self.edges_written.get(e)) is None or when - w >= EDGE_REWRITE]
+        self.pending.add_edges(fresh, when)
+
+    def _incident_book(self, conn: Any, when: dt.datetime) -> IncidentBook | None:
+        """In a save's transaction: write the pending lineage edges (so this batch's lineage counts), then read the
+        open incidents as the database has them now; None when incidents are off."""
+        if not self.incident_rules:
+            return None
+        if self.pending.edges:
+            write_edges(conn, self.pending.edges.items())
+        cfg = self.config.incidents
+        self.incidents = IncidentBook(read_incidents(conn), StoreLineage(conn, when - EDGE_TTL), window=cfg.window,
+                                      depth=cfg.depth)
+        return self.incidents
+
+    def _decide_incidents(self, book: IncidentBook | None, alerts: list[Alert], now: dt.datetime) -> None:
+        """An alert not told yet joins the incident of its upstream failure, or opens one; a root that resolved
+        ends its incident. The root's notification says what the incident affects."""
+        if book is None:
+            return
+        for a in sorted(alerts, key=lambda a: (a.starts_at, a.fingerprint)):
+            if a.state != "firing":
+                book.resolve(a.fingerprint, a.ends_at or now)
+                continue
+            if a.rule not in self.incident_rules:
+                continue
+            job = (a.labels.get("namespace", ""), a.labels.get("job", ""))
+            inc = book.decide(Candidate(a.fingerprint, a.labels.get("kind", ""), job, a.starts_at, a.labels,
+                                        firing=True, notified=a.notified), now)
+            if inc is not None and inc.root.fingerprint == a.fingerprint:
+                told = inc.annotations()
+                if any(a.annotations.get(k) != v for k, v in told.items()):
+                    a.annotations = {**a.annotations, **told}
+                    self.dispatcher.changed_alerts[a.fingerprint] = a
 
     def _saved(self, now: float) -> None:
         """After a save: what was pending is in the database, and what was handled may be committed."""
         self.dispatcher.clear_changes()
+        if len(self.edges_written) > 100_000:  # many jobs and datasets: start over rather than grow without bound
+            self.edges_written.clear()
+        self.edges_written.update(self.pending.edges)
         self.pending.saved()
         self.offsets.saved()
         self.timers.facts.ran(now)
@@ -378,6 +450,8 @@ class AlertingHandler(Handler):
                 return True
             if any(s.mutes(alert.labels, now) for s in self.silences):
                 return True
+            if self.incidents.muted(alert.fingerprint):
+                return True  # attached to the open incident of its upstream failure: that incident's page tells it
             for i, rule in enumerate(rules):
                 if not labels_match(rule.target, alert.labels):
                     continue

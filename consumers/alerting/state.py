@@ -6,6 +6,7 @@ gathered since the last save; until then it holds:
 * ``Pending``: the rules' signals not yet applied, the changed facts not yet
   written, and the newly assigned partitions whose facts are still to be read
   (nothing is saved until they are);
+* ``Pending.edges``: the lineage edges read (a job read or wrote a dataset), for incidents.py;
 * ``Offsets``: per partition, the next offset handed to ``handle`` and the
   next offset saved; the runtime commits only the latter;
 * ``Timers``: when each periodic job (re-reading silences, saving facts,
@@ -19,6 +20,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
+from .incidents import Edge
 from .model import Signal
 
 __all__ = ["Every", "Offsets", "Pending", "Timers"]
@@ -39,6 +41,8 @@ class Pending:
     #: assigned partitions ("topic[n]") whose facts are still to be read: no fact is saved over the previous
     #: owner's until they are
     reload: set[str] = field(default_factory=set)
+    #: lineage edges read (a job read or wrote a dataset) not yet written, with when they were last seen
+    edges: dict[Edge, dt.datetime] = field(default_factory=dict)
 
     def add(self, signals: list[Signal], when: dt.datetime) -> None:
         self.signals.extend((s, when) for s in signals)
@@ -47,12 +51,17 @@ class Pending:
         for kind, key, value in rows:
             self.facts[(kind, key)] = value
 
+    def add_edges(self, edges: list[Edge], when: dt.datetime) -> None:
+        for e in edges:
+            if e not in self.edges or self.edges[e] < when:
+                self.edges[e] = when
+
     def fact_rows(self) -> list[FactRow]:
         return [(kind, key, value) for (kind, key), value in self.facts.items()]
 
     def saved(self) -> None:
         """The signals and facts were saved (the partitions to read stay until they are read)."""
-        self.signals, self.facts = [], {}
+        self.signals, self.facts, self.edges = [], {}, {}
 
 
 @dataclass

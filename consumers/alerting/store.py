@@ -42,9 +42,11 @@ from lineagewire.db import Store, insert_ignore, upgrade, upsert
 from .dispatch import Alert, Group
 from .exceptions import RulesError, StoreError
 from .facts import change_row_key, reader_row_prefix
+from .incidents import Edge, Incident, Member
 from .model import labels_match
 
-__all__ = ["DEFAULT_URL", "STORE", "AlertStore", "Held", "OutboxRow", "Silence"]
+__all__ = ["DEFAULT_URL", "STORE", "AlertStore", "Held", "OutboxRow", "Silence", "StoreLineage", "read_incidents",
+           "write_edges", "write_incidents"]
 
 DEFAULT_URL = "sqlite:///lineagewire-alerting.db"
 #: kinds of alerting_facts rows that are a new group's catch-up (catchup.py), not the rules' facts
@@ -113,6 +115,35 @@ facts_t = sa.Table(
     sa.Column("value", sa.JSON, nullable=False),
     # 0002: the partition ("topic[n]") of a run's, job's or refresh's events: an instance loads those it owns
     sa.Column("partition", sa.String(300), index=True),
+)
+
+# 0003 (incidents.py): the lineage the incidents need, job to dataset, whoever's partition the job is on; the
+# incidents, and the alerts attached to them
+edges_t = sa.Table(
+    "alerting_lineage_edges", meta,
+    sa.Column("job_namespace", sa.String(200), primary_key=True),
+    sa.Column("job", sa.String(500), primary_key=True),
+    sa.Column("dataset", sa.String(1000), primary_key=True),
+    sa.Column("writes", sa.Boolean, primary_key=True),
+    sa.Column("seen_at", TS, nullable=False),
+    sa.Index("ix_alerting_lineage_edges_dataset", "dataset", "writes"),
+)
+incidents_t = sa.Table(
+    "alerting_incidents", meta,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("root_fingerprint", sa.String(32), nullable=False, index=True),
+    sa.Column("root", sa.JSON, nullable=False),  # the root alert as a member: job, start, labels
+    sa.Column("state", sa.String(16), nullable=False, index=True),  # open | resolved | merged
+    sa.Column("started_at", TS, nullable=False),
+    sa.Column("resolved_at", TS),
+    sa.Column("affects", sa.JSON, nullable=False),
+)
+incident_alerts_t = sa.Table(
+    "alerting_incident_alerts", meta,
+    sa.Column("incident_id", sa.String(32), primary_key=True),
+    sa.Column("fingerprint", sa.String(32), primary_key=True, index=True),
+    sa.Column("member", sa.JSON, nullable=False),
+    sa.Column("attached_at", TS, nullable=False),
 )
 
 
@@ -443,6 +474,17 @@ class AlertStore:
             return int(c.execute(outbox_t.delete().where(outbox_t.c.state == "delivered",
                                                          outbox_t.c.delivered_at < before)).rowcount)
 
+    # -- incidents (incidents.py) ---------------------------------------------------------------------
+
+    def incidents(self, *, open_only: bool = True, limit: int | None = None) -> list[Incident]:
+        """The open incidents with their attached alerts (``open_only=False``: the most recent of every state)."""
+        with self._conn() as c:
+            return read_incidents(c, open_only=open_only, limit=limit)
+
+    def prune_incidents(self, before: dt.datetime) -> None:
+        with self._begin() as c:
+            prune_incidents(c, before)
+
     # -- plumbing ------------------------------------------------------------------------------------
 
     def _conn(self) -> Any:
@@ -524,6 +566,87 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.close()
 
+
+# -- incidents (incidents.py): the lineage edges, open incidents and their alerts --------------------------
+
+
+class StoreLineage:
+    """``incidents.Lineage`` answered from the edges table on ``conn`` (in the caller's transaction), edges seen
+    since ``since`` only."""
+
+    def __init__(self, conn: sa.Connection, since: dt.datetime) -> None:
+        self.conn, self.since = conn, since
+
+    def _step(self, jobs: set[tuple[str, str]], start_writes: bool) -> set[tuple[str, str]]:
+        if not jobs:
+            return set()
+        mine, theirs = edges_t.alias("mine"), edges_t.alias("theirs")
+        q = (sa.select(theirs.c.job_namespace, theirs.c.job).distinct()
+             .join_from(mine, theirs, sa.and_(theirs.c.dataset == mine.c.dataset,
+                                              theirs.c.writes.is_(not start_writes)))
+             .where(sa.tuple_(mine.c.job_namespace, mine.c.job).in_(sorted(jobs)),
+                    mine.c.writes.is_(start_writes), mine.c.seen_at >= self.since, theirs.c.seen_at >= self.since))
+        return {(r[0], r[1]) for r in self.conn.execute(q)}
+
+    def upstream(self, jobs: set[tuple[str, str]]) -> set[tuple[str, str]]:
+        return self._step(jobs, False)
+
+    def downstream(self, jobs: set[tuple[str, str]]) -> set[tuple[str, str]]:
+        return self._step(jobs, True)
+
+
+def write_edges(conn: sa.Connection, edges: Iterable[tuple[Edge, dt.datetime]]) -> None:
+    """Record that each job read or wrote each dataset, last seen at the time given (the latest wins)."""
+    rows = {(e.job[0], e.job[1], e.dataset, e.writes): when for e, when in edges}
+    upsert(conn, edges_t, [{"job_namespace": ns, "job": job, "dataset": ds, "writes": w, "seen_at": when}
+                           for (ns, job, ds, w), when in sorted(rows.items(), key=lambda kv: kv[0])],
+           keys=["job_namespace", "job", "dataset", "writes"])
+
+
+def _member(doc: dict[str, Any]) -> Member:
+    return Member(doc["fingerprint"], (doc["job"][0], doc["job"][1]), dt.datetime.fromisoformat(doc["starts_at"]),
+                  doc.get("labels") or {})
+
+
+def _member_json(m: Member) -> dict[str, Any]:
+    return {"fingerprint": m.fingerprint, "job": list(m.job), "starts_at": m.starts_at.isoformat(),
+            "labels": m.labels}
+
+
+def read_incidents(conn: sa.Connection, *, open_only: bool = True, limit: int | None = None) -> list[Incident]:
+    """The open incidents (or the most recent ones, of every state) with their attached alerts."""
+    q = sa.select(incidents_t).order_by(incidents_t.c.started_at.desc(), incidents_t.c.id)
+    q = q.where(incidents_t.c.state == "open") if open_only else q.where(incidents_t.c.state != "merged")
+    if limit is not None:
+        q = q.limit(limit)
+    found = {r.id: Incident(r.id, _member(r.root), _utc(r.started_at), [(j[0], j[1]) for j in r.affects],  # type: ignore[arg-type]
+                            state=r.state, resolved_at=_utc(r.resolved_at)) for r in conn.execute(q)}
+    if found:
+        for r in conn.execute(sa.select(incident_alerts_t).where(incident_alerts_t.c.incident_id.in_(sorted(found)))
+                              .order_by(incident_alerts_t.c.attached_at)):
+            m = _member(r.member)
+            found[r.incident_id].members[m.fingerprint] = m
+    return list(found.values())
+
+
+def write_incidents(conn: sa.Connection, incidents: Iterable[Incident], attached: Iterable[tuple[str, Member]],
+                    now: dt.datetime) -> None:
+    """Store incidents opened, resolved or merged, and the alerts attached to them (once each)."""
+    upsert(conn, incidents_t, [{"id": i.id, "root_fingerprint": i.root.fingerprint, "root": _member_json(i.root),
+                                "state": i.state, "started_at": i.started_at, "resolved_at": i.resolved_at,
+                                "affects": [list(j) for j in i.affects]}
+                               for i in sorted(incidents, key=lambda i: i.id)], keys=["id"])
+    insert_ignore(conn, incident_alerts_t, [{"incident_id": iid, "fingerprint": m.fingerprint,
+                                             "member": _member_json(m), "attached_at": now}
+                                            for iid, m in attached])
+
+
+def prune_incidents(conn: sa.Connection, before: dt.datetime) -> None:
+    """Forget lineage edges not seen since ``before`` and incidents that ended before it."""
+    conn.execute(edges_t.delete().where(edges_t.c.seen_at < before))
+    ended = sa.select(incidents_t.c.id).where(incidents_t.c.state != "open", incidents_t.c.resolved_at < before)
+    conn.execute(incident_alerts_t.delete().where(incident_alerts_t.c.incident_id.in_(ended)))
+    conn.execute(incidents_t.delete().where(incidents_t.c.state != "open", incidents_t.c.resolved_at < before))
 
 #: the tables above and their migration history (``migrations/`` beside this package's code)
 STORE = Store("alerting", meta, "lineagewire.consumers.alerting", baseline="0001")
