@@ -31,6 +31,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from lineagewire.schemas import kind_of
+
 __all__ = [
     "DOWNSTREAM_KINDS", "ROOT_KINDS", "Edge", "EdgeGraph", "Incident", "IncidentBook", "Lineage", "Member",
     "choose", "edges_of", "hops",
@@ -58,7 +60,7 @@ class Edge:
 
 def edges_of(event: dict[str, Any]) -> list[Edge]:
     """The job-level lineage edges of one ActionLineageEvent (none for other events)."""
-    if "action_id" not in event or "header" not in event:
+    if kind_of(event) != "ActionLineageEvent":
         return []
     h = event["header"]
     job = (h["job_namespace"], h["job_name"])
