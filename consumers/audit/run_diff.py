@@ -26,6 +26,7 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,31 +74,65 @@ def snapshot(run_id: str, job: str, events: Iterable[Mapping[str, Any]], *, stat
     lineage: dict[ColumnKey, set[ColumnKey]] = {}
     incomplete: list[str] = []
     for ev in events:
-        kind = ev["header"]["schema_name"].rsplit(".", 1)[-1]
-        if kind == "JobCreatedEvent":
-            lin = ev.get("lineage") or {}
-            ins, outs, cols = lin.get("sources") or [], lin.get("sinks") or [], lin.get("column_lineage") or []
-        elif kind == "ActionLineageEvent":
-            ins, outs, cols = ev.get("inputs") or [], ev.get("outputs") or [], ev.get("column_lineage") or []
-            if not ev.get("lineage_complete", True):
-                incomplete.append(f"action {ev.get('action_id')}: {ev.get('incomplete_reason') or 'no reason given'}")
-        else:
+        said = _event_lineage(ev)
+        if said is None:
             continue
+        ins, outs, cols, reason = said
         inputs.update((d["namespace"], d["name"]) for d in ins)
-        for d in outs:
-            key = (d["namespace"], d["name"])
-            if d.get("fields") or key not in outputs:
-                outputs[key] = list(d["fields"]) if d.get("fields") else outputs.get(key)
-        for c in cols:
-            sources = lineage.setdefault((c["namespace"], c["name"], c["field"]), set())
-            sources.update((i["namespace"], i["name"], i["field"]) for i in c.get("inputs") or [])
-    life = frozenset((c["change"], c["namespace"], c["name"],
-                      (c.get("previous") or {}).get("namespace"), (c.get("previous") or {}).get("name"))
-                     for c in changes if c["change"] in LIFECYCLE_CHANGES)
+        _merge_outputs(outputs, outs)
+        _merge_column_lineage(lineage, cols)
+        if reason is not None:
+            incomplete.append(reason)
     return RunSnapshot(run_id=run_id, job=job, status=status, duration_ms=duration_ms, spec=spec,
                        inputs=frozenset(inputs), outputs=outputs,
-                       column_lineage={k: frozenset(v) for k, v in lineage.items()}, lifecycle=life,
-                       incomplete=tuple(incomplete))
+                       column_lineage={k: frozenset(v) for k, v in lineage.items()},
+                       lifecycle=_lifecycle_keys(changes), incomplete=tuple(incomplete))
+
+
+_EventLineage = tuple[list[Mapping[str, Any]], list[Mapping[str, Any]], list[Mapping[str, Any]], str | None]
+
+
+def _event_lineage(ev: Mapping[str, Any]) -> _EventLineage | None:
+    """What one event says of its run's lineage: the datasets read, those written, the column lineage, and why
+    that lineage is incomplete (None: it is complete). None: an event that carries no lineage."""
+    kind = ev["header"]["schema_name"].rsplit(".", 1)[-1]
+    if kind == "JobCreatedEvent":
+        lin = ev.get("lineage") or {}
+        return _listed(lin, "sources"), _listed(lin, "sinks"), _listed(lin, "column_lineage"), None
+    if kind != "ActionLineageEvent":
+        return None
+    reason = None
+    if not ev.get("lineage_complete", True):
+        reason = f"action {ev.get('action_id')}: {ev.get('incomplete_reason') or 'no reason given'}"
+    return _listed(ev, "inputs"), _listed(ev, "outputs"), _listed(ev, "column_lineage"), reason
+
+
+def _listed(record: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
+    """``record[key]``, where a missing or null list is an empty one."""
+    return record.get(key) or []
+
+
+def _merge_outputs(outputs: dict[DatasetKey, list[dict[str, Any]] | None], outs: Iterable[Mapping[str, Any]]) -> None:
+    """Adds the datasets an event wrote: the last fields a schema said win, and a write that said no schema
+    leaves the fields an earlier one said."""
+    for d in outs:
+        key = (d["namespace"], d["name"])
+        if d.get("fields") or key not in outputs:
+            outputs[key] = list(d["fields"]) if d.get("fields") else outputs.get(key)
+
+
+def _merge_column_lineage(lineage: dict[ColumnKey, set[ColumnKey]], cols: Iterable[Mapping[str, Any]]) -> None:
+    """Adds an event's column lineage: a column's sources are those of every action that wrote it."""
+    for c in cols:
+        sources = lineage.setdefault((c["namespace"], c["name"], c["field"]), set())
+        sources.update((i["namespace"], i["name"], i["field"]) for i in c.get("inputs") or [])
+
+
+def _lifecycle_keys(changes: Iterable[Mapping[str, Any]]) -> frozenset[tuple[str, str, str, str | None, str | None]]:
+    """The run's lifecycle changes a diff reports, as comparable tuples."""
+    return frozenset((c["change"], c["namespace"], c["name"],
+                      (c.get("previous") or {}).get("namespace"), (c.get("previous") or {}).get("name"))
+                     for c in changes if c["change"] in LIFECYCLE_CHANGES)
 
 
 def _ds(key: DatasetKey) -> dict[str, str]:
@@ -119,19 +154,25 @@ def _flat(fields: list[dict[str, Any]] | None, prefix: str = "") -> dict[str, tu
     return out
 
 
+def _only_in(these: Mapping[str, tuple[str, bool]], those: Mapping[str, tuple[str, bool]]) -> list[dict[str, Any]]:
+    """The fields of ``these`` that ``those`` does not have, with their type and nullability."""
+    return [{"field": p, "type": t, "nullable": n} for p, (t, n) in these.items() if p not in those]
+
+
+def _differing(old: Mapping[str, tuple[str, bool]], new: Mapping[str, tuple[str, bool]], part: int
+               ) -> list[dict[str, Any]]:
+    """The fields of both whose type (``part`` 0) or nullability (``part`` 1) changed."""
+    return [{"field": p, "before": old[p][part], "after": v[part]} for p, v in new.items()
+            if p in old and old[p][part] != v[part]]
+
+
 def _schema_change(key: DatasetKey, before: list[dict[str, Any]] | None,
                    after: list[dict[str, Any]] | None) -> dict[str, Any] | None:
     if before is None or after is None:  # a run that said no schema is no evidence of a change
         return None
     old, new = _flat(before), _flat(after)
-    change = {
-        "added": [{"field": p, "type": t, "nullable": n} for p, (t, n) in new.items() if p not in old],
-        "removed": [{"field": p, "type": t, "nullable": n} for p, (t, n) in old.items() if p not in new],
-        "retyped": [{"field": p, "before": old[p][0], "after": t} for p, (t, _) in new.items()
-                    if p in old and old[p][0] != t],
-        "nullability": [{"field": p, "before": old[p][1], "after": n} for p, (_, n) in new.items()
-                        if p in old and old[p][1] != n],
-    }
+    change = {"added": _only_in(new, old), "removed": _only_in(old, new),
+              "retyped": _differing(old, new, 0), "nullability": _differing(old, new, 1)}
     return {**_ds(key), **change} if any(change.values()) else None
 
 
@@ -219,10 +260,8 @@ def compare(run: RunSnapshot, previous: RunSnapshot | None) -> dict[str, Any]:
     if previous.incomplete:
         out["lineage_complete"] = False
         out["incomplete"][previous.run_id] = list(previous.incomplete)
-    out["inputs"] = {"added": [_ds(k) for k in sorted(run.inputs - previous.inputs)],
-                     "removed": [_ds(k) for k in sorted(previous.inputs - run.inputs)]}
-    out["outputs"] = {"added": [_ds(k) for k in sorted(run.outputs.keys() - previous.outputs.keys())],
-                      "removed": [_ds(k) for k in sorted(previous.outputs.keys() - run.outputs.keys())]}
+    out["inputs"] = _added_removed(run.inputs, previous.inputs)
+    out["outputs"] = _added_removed(run.outputs.keys(), previous.outputs.keys())
     schemas = [s for k in sorted(run.outputs.keys() & previous.outputs.keys())
                if (s := _schema_change(k, previous.outputs[k], run.outputs[k])) is not None]
     out["schemas"] = schemas
@@ -232,10 +271,18 @@ def compare(run: RunSnapshot, previous: RunSnapshot | None) -> dict[str, Any]:
     out["lifecycle"] = _lifecycle(run.lifecycle - previous.lifecycle)
     out["duration"] = {"before_ms": previous.duration_ms, "after_ms": run.duration_ms,
                        "ratio": _ratio(previous.duration_ms, run.duration_ms)}
-    out["changed"] = bool(out["inputs"]["added"] or out["inputs"]["removed"] or out["outputs"]["added"]
-                          or out["outputs"]["removed"] or schemas or out["column_lineage"] or out["spec"]
-                          or out["lifecycle"])
+    out["changed"] = _anything_but_duration(out)
     return out
+
+
+def _added_removed(now: AbstractSet[DatasetKey], was: AbstractSet[DatasetKey]) -> dict[str, list[dict[str, str]]]:
+    return {"added": [_ds(k) for k in sorted(now - was)], "removed": [_ds(k) for k in sorted(was - now)]}
+
+
+def _anything_but_duration(diff: Mapping[str, Any]) -> bool:
+    """Whether a diff says the run changed: durations differ on every run, so alone they do not count."""
+    return bool(any(diff[what][how] for what in ("inputs", "outputs") for how in ("added", "removed"))
+                or diff["schemas"] or diff["column_lineage"] or diff["spec"] or diff["lifecycle"])
 
 
 def _name(d: Mapping[str, Any]) -> str:
@@ -248,34 +295,58 @@ def render_text(diff: Mapping[str, Any]) -> list[str]:
     if diff["against"] is None:
         return [head, f"no previous successful run of {diff['job']} to compare with"]
     lines = [f"{head} against run {diff['against']} ({diff['against_status'] or 'no status'})"]
-    if not diff["lineage_complete"]:
-        for run_id, reasons in diff["incomplete"].items():
-            lines.append(f"lineage incomplete in run {run_id} ({'; '.join(reasons)}): this diff may miss changes")
-    for what in ("inputs", "outputs"):
-        for how in ("added", "removed"):
-            lines.extend(f"{what[:-1]} {how}: {_name(d)}" for d in diff[what][how])
+    lines += _incomplete_lines(diff)
+    lines += _dataset_lines(diff)
     for s in diff["schemas"]:
-        for f in s["added"]:
-            lines.append(f"schema of {_name(s)}: column added: {f['field']} {f['type']}")
-        for f in s["removed"]:
-            lines.append(f"schema of {_name(s)}: column removed: {f['field']} {f['type']}")
-        for f in s["retyped"]:
-            lines.append(f"schema of {_name(s)}: column retyped: {f['field']} {f['before']} -> {f['after']}")
-        for f in s["nullability"]:
-            now, was = ("nullable" if f[k] else "not null" for k in ("after", "before"))
-            lines.append(f"schema of {_name(s)}: column {f['field']} {now} (was {was})")
-    for c in diff["column_lineage"]:
-        moves = [f"+{_name(s)} {s['field']}" for s in c["added"]] + [f"-{_name(s)} {s['field']}" for s in c["removed"]]
-        lines.append(f"column lineage of {_name(c)} {c['field']}: {', '.join(moves)}")
+        lines += _schema_lines(s)
+    lines += _column_lineage_lines(diff["column_lineage"])
     if diff["spec"]:
-        for ch in diff["spec"]["changed"]:
-            lines.append(f"spec: {ch['key']}: {ch['before']!r} -> {ch['after']!r}")
-    for ch in diff["lifecycle"]:
-        was = f" (was {_name(ch['previous'])})" if ch["previous"] else ""
-        lines.append(f"lifecycle: {ch['change']} {_name(ch)}{was}")
+        lines += [f"spec: {ch['key']}: {ch['before']!r} -> {ch['after']!r}" for ch in diff["spec"]["changed"]]
+    lines += _lifecycle_lines(diff["lifecycle"])
     if not diff["changed"]:
         lines.append(f"nothing changed since run {diff['against']}")
     dur = diff["duration"]
     if dur["ratio"] is not None:
         lines.append(f"duration: {dur['after_ms']} ms against {dur['before_ms']} ms ({dur['ratio']}x)")
+    return lines
+
+
+def _incomplete_lines(diff: Mapping[str, Any]) -> list[str]:
+    """A warning per run whose lineage was incomplete."""
+    if diff["lineage_complete"]:
+        return []
+    return [f"lineage incomplete in run {run_id} ({'; '.join(reasons)}): this diff may miss changes"
+            for run_id, reasons in diff["incomplete"].items()]
+
+
+def _dataset_lines(diff: Mapping[str, Any]) -> list[str]:
+    """The datasets read and written that were added or removed."""
+    return [f"{what[:-1]} {how}: {_name(d)}" for what in ("inputs", "outputs") for how in ("added", "removed")
+            for d in diff[what][how]]
+
+
+def _schema_lines(s: Mapping[str, Any]) -> list[str]:
+    """One output's schema change, a line per column."""
+    lines = [f"schema of {_name(s)}: column added: {f['field']} {f['type']}" for f in s["added"]]
+    lines += [f"schema of {_name(s)}: column removed: {f['field']} {f['type']}" for f in s["removed"]]
+    lines += [f"schema of {_name(s)}: column retyped: {f['field']} {f['before']} -> {f['after']}" for f in s["retyped"]]
+    for f in s["nullability"]:
+        now, was = ("nullable" if f[k] else "not null" for k in ("after", "before"))
+        lines.append(f"schema of {_name(s)}: column {f['field']} {now} (was {was})")
+    return lines
+
+
+def _column_lineage_lines(changes: Iterable[Mapping[str, Any]]) -> list[str]:
+    lines = []
+    for c in changes:
+        moves = [f"+{_name(s)} {s['field']}" for s in c["added"]] + [f"-{_name(s)} {s['field']}" for s in c["removed"]]
+        lines.append(f"column lineage of {_name(c)} {c['field']}: {', '.join(moves)}")
+    return lines
+
+
+def _lifecycle_lines(changes: Iterable[Mapping[str, Any]]) -> list[str]:
+    lines = []
+    for ch in changes:
+        was = f" (was {_name(ch['previous'])})" if ch["previous"] else ""
+        lines.append(f"lifecycle: {ch['change']} {_name(ch)}{was}")
     return lines
