@@ -1,4 +1,4 @@
-"""Read-only view of the alerting service's database (``--alerts-db``): alerts, silences, outbox.
+"""Read-only view of the alerting service's database (``--alerts-db``): alerts, incidents, silences, outbox.
 
 The services are independent (pyproject's import-linter contract), so this reads the alerting
 service's tables with plain SQL through reflection instead of importing ``consumers.alerting``: the
@@ -24,13 +24,27 @@ log = logging.getLogger(__name__)
 __all__ = ["AlertsReader"]
 
 #: the alerting service's table names (consumers/alerting/store.py)
-_TABLES = {"alerts": "alerting_alerts", "silences": "alerting_silences", "outbox": "alerting_outbox"}
+_TABLES = {"alerts": "alerting_alerts", "silences": "alerting_silences", "outbox": "alerting_outbox",
+           "incidents": "alerting_incidents", "incident_alerts": "alerting_incident_alerts"}
 #: alerts per page of the alerts page
 RECENT = 200
 
 
 def _json(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str) else (value or {})
+
+
+class Alerts(list[dict[str, Any]]):
+    """Alerts as the page lists them; ``incidents``: the incidents they are grouped into (read when asked), so the
+    alerts page shows them with the one call it makes."""
+
+    def __init__(self, alerts: list[dict[str, Any]], reader: AlertsReader) -> None:
+        super().__init__(alerts)
+        self._reader = reader
+
+    @property
+    def incidents(self) -> list[dict[str, Any]]:
+        return self._reader.incidents()
 
 
 class AlertsReader:
@@ -70,7 +84,7 @@ class AlertsReader:
             table = self._table(conn, key)
             return [] if table is None else list(conn.execute(build(table)).fetchall())
 
-    def alerts(self, *, open_only: bool = False, limit: int = RECENT) -> list[dict[str, Any]]:
+    def alerts(self, *, open_only: bool = False, limit: int = RECENT) -> Alerts:
         """Firing alerts first, then the most recently updated."""
         def build(t: sa.Table) -> Any:
             q = sa.select(t).order_by((t.c.state == "firing").desc(), t.c.updated_at.desc()).limit(limit)
@@ -82,7 +96,37 @@ class AlertsReader:
                         "summary": notes.get("summary", ""), "starts_at": utc(r.starts_at), "ends_at": utc(r.ends_at),
                         "updated_at": utc(r.updated_at), "channels": _json(r.channels),
                         "notified": bool(r.notified), "job": f"{labels.get('namespace', '')}/{labels.get('job', '')}"})
-        return out
+        return Alerts(out, self)
+
+    def incidents(self, limit: int = RECENT) -> list[dict[str, Any]]:
+        """Open incidents first, then the most recent: each with its root alert, the jobs its page listed as
+        affected, and its attached alerts with their state now (an incident merged into another is left out)."""
+        def build(t: sa.Table) -> Any:
+            return (sa.select(t).where(t.c.state != "merged")
+                    .order_by((t.c.state == "open").desc(), t.c.started_at.desc()).limit(limit))
+        rows = self._rows("incidents", build)
+        if not rows:
+            return []
+        ids = [r.id for r in rows]
+        members: dict[str, list[dict[str, Any]]] = {}
+        for m in self._rows("incident_alerts", lambda t: sa.select(t).where(t.c.incident_id.in_(ids))
+                            .order_by(t.c.attached_at)):
+            members.setdefault(m.incident_id, []).append(_json(m.member))
+        fps = {r.root_fingerprint for r in rows} | {m["fingerprint"] for ms in members.values() for m in ms}
+        state = {r.fingerprint: (r.state, _json(r.annotations).get("summary", "")) for r in self._rows(
+            "alerts", lambda t: sa.select(t.c.fingerprint, t.c.state, t.c.annotations).where(
+                t.c.fingerprint.in_(sorted(fps))))}
+
+        def alert(m: dict[str, Any]) -> dict[str, Any]:
+            now, summary = state.get(m["fingerprint"], ("resolved", ""))
+            labels = m.get("labels") or {}
+            return {"fingerprint": m["fingerprint"], "job": "/".join(m["job"]), "rule": labels.get("alertname", ""),
+                    "kind": labels.get("kind", ""), "state": now, "summary": summary,
+                    "starts_at": utc(dt.datetime.fromisoformat(m["starts_at"]))}
+
+        return [{"id": r.id, "state": r.state, "started_at": utc(r.started_at), "resolved_at": utc(r.resolved_at),
+                 "root": alert(_json(r.root)), "affects": ["/".join(j) for j in _json(r.affects) or []],
+                 "alerts": [alert(m) for m in members.get(r.id, [])]} for r in rows]
 
     def open_by_job(self) -> dict[str, int]:
         """Firing alerts per ``namespace/job``."""
