@@ -173,12 +173,7 @@ def classify(change: Change, readers: list[Reads], *, since: dt.datetime | None 
             continue
         if since is not None and r.seen < since:
             continue
-        if r.columns is None:
-            what = [WHOLE] if change.lifecycle is not None else list(change.columns)
-        elif change.lifecycle is not None:
-            what = sorted(r.columns) or [WHOLE]
-        else:
-            what = [c for c in change.columns if any(touches(read, c) for read in r.columns)]
+        what = _what_it_reads(change, r)
         if what:
             out.breaking.append((r, what))
         elif r.complete:
@@ -186,3 +181,13 @@ def classify(change: Change, readers: list[Reads], *, since: dt.datetime | None 
         else:
             out.unknown.append(r)
     return out
+
+
+def _what_it_reads(change: Change, reader: Reads) -> list[str]:
+    """What of ``change`` ``reader`` reads (``[]``: none of it): the changed columns it reads (all of them when
+    it reads the whole dataset), or for a dropped, renamed or truncated dataset every column it reads."""
+    if reader.columns is None:
+        return [WHOLE] if change.lifecycle is not None else list(change.columns)
+    if change.lifecycle is not None:
+        return sorted(reader.columns) or [WHOLE]
+    return [c for c in change.columns if any(touches(read, c) for read in reader.columns)]
