@@ -424,8 +424,11 @@ class ColumnGraph:
 
     def add_delete(self, node: PlanNode, target: PlanNode) -> list[tuple[str, int]]:
         """Columns of a DELETE: the rows that stay keep every column of ``target``; the WHERE, which decides
-        which rows stay, is INDIRECT/FILTER."""
-        self.indirect += [(i, "FILTER") for i in self._ids(node.expressions("condition"))]
+        which rows stay, is INDIRECT/FILTER. Without a WHERE no row stays: no column comes from anything."""
+        condition = node.expressions("condition")
+        if all(e.simple == "Literal" and str(e.fields.get("value")).lower() == "true" for e in condition):
+            return []  # DELETE with no WHERE: Spark's parser and DeltaTable.delete() make it WHERE true
+        self.indirect += [(i, "FILTER") for i in self._ids(condition)]
         return [(attr.name, attr.expr_id) for attr in self.output(target)]
 
     def add_merge(self, node: PlanNode) -> list[tuple[str, int]]:
