@@ -3,7 +3,9 @@
 Delta reads are V1 file relations over a Delta file index (named in ``files``, format ``delta``);
 writes by path are ``SaveIntoDataSourceCommand``; table writes (``saveAsTable``, ``INSERT``) are V2
 ``AppendData``/``OverwriteByExpression`` on a ``DeltaTableV2``; ``MERGE``/``UPDATE``/``DELETE`` are
-Delta's own commands, whose target is the output (and an input, since its rows are read).
+Delta's own commands, whose target is the output (and an input, since its rows are read). The
+``DeltaTable`` Python API (``forName/forPath(...).merge(...).execute()``, ``.update``, ``.delete``) runs
+the same commands, reported as a ``command`` action: it needs nothing of its own (``test_delta_api``).
 The table version goes into the dataset's ``properties["version"]``: for a read, the version read
 (time travel included); for a write, the table's version after it (looked up in ``delta_log``).
 """
