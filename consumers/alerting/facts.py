@@ -287,6 +287,37 @@ def _flatten(fields: list[dict[str, Any]], prefix: str = "") -> dict[str, str]:
     return out
 
 
+def _change_made(made: Change, ds: dict[str, Any], fields: dict[str, str] | None, old: dict[str, str] | None,
+                 prev: tuple[str, dict[str, str]] | None) -> Change | None:
+    """The change a write of output ``ds`` made that can break its readers, as ``made`` (who made it, when), or
+    None: ``fields`` are the flattened fields it wrote (None: it named none), ``old`` the schema before this run,
+    ``prev`` the dataset's last known write (this run's included)."""
+    life = ds.get("lifecycle_change")
+    if life == "RENAME":
+        was = ds.get("previous_identifier")
+        if not was:
+            return None
+        return replace(made, dataset=f"{was['namespace']}/{was['name']}", lifecycle=life, renamed_to=made.dataset)
+    if life in LIFECYCLE_BREAKING:
+        schema = old if old is not None else (prev[1] if prev is not None else {})
+        return replace(made, lifecycle=life, old_types=dict(fields or schema))
+    if fields is None or old is None:
+        return None
+    return _column_change(made, old, fields)
+
+
+def _column_change(made: Change, old: dict[str, str], new: dict[str, str]) -> Change | None:
+    """``made`` with the columns of ``old`` that ``new`` removed or retyped (nullability aside), or None: added
+    columns break no reader."""
+    removed = tuple(sorted(set(old) - set(new)))
+    retyped = tuple(sorted(f"{c}: {base_type(old[c])} -> {base_type(new[c])}"
+                           for c in set(old) & set(new) if base_type(old[c]) != base_type(new[c])))
+    if not (removed or retyped):
+        return None
+    gone = set(removed) | {r.split(": ", 1)[0] for r in retyped}
+    return replace(made, removed=removed, retyped=retyped, old_types={c: old[c] for c in sorted(gone)})
+
+
 class Facts:
     """Runs, jobs, datasets and refreshes, folded from events; see the module docstring."""
 
@@ -484,32 +515,30 @@ class Facts:
             prev = before.get(key)
             # the schema before this run: what an earlier run wrote, or what a table this run dropped had
             old = prev[1] if prev is not None and prev[0] != run.run_id else None
-            kept = []
-            for c in self.changes.get(key, []):
-                if not c.restored_by(fields, life):
-                    kept.append(c)
-                elif c.settled:
-                    obs.restored.append(c)
-                elif c.writer_run == run.run_id and c.lifecycle == "DROP":
-                    old = c.old_types  # dropped and created again by this run: only its columns may have changed
-            self._set_changes(key, kept)
+            dropped = self._restore_changes(key, fields, life, obs, run)
+            if dropped is not None:
+                old = dropped  # dropped and created again by this run: only its columns may have changed
             made = Change(key, obs.namespace, obs.job, run.run_id, obs.at, dict(js.tags))
-            if life == "RENAME":
-                was = ds.get("previous_identifier")
-                if was:
-                    self._add_change(replace(made, dataset=f"{was['namespace']}/{was['name']}", lifecycle=life,
-                                             renamed_to=key))
-            elif life in LIFECYCLE_BREAKING:
-                schema = old if old is not None else (prev[1] if prev is not None else {})
-                self._add_change(replace(made, lifecycle=life, old_types=dict(fields or schema)))
-            elif fields is not None and old is not None:
-                removed = tuple(sorted(set(old) - set(fields)))
-                retyped = tuple(sorted(f"{c}: {base_type(old[c])} -> {base_type(fields[c])}"
-                                       for c in set(old) & set(fields) if base_type(old[c]) != base_type(fields[c])))
-                if removed or retyped:
-                    gone = set(removed) | {r.split(": ", 1)[0] for r in retyped}
-                    self._add_change(replace(made, removed=removed, retyped=retyped,
-                                             old_types={c: old[c] for c in sorted(gone)}))
+            change = _change_made(made, ds, fields, old, prev)
+            if change is not None:
+                self._add_change(change)
+
+    def _restore_changes(self, key: str, fields: dict[str, str] | None, life: str | None, obs: Observation,
+                         run: RunState) -> dict[str, str] | None:
+        """Forget the changes of ``key`` that this write (its ``fields`` and ``life``cycle change) makes compatible
+        again; final ones are reported as restored. Returns the columns the table had when this run dropped it,
+        if it did: a table a run drops and writes again is no change but of its columns."""
+        kept: list[Change] = []
+        dropped: dict[str, str] | None = None
+        for c in self.changes.get(key, []):
+            if not c.restored_by(fields, life):
+                kept.append(c)
+            elif c.settled:
+                obs.restored.append(c)
+            elif c.writer_run == run.run_id and c.lifecycle == "DROP":
+                dropped = c.old_types
+        self._set_changes(key, kept)
+        return dropped
 
     def _add_change(self, change: Change) -> None:
         held = [c for c in self.changes.get(change.dataset, [])
