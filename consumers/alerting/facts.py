@@ -389,13 +389,19 @@ class Facts:
         already (a redelivery)."""
         h = event["header"]
         kind = kind_of(event)
-        ns, name, run_id, seq = h["job_namespace"], h["job_name"], h["run_id"], h["sequence"]
         at = event.get("transition_time") or h["event_time"]
-        js = self.job(ns, name)
+        js = self.job(h["job_namespace"], h["job_name"])
         if kind == "RefreshCommand":
             return self._observe_command(event, js, at, partition)
         if kind == "CancelRefresh":
-            return Observation(event, kind, ns, name, at, js, None)
+            return Observation(event, kind, h["job_namespace"], h["job_name"], at, js, None)
+        return self._observe_run(event, kind, js, at, partition)
+
+    def _observe_run(self, event: dict[str, Any], kind: str, js: JobState, at: dt.datetime,
+                     partition: str | None) -> Observation | None:
+        """Fold in an event of a run (not a refresh command); None for a sequence number it has seen."""
+        h = event["header"]
+        ns, name, run_id, seq = h["job_namespace"], h["job_name"], h["run_id"], h["sequence"]
         run = self.runs.get(run_id)
         if run is None:
             run = self.runs[run_id] = RunState(run_id, ns, name, created=at, last_seen=at)
@@ -411,27 +417,36 @@ class Facts:
         self._dirty.add(("job", f"{ns}\x1f{name}"))
         sched = h.get("schedule")
         if kind == "JobCreatedEvent":
-            spec = event["spec"]
-            js.set_tags(spec.get("tags") or {})
-            run.job_type = spec.get("job_type") or "BATCH"
-            run.created = min(run.created, at)
-            if run.status is None:
-                run.status = event.get("status") or "CREATED"
+            self._observe_created(event, at, run, js)
         elif kind == "JobStatusChangedEvent" and not obs.out_of_order:
             self._observe_status(event, obs, run, js)
             if run.terminal:
                 self._settle(obs, run)
         elif kind == "ActionLineageEvent":
-            self._observe_reads(event, obs, run, js)
-            before = {f"{ds['namespace']}/{ds['name']}": self.datasets.get(f"{ds['namespace']}/{ds['name']}")
-                      for ds in event.get("outputs") or []}
-            obs.schema_changes, obs.unchanged_outputs = self._observe_outputs(event, run_id)
-            self._observe_changes(event, obs, run, js, before)
-            if run.terminal:  # lineage that came after its run's end (a slow extraction): final at once
-                self._settle_changes(obs, run)
+            self._observe_action(event, obs, run, js)
         if sched:
             obs.refresh = self._observe_schedule(sched, obs, run)
         return obs
+
+    def _observe_created(self, event: dict[str, Any], at: dt.datetime, run: RunState, js: JobState) -> None:
+        """The job's tags and the run's type from its spec; a JobCreatedEvent read after the run's later events
+        still dates its start and leaves their status."""
+        spec = event["spec"]
+        js.set_tags(spec.get("tags") or {})
+        run.job_type = spec.get("job_type") or "BATCH"
+        run.created = min(run.created, at)
+        if run.status is None:
+            run.status = event.get("status") or "CREATED"
+
+    def _observe_action(self, event: dict[str, Any], obs: Observation, run: RunState, js: JobState) -> None:
+        """An action's lineage: what it read, its outputs' schemas, and the changes its writes made."""
+        self._observe_reads(event, obs, run, js)
+        before = {f"{ds['namespace']}/{ds['name']}": self.datasets.get(f"{ds['namespace']}/{ds['name']}")
+                  for ds in event.get("outputs") or []}
+        obs.schema_changes, obs.unchanged_outputs = self._observe_outputs(event, run.run_id)
+        self._observe_changes(event, obs, run, js, before)
+        if run.terminal:  # lineage that came after its run's end (a slow extraction): final at once
+            self._settle_changes(obs, run)
 
     def _observe_status(self, event: dict[str, Any], obs: Observation, run: RunState, js: JobState) -> None:
         new = event["new_status"]
