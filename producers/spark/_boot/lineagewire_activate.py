@@ -62,7 +62,7 @@ def enabled(conf_value, env=os.environ):
 
 #: (path, mtime, size) of a config file -> whether it may turn the emitter on: read once per version of the file,
 #: so a driver's every getOrCreate does not parse it again
-_MAY_ENABLE = {}
+_MAY_ENABLE: dict[tuple[str, int, int], bool] = {}
 
 
 def _enabled_in_config_file(env):
