@@ -287,6 +287,21 @@ def _flatten(fields: list[dict[str, Any]], prefix: str = "") -> dict[str, str]:
     return out
 
 
+def _schema_change(dataset: str, old: dict[str, str], new: dict[str, str]) -> SchemaChange:
+    """How the flattened fields ``new`` differ from ``old`` (a change of nullability is a retype here)."""
+    return SchemaChange(dataset=dataset, added=sorted(set(new) - set(old)), removed=sorted(set(old) - set(new)),
+                        retyped=sorted(f"{c}: {old[c]} -> {new[c]}" for c in set(old) & set(new) if old[c] != new[c]))
+
+
+def _fields_read(event: dict[str, Any]) -> dict[str, set[str]]:
+    """Dataset -> the input fields an action's column lineage names of it."""
+    fields: dict[str, set[str]] = {}
+    for cl in event.get("column_lineage") or []:
+        for f in cl.get("inputs") or []:
+            fields.setdefault(f"{f['namespace']}/{f['name']}", set()).add(f["field"])
+    return fields
+
+
 def _change_made(made: Change, ds: dict[str, Any], fields: dict[str, str] | None, old: dict[str, str] | None,
                  prev: tuple[str, dict[str, str]] | None) -> Change | None:
     """The change a write of output ``ds`` made that can break its readers, as ``made`` (who made it, when), or
@@ -461,13 +476,18 @@ class Facts:
         run.restarts = max(run.restarts, restarts)
         run.status = new
         if new == "FINISHED":
-            ms = event.get("duration_ms")
-            if ms is None:
-                ms = int((obs.at - run.created).total_seconds() * 1000)
-            obs.duration_ms = int(ms)
-            obs.history = [d for r, d in js.durations if r != run.run_id]
-            if all(r != run.run_id for r, _ in js.durations):
-                js.durations.append((run.run_id, int(ms)))
+            self._observe_duration(event, obs, run, js)
+
+    def _observe_duration(self, event: dict[str, Any], obs: Observation, run: RunState, js: JobState) -> None:
+        """A successful run's duration (from its start when the event has none), against the job's earlier
+        successful ones, and added to them once."""
+        ms = event.get("duration_ms")
+        if ms is None:
+            ms = int((obs.at - run.created).total_seconds() * 1000)
+        obs.duration_ms = int(ms)
+        obs.history = [d for r, d in js.durations if r != run.run_id]
+        if all(r != run.run_id for r, _ in js.durations):
+            js.durations.append((run.run_id, int(ms)))
 
     def _observe_outputs(self, event: dict[str, Any], run_id: str) -> tuple[list[SchemaChange], list[str]]:
         changes, same = [], []
@@ -477,16 +497,11 @@ class Facts:
             key = f"{ds['namespace']}/{ds['name']}"
             fields = _flatten(ds["fields"])
             prev = self.datasets.get(key)
-            if prev is not None and prev[0] != run_id and prev[1] != fields:
-                old = prev[1]
-                changes.append(SchemaChange(
-                    dataset=key,
-                    added=sorted(set(fields) - set(old)),
-                    removed=sorted(set(old) - set(fields)),
-                    retyped=sorted(f"{c}: {old[c]} -> {fields[c]}" for c in set(old) & set(fields)
-                                   if old[c] != fields[c])))
-            elif prev is not None and prev[0] != run_id:
-                same.append(key)
+            if prev is not None and prev[0] != run_id:  # against the previous run's write, not this run's own
+                if prev[1] != fields:
+                    changes.append(_schema_change(key, prev[1], fields))
+                else:
+                    same.append(key)
             self.datasets[key] = (run_id, fields)
             self._dirty.add(("dataset", key))
         return changes, same
@@ -498,10 +513,7 @@ class Facts:
         dataset when no column lineage names its fields (an action without outputs)."""
         complete = bool(event.get("lineage_complete", True))
         run.lineage = "incomplete" if not complete or run.lineage == "incomplete" else "complete"
-        fields: dict[str, set[str]] = {}
-        for cl in event.get("column_lineage") or []:
-            for f in cl.get("inputs") or []:
-                fields.setdefault(f"{f['namespace']}/{f['name']}", set()).add(f["field"])
+        fields = _fields_read(event)
         # A part of split column lineage carries every input but only some outputs' lineage: an input it does not
         # name may be named by another part, so it reads no column here rather than the whole dataset.
         split = int(event.get("parts") or 1) > 1
@@ -510,14 +522,19 @@ class Facts:
             cols = fields.get(key)
             if cols is None and split:
                 cols = set()
-            reads = Reads(obs.namespace, obs.job, run.run_id, frozenset(cols) if cols is not None else None,
-                          complete, obs.at, dict(js.tags))
-            who = (obs.namespace, obs.job)
-            known = self.readers.setdefault(key, {})
-            old = known.get(who)
-            known[who] = old.merged(reads) if old is not None and old.run_id == run.run_id else reads
-            self._reads_of.setdefault(who, set()).add(key)
-            self._dirty.add(("reader", _reader_key(key, who)))
+            self._add_reads(key, Reads(obs.namespace, obs.job, run.run_id,
+                                       frozenset(cols) if cols is not None else None, complete, obs.at,
+                                       dict(js.tags)))
+
+    def _add_reads(self, key: str, reads: Reads) -> None:
+        """``reads`` is what its job reads of dataset ``key`` now: with what earlier actions of the same run read,
+        in place of what an earlier run read."""
+        who = (reads.namespace, reads.job)
+        known = self.readers.setdefault(key, {})
+        old = known.get(who)
+        known[who] = old.merged(reads) if old is not None and old.run_id == reads.run_id else reads
+        self._reads_of.setdefault(who, set()).add(key)
+        self._dirty.add(("reader", _reader_key(key, who)))
 
     def _observe_changes(self, event: dict[str, Any], obs: Observation, run: RunState, js: JobState,
                          before: dict[str, tuple[str, dict[str, str]] | None]) -> None:
