@@ -243,14 +243,14 @@ def test_an_outbox_row_is_sent_by_the_instance_that_claimed_it_and_taken_over_af
     dead = store.claim_outbox("dead", now, lease=30)
     assert dead is not None and dead.id == first
     rec = Recorder()
-    alive = Outbox(store, {"rec": rec}, owner="alive", lease=30)
-    assert alive.deliver(now + dt.timedelta(seconds=29)) == 0  # the first is claimed, the second waits behind it
-    assert alive.deliver(now + dt.timedelta(seconds=31)) == 2
-    assert [n.sent_at for n in rec.sent] == [at(0), at(1)]
-    rows = {r.id: r for r in store.outbox()}
-    assert rows[first].state == rows[second].state == "delivered"
-    assert (rows[first].claims, rows[second].claims) == (2, 1)
-    assert alive.deliver(now + dt.timedelta(seconds=120)) == 0
+    with Outbox(store, {"rec": rec}, owner="alive", lease=30) as alive:
+        assert alive.deliver(now + dt.timedelta(seconds=29)) == 0  # the first is claimed, the second waits
+        assert alive.deliver(now + dt.timedelta(seconds=31)) == 2
+        assert [n.sent_at for n in rec.sent] == [at(0), at(1)]
+        rows = {r.id: r for r in store.outbox()}
+        assert rows[first].state == rows[second].state == "delivered"
+        assert (rows[first].claims, rows[second].claims) == (2, 1)
+        assert alive.deliver(now + dt.timedelta(seconds=120)) == 0
     store.close()
 
 
