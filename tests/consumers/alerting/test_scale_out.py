@@ -10,6 +10,11 @@ exactly once, from exactly one outbox row. The one exception the docs allow is a
 taken over from a killed instance (its row's ``takeovers`` > 0): the dead one may have posted it before the
 kill, so it may arrive once more per takeover. Kills happen when something was seen (the first firing at the
 receiver, a number of notifications), not after a sleep. Ten repetitions in one run, about 90 s in all.
+
+Each repetition also has a chain: a producer job whose output two consumer jobs read fails among the first
+failures, and the consumers fail once its page arrived (so, under the same kills): that page is the one
+notification of the incident and names both consumers; the consumers are attached, not paged, until the
+producer's good run resolves the incident, and then they page on their own, each once.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import yaml
 
 from lineagewire.kafka.publisher import Publisher
 from lineagewire.processes import stop_process
+from lineagewire.schemas import action_lineage, dataset, header
 from tests.helpers import wait_for
 
 from .events import RunBuilder, error
@@ -106,6 +112,28 @@ def _received(receiver: HttpReceiver, path: str) -> collections.Counter[tuple[st
                                for r in receiver.on(path) for a in r.json["alerts"])
 
 
+def _with_lineage(job: str, start: dt.datetime, *, inputs: tuple[str, ...] = (),
+                  outputs: tuple[str, ...] = ()) -> list[dict]:
+    """A good run of ``job`` with an action reading ``inputs`` and writing ``outputs`` (s3 datasets) after it."""
+    b = RunBuilder(job, namespace="prod")
+    events = b.life(start, 1)
+    h = header("ActionLineageEvent", job_namespace=b.namespace, job_name=b.job, run_id=b.run_id,
+               sequence=len(events), event_time=events[-1]["header"]["event_time"])
+    return [*events, dict(action_lineage(h, "1", "save", inputs=[dataset("s3", n) for n in inputs],
+                                         outputs=[dataset("s3", n) for n in outputs]))]
+
+
+def _edges(db: str) -> int:
+    engine = sa.create_engine(db)
+    try:
+        with engine.connect() as c:
+            return int(c.execute(sa.text("SELECT count(*) FROM alerting_lineage_edges")).scalar())
+    except sa.exc.ProgrammingError:  # the table is not there before the first instance migrated the database
+        return 0
+    finally:
+        engine.dispose()
+
+
 def _undelivered(db: str) -> int:
     engine = sa.create_engine(db)
     try:
@@ -153,12 +181,19 @@ def _repetition(n: int, rnd: random.Random, settings, postgres, receiver: HttpRe
     db, group = postgres.new_database(), f"alerting-ha-{uuid.uuid4().hex[:8]}"
     fleet = Instances(settings, _rules(folder, receiver.url + path), db, group, folder / "services.log")
     runs = {f"job{j:02d}": RunBuilder(f"job{j:02d}", namespace="prod") for j in range(JOBS)}
+    consumers = [f"consumer{i}" for i in range(2)]
     try:
         for _ in range(count):
             fleet.start()
         now = dt.datetime.now(dt.UTC)
+        # the chain's lineage first: the producer writes feed, the consumers read it (a good run of each)
+        _publish(settings, _with_lineage("producer", now - dt.timedelta(seconds=60), outputs=("feed",))
+                 + [e for c in consumers for e in _with_lineage(c, now - dt.timedelta(seconds=50), inputs=("feed",))])
+        wait_for(lambda: _edges(db) >= 3, timeout=60)
+        src = RunBuilder("producer", namespace="prod")
         failures = [e for j, b in enumerate(runs.values()) for e in b.life(now + dt.timedelta(milliseconds=j), 1,
                                                                           end="FAILED", error=error())]
+        failures = src.life(now, 1, end="FAILED", error=error()) + failures
         # when to kill: after this many notifications reached the receiver (0: while the group forms); the first
         # kill comes before the second half of the failures is published, so within what the first half pages
         kills = [rnd.randrange(0, JOBS // 2)]
@@ -173,15 +208,21 @@ def _repetition(n: int, rnd: random.Random, settings, postgres, receiver: HttpRe
             fleet.kill(victim)
             if k == 0:
                 _publish(settings, failures[len(failures) // 2:])
+                # the consumers fail after the producer's failure was paged (saved, whoever paged it)
+                receiver.wait(path, lambda got: ("firing", "producer") in {
+                    (a["status"], a["labels"]["job"]) for r in got for a in r.json["alerts"]}, timeout=60)
+                later = dt.datetime.now(dt.UTC)
+                _publish(settings, [e for c in consumers for e in RunBuilder(c, namespace="prod").life(
+                    later, 1, end="FAILED", error=error())])
             fleet.start(victim)
-        firing = {("firing", job) for job in runs}
+        firing = {("firing", job) for job in [*runs, "producer"]}
         receiver.wait(path, lambda got: {(a["status"], a["labels"]["job"]) for r in got
                                          for a in r.json["alerts"]} >= firing, timeout=60)
         later = dt.datetime.now(dt.UTC)
-        good = [e for b in list(runs.values())[: JOBS // 2]
+        good = [e for b in [*list(runs.values())[: JOBS // 2], src]
                 for e in RunBuilder(b.job, namespace="prod").life(later, 1)]
         _publish(settings, good)
-        expected = len(runs) + JOBS // 2
+        expected = len(runs) + JOBS // 2 + 2 + len(consumers)
         receiver.wait(path, lambda got: len({(a["status"], a["labels"]["job"]) for r in got
                                              for a in r.json["alerts"]}) >= expected, timeout=60)
         # A row that a killed instance sent but did not mark delivered is taken over once its claim's lease (2 s)
@@ -191,7 +232,14 @@ def _repetition(n: int, rnd: random.Random, settings, postgres, receiver: HttpRe
         fleet.stop()
     got = _received(receiver, path)
     statuses = collections.Counter(s for _, s, _ in got)
-    assert statuses == {"firing": JOBS, "resolved": JOBS // 2} and len(got) == expected, (n, got)
+    assert statuses == {"firing": JOBS + 1 + len(consumers), "resolved": JOBS // 2 + 1} and len(got) == expected, \
+        (n, got)
+    told = [(a["status"], a["labels"]["job"], a["annotations"]) for r in receiver.on(path) for a in r.json["alerts"]]
+    (page,) = [notes for s, job, notes in told if (s, job) == ("firing", "producer")]
+    assert page["affects"] == "prod/consumer0, prod/consumer1", page
+    # attached while the incident was open: the consumers page only after the producer's resolve
+    resolved = next(i for i, (s, job, _) in enumerate(told) if (s, job) == ("resolved", "producer"))
+    assert min(i for i, (_, job, _) in enumerate(told) if job in consumers) > resolved, (n, told)
     over = check(got, _rows(db), f"repetition {n} ({count} instances, kills after {kills} notifications)")
     return sum(got.values()), over
 
