@@ -85,6 +85,20 @@ class ActionLineage:
             self.skipped += 1
             self._send_once(action_id, None, "action queue full: lineage not extracted")
 
+    def submit_rdd_job(self, run: Run, job: str, exception: Any) -> None:
+        """Queue a Spark job of an RDD action (the JVM listener's JSON, ``lineage/rdd_jobs.py``) for its event, sent
+        through ``publish`` as every action's is; when the queue is full, send it at once without lineage."""
+        from lineagewire.producers.spark.lineage import rdd_jobs
+
+        parsed = rdd_jobs.parse(job)
+        action_id = str(uuid.uuid4())
+        duration_ns = parsed.duration_ms * 1_000_000 if parsed.duration_ms is not None else None
+        with self._unsent_lock:
+            self._unsent[action_id] = (run, parsed.action, duration_ns, exception)
+        if not self._executor.submit(self._process_rdd_job, action_id, parsed):
+            self.skipped += 1
+            self._send_once(action_id, None, "action queue full: lineage not extracted")
+
     def run_later(self, fn: Callable[..., Any], *args: Any) -> bool:
         """Run other per-action work (streaming progress) on the same worker, in order; False when full."""
         return self._executor.submit(fn, *args)
@@ -98,6 +112,22 @@ class ActionLineage:
                 return
             _run, func_name, _duration_ns, exception = self._unsent[action_id]
         self._send_once(action_id, *self._extract(func_name, qe, exception))
+
+    def _process_rdd_job(self, action_id: str, job: Any) -> None:
+        from lineagewire.producers.spark.lineage import rdd_jobs
+
+        self.processed += 1
+        with self._unsent_lock:
+            if action_id not in self._unsent:  # sent without lineage by shutdown already
+                return
+        if self._stop.is_set():
+            self._send_once(action_id, None, "the emitter closed before this action's lineage was extracted")
+            return
+        try:
+            result, reason = rdd_jobs.job_lineage(job), None
+        except Exception as exc:  # noqa: BLE001 - the job must not care
+            result, reason = None, f"lineage extraction failed: {self._redactor.text(repr(exc))}"
+        self._send_once(action_id, result, reason)
 
     def _extract(self, func_name: str, qe: Any, exception: Any) -> tuple[Any, str | None]:
         """The action's extraction result (None when there is none) and why it is incomplete, if it is."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["SparkCallbacks"]
+__all__ = ["RddJobCallbacks", "SparkCallbacks"]
 
 
 @runtime_checkable
@@ -61,3 +61,19 @@ class SparkCallbacks(Protocol):
     def on_connect_action(self, session_id: str, func_name: str, qe: Any, duration_ns: int | None,
                           exception: Any) -> None:
         """A Spark action of the Connect client session ``session_id`` ended (arguments as ``on_action``)."""
+
+
+@runtime_checkable
+class RddJobCallbacks(Protocol):
+    """Optional, next to ``SparkCallbacks``: an implementation that has it is also given RDD-only jobs.
+
+    Separate so that an implementation written before it keeps working (and gets no RDD-only jobs).
+    """
+
+    def on_rdd_job(self, job: str, exception: Any) -> None:
+        """A Spark job started by an RDD action (no SQL execution) ended.
+
+        ``job`` is the JVM listener's JSON of what its RDDs read and wrote (``lineage/rdd_jobs.py`` reads it),
+        ``exception`` the Java exception of a failed job, else None. Called once per such job, never for jobs of
+        a SQL execution (``on_action`` reports those).
+        """

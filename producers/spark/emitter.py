@@ -51,7 +51,7 @@ from lineagewire.schemas.events import ErrorInfo, RunRef, ScheduleRef
 
 from . import internals, process_hooks, versions
 from .actions import ActionLineage
-from .callbacks import SparkCallbacks
+from .callbacks import RddJobCallbacks, SparkCallbacks
 from .config import CONF_PREFIX, EmitterConfig, conf_snapshot, resolve_config
 from .connect import ConnectRuns
 from .exceptions import EmitterError
@@ -70,7 +70,7 @@ __all__ = ["Emitter", "install", "job_run"]
 RUN_ID_PROPERTY = "spark.lineagewire.run_id"
 
 
-class Emitter(SparkCallbacks):
+class Emitter(SparkCallbacks, RddJobCallbacks):
     """Publishes one SparkSession's runs, statuses and action lineage to the configured listeners.
 
     Made by ``install()``; ``close(timeout)`` ends the application run, removes
@@ -246,6 +246,12 @@ class Emitter(SparkCallbacks):
         """A Spark action ended: its lineage is extracted on the actions worker, in the run open now."""
         if not self.closed:
             self._actions.submit(self.current_run(), func_name, qe, duration_ns, exception)
+
+    def on_rdd_job(self, job: str, exception: Any) -> None:
+        """A Spark job of an RDD action (no SQL query) ended: its event is built on the actions worker, in the run
+        open now."""
+        if not self.closed:
+            self._actions.submit_rdd_job(self.current_run(), job, exception)
 
     def on_application_end(self) -> None:
         """The context stopped from the JVM side: the runs end now, as the process does (FINISHED, or CANCELED for

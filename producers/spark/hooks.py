@@ -9,8 +9,11 @@ would still back up the bus (which then drops events), hence the hand-off.
 The SparkListener is Java (``java/JobEventsListener.java``, compiled once per
 machine by ``jvm_classes``): it counts jobs in the JVM and calls Python only at
 application end, where a Python one would be called some forty times per small
-action. Where no JDK compiler is at hand, the Python ``_SparkListener`` below
-does the same work through py4j, and a warning says what that costs. On a new
+action. Jobs started by RDD actions (no SQL execution, so no QueryExecutionListener call) are
+the exception: the Java listener describes each one and calls ``on_rdd_job`` once, when it ends,
+if the callbacks implement ``RddJobCallbacks``. Where no JDK compiler is at hand, the Python ``_SparkListener`` below
+does the same work through py4j, and a warning says what that costs; it does not report RDD-only
+jobs (their walk needs the compiled classes), and the warning says so. On a new
 machine the compile runs on a thread of its own, so ``install()`` never waits
 for javac; jobs started in those first seconds are not counted.
 
@@ -37,7 +40,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import internals, jvm_classes, versions
-from .callbacks import SparkCallbacks
+from .callbacks import RddJobCallbacks, SparkCallbacks
 from .exceptions import JvmClassesError
 
 log = logging.getLogger(__name__)
@@ -172,6 +175,22 @@ def _ignore(*_args: Any) -> None:
     return None
 
 
+class _RddJobs:
+    """java.util.function.BiConsumer the Java listener gives each RDD-only job at its end (JSON, exception)."""
+
+    def __init__(self, callbacks: RddJobCallbacks) -> None:
+        self._callbacks = callbacks
+
+    def accept(self, job: str, exception: Any) -> None:
+        try:
+            self._callbacks.on_rdd_job(job, exception)
+        except Exception as exc:  # noqa: BLE001 - nothing goes back to Spark's bus
+            log.warning("lineagewire could not take an RDD-only Spark job: %s", exc)
+
+    class Java:
+        implements = ["java.util.function.BiConsumer"]
+
+
 class _ApplicationEnd:
     """java.lang.Runnable the Java listener runs once, when the application ends."""
 
@@ -227,6 +246,7 @@ class SparkHooks:
         self._sl: Any = None  # the registered SparkListener: the Java one, or the proxy of _SparkListener
         self._sl_py: _SparkListener | None = None
         self._app_end: _ApplicationEnd | None = None
+        self._rdd_jobs: _RddJobs | None = None
         self._connect = _ConnectEvents(self._on_connect_event)
         self._registered: list[tuple[str, Callable[[], Any]]] = []  # what the JVM holds, how to take it back
         self._sessions: dict[str, tuple[Any, Any]] = {}  # Connect session id -> (its Java session, our listener)
@@ -315,11 +335,16 @@ class SparkHooks:
                 listener.setOnApplicationEnd(self._app_end)
                 listener.setOnConnectEvent(self._connect)
                 context = internals.java_spark_context(self.spark)
+                undo: list[tuple[str, Callable[[], Any]]] = [
+                    ("spark listener", functools.partial(context.removeSparkListener, listener)),
+                    ("application-end callback", functools.partial(listener.setOnApplicationEnd, None)),
+                    ("Connect event callback", functools.partial(listener.setOnConnectEvent, None))]
+                if isinstance(self._callbacks, RddJobCallbacks):
+                    self._rdd_jobs = _RddJobs(self._callbacks)
+                    listener.setOnRddJob(self._rdd_jobs, context)
+                    undo.append(("RDD job callback", functools.partial(listener.setOnRddJob, None, None)))
                 context.addSparkListener(listener)
-                self._keep([("spark listener", functools.partial(context.removeSparkListener, listener)),
-                            ("application-end callback", functools.partial(listener.setOnApplicationEnd, None)),
-                            ("Connect event callback", functools.partial(listener.setOnConnectEvent, None))],
-                           functools.partial(self._record_spark_listener, "jvm", listener, None))
+                self._keep(undo, functools.partial(self._record_spark_listener, "jvm", listener, None))
         except Exception as exc:  # noqa: BLE001 - a class that will not load or register: Python does the work
             self._fallback(f"registering {jvm_classes.JOB_EVENTS_LISTENER} from {directory} failed: "
                            f"{str(exc).splitlines()[0] if str(exc) else exc!r}")
@@ -329,7 +354,8 @@ class SparkHooks:
     def _fallback(self, why: str) -> None:
         log.warning("lineagewire's JVM SparkListener is unavailable (%s); using the Python SparkListener, which py4j "
                     "calls for every task, stage and block event (measured 1.10-1.12x the job's time on 50 very short "
-                    "actions, against 1.03-1.04x with the JVM one). "
+                    "actions, against 1.03-1.04x with the JVM one), and Spark jobs of RDD actions without a DataFrame "
+                    "(sc.textFile(...).saveAsTextFile(...)) get no action events. "
                     "Point spark.lineagewire.javac at a JDK's javac, or set spark.lineagewire.spark_listener=false "
                     "to go without job counts and JVM-side application end.", why)
         try:

@@ -6,7 +6,8 @@ the emitter's cost on short actions low (see ``java/JobEventsListener.java``).
 
 The same compile gives ``java/PlanJson.java``, which writes a plan's JSON straight from
 the tree (what ``TreeNode.toJSON()`` returns, several times faster on wide plans): the
-lineage extraction uses it once compiled (``lineage/jvm.py: plan_json``).
+lineage extraction uses it once compiled (``lineage/jvm.py: plan_json``). ``java/RddJobs.java`` is the
+listener's reading of jobs that run no SQL query (RDD actions: ``lineage/rdd_jobs.py``).
 
 Why compile here rather than ship a jar: the class must match the driver's Spark,
 and the package stays free of binaries. The compiler is, in order:
@@ -43,7 +44,7 @@ from .exceptions import JvmClassesError
 __all__ = ["JOB_EVENTS_LISTENER", "PLAN_JSON", "JvmInfo", "cached", "compile_classes", "find_javac", "new_instance"]
 
 #: The Java sources in ``java/``, compiled together.
-SOURCES = ("JobEventsListener.java", "PlanJson.java")
+SOURCES = ("JobEventsListener.java", "PlanJson.java", "RddJobs.java")
 #: The listener that counts jobs and reports application end (``java/JobEventsListener.java``).
 JOB_EVENTS_LISTENER = "lineagewire.spark.JobEventsListener"
 #: The plan JSON writer (``java/PlanJson.java``).

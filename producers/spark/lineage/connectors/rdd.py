@@ -32,8 +32,9 @@ files are named, and an RDD class outside ``TRACEABLE_WITHOUT_JVM`` makes the re
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
-from lineagewire.schemas.events import Dataset, dataset
+from lineagewire.schemas.events import Boundedness, Dataset, dataset
 
 from .. import origins
 from ..columns import Sources, Trans
@@ -42,8 +43,8 @@ from ..naming import file_dataset_id
 from ..plan import PlanNode
 from ..schema import fields_of_struct_json
 
-__all__ = ["FILE_METHODS", "FILE_RDDS", "IN_MEMORY_RDDS", "TRACEABLE_WITHOUT_JVM", "files_in_debug_string",
-           "rdd_relation"]
+__all__ = ["FILE_METHODS", "FILE_RDDS", "IN_MEMORY_RDDS", "TRACEABLE_WITHOUT_JVM", "RddReads", "files_in_debug_string",
+           "rdd_relation", "read_datasets"]
 
 #: RDD classes that read files -> the dataset format they imply (None: any Hadoop InputFormat).
 FILE_RDDS = {"HadoopRDD": None, "NewHadoopRDD": None, "WholeTextFileRDD": "text", "BinaryFileRDD": "binaryFile"}
@@ -99,11 +100,12 @@ def rdd_relation(ctx: Extraction, node: PlanNode) -> list[Dataset]:
     if found is None:
         return _without_jvm_classes(ctx, node, str(jrdd.toDebugString()))
     leaves, _, debug = found.partition("\x1e")
-    datasets = _hadoop_files(ctx, node, debug)
-    sources = _add_leaf_datasets(ctx, node, leaves, datasets)
-    if sources:
-        ctx.add_leaf_sources(node, [sources] * len(ctx.graph.output(node)), {})
-    return datasets
+    reads = read_datasets(leaves, debug, where=node.simple, boundedness=ctx.boundedness(node))
+    for gap in (*reads.untraced, *reads.no_columns):
+        ctx.mark_incomplete(gap)
+    if reads.sources:
+        ctx.add_leaf_sources(node, [reads.sources] * len(ctx.graph.output(node)), {})
+    return reads.datasets
 
 
 def _origin_datasets(ctx: Extraction, node: PlanNode) -> list[Dataset] | None:
@@ -123,29 +125,41 @@ def _origin_datasets(ctx: Extraction, node: PlanNode) -> list[Dataset] | None:
     return origin.datasets()
 
 
-def _add_leaf_datasets(ctx: Extraction, node: PlanNode, leaves: str, datasets: list[Dataset]) -> Sources:
-    """Add what the leaf RDDs (``PlanJson.rddInputs``' lines) read to ``datasets``; the source columns of
-    every column of the DataFrame. A leaf that cannot be traced makes the result incomplete."""
-    named = {(d["namespace"], d["name"]) for d in datasets}
-    sources: Sources = {}
+@dataclass
+class RddReads:
+    """What an RDD chain read (``PlanJson.rddInputs``' answer): the datasets, the source columns of every column
+    made from them, and why the result is not complete: ``untraced`` RDDs (their input is unknown) and
+    ``no_columns`` (files named, but not which columns were read)."""
+
+    datasets: list[Dataset] = field(default_factory=list)
+    sources: Sources = field(default_factory=dict)
+    untraced: list[str] = field(default_factory=list)
+    no_columns: list[str] = field(default_factory=list)
+
+
+def read_datasets(leaves: str, debug_string: str, *, where: str, boundedness: Boundedness) -> RddReads:
+    """What the leaf RDDs (``PlanJson.rddInputs``' lines) and the Hadoop RDDs of ``debug_string`` read; ``where``
+    starts each reason (the plan node, or the RDD-only job's action). A leaf that cannot be traced is a gap."""
+    reads = RddReads(datasets=_hadoop_files(boundedness, debug_string))
+    named = {(d["namespace"], d["name"]) for d in reads.datasets}
     for line in leaves.splitlines():
         kind, cls, schema, paths = [*line.split("\t"), "", "", ""][:4]
         simple = cls.rsplit(".", 1)[-1]
         if kind in ("scan", "source", "hadoop"):
-            _add_files(ctx, node, simple, schema, paths.split("\x1f"), named, datasets, sources)
+            _add_files(boundedness, simple, schema, paths.split("\x1f"), named, reads)
             if kind == "source":
-                ctx.mark_incomplete(f"{node.simple}: the RDD reads files through {simple}, which does not say "
-                                    "which columns it reads: no column lineage from them")
+                reads.no_columns.append(f"{where}: the RDD reads files through {simple}, which does not say which "
+                                        "columns it reads: no column lineage from them")
         elif kind == "partition":
-            ctx.mark_incomplete(f"{node.simple}: the RDD reads input partitions of class {cls}, a data source "
-                                "lineagewire does not name")
+            reads.untraced.append(f"{where}: the RDD reads input partitions of class {cls}, a data source "
+                                  "lineagewire does not name")
         elif simple not in IN_MEMORY_RDDS:
-            ctx.mark_incomplete(f"{node.simple}: the RDD reads through {cls}, whose input lineagewire cannot trace")
-    return sources
+            reads.untraced.append(f"{where}: the RDD reads through {cls}, whose input lineagewire cannot trace")
+    return reads
 
 
-def _add_files(ctx: Extraction, node: PlanNode, rdd_class: str, schema: str, paths: list[str],
-               named: set[tuple[str, str]], datasets: list[Dataset], sources: Sources) -> None:
+def _add_files(boundedness: Boundedness, rdd_class: str, schema: str, paths: list[str],
+               named: set[tuple[str, str]], reads: RddReads) -> None:
     """One file-reading leaf RDD: a dataset per folder not ``named`` yet, each column read a source of all."""
     fields = fields_of_struct_json(schema) if schema else []
     for path in filter(None, paths):
@@ -153,16 +167,16 @@ def _add_files(ctx: Extraction, node: PlanNode, rdd_class: str, schema: str, pat
         if ident in named:
             continue
         named.add(ident)
-        datasets.append(dataset(*ident, format=FILE_RDDS.get(rdd_class), fields=fields,
-                                boundedness=ctx.boundedness(node), properties={"rdd": rdd_class}))
+        reads.datasets.append(dataset(*ident, format=FILE_RDDS.get(rdd_class), fields=fields,
+                                      boundedness=boundedness, properties={"rdd": rdd_class}))
         for f in fields:
-            sources[(*ident, f["name"])] = {_OPAQUE}
+            reads.sources[(*ident, f["name"])] = {_OPAQUE}
 
 
-def _hadoop_files(ctx: Extraction, node: PlanNode, debug_string: str) -> list[Dataset]:
+def _hadoop_files(boundedness: Boundedness, debug_string: str) -> list[Dataset]:
     # The DataFrame's columns are parsed from the files' records, not columns of the files: the
     # 'rdd' property keeps them out of column lineage.
-    return [dataset(*file_dataset_id(path), format=fmt, boundedness=ctx.boundedness(node),
+    return [dataset(*file_dataset_id(path), format=fmt, boundedness=boundedness,
                     properties={"rdd": method})
             for path, method, fmt in files_in_debug_string(debug_string)]
 
@@ -175,4 +189,4 @@ def _without_jvm_classes(ctx: Extraction, node: PlanNode, debug_string: str) -> 
     if unknown:
         ctx.mark_incomplete(f"{node.simple}: the RDD goes through {', '.join(unknown)}, which only lineagewire's "
                             "compiled JVM classes can trace (not compiled yet: a JDK's javac is needed)")
-    return _hadoop_files(ctx, node, debug_string)
+    return _hadoop_files(ctx.boundedness(node), debug_string)
