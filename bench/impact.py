@@ -54,7 +54,7 @@ def generate(url: str, args: argparse.Namespace, rng: random.Random) -> dict[str
     per_job = max(1, n_ds // args.jobs)
     now = dt.datetime(2026, 11, 1, tzinfo=dt.UTC).replace(tzinfo=None).isoformat(sep=" ")
     engine = sa.create_engine(url)
-    spec = {"app_name": "bench", "conf": {}, "job_type": "BATCH", "sql": None, "tags": {}}
+    spec: dict[str, Any] = {"app_name": "bench", "conf": {}, "job_type": "BATCH", "sql": None, "tags": {}}
     with engine.begin() as conn:
         jobs = (n_ds + per_job - 1) // per_job
         _insert(conn, "jobs", ["id", "namespace", "name", "first_seen", "last_seen"],

@@ -155,7 +155,7 @@ def walk_columns(edges_from: Any, roots: list[Col], depth: int | None) -> Column
                 hops[dst] = level
                 found.append(dst)
         frontier = found
-    out = {}
+    out: dict[Col, list[Col]] = {}
     for src, dst, _, is_direct in followed:
         if is_direct:
             out.setdefault(src, []).append(dst)
@@ -321,7 +321,7 @@ def _check_column(conn: Connection, dataset_id: int, namespace: str, name: str, 
                   sa.select(c.sink_field).where(c.sink_id == dataset_id, c.sink_field == column).limit(1)):
         if conn.execute(query).first() is not None:
             return
-    known = set()
+    known: set[str] = set()
     for text in conn.execute(sa.select(st.fields_json).where(st.dataset_id == dataset_id,
                                                              st.fields_json.is_not(None))).scalars():
         known.update(f["name"] for f in json.loads(text))
@@ -384,9 +384,9 @@ def _answer(conn: Connection, root_id: int, root_ns: str, root_name: str, column
     names = _names(conn, {root_id, *ds_hops, *(x[0] for x in col_hops)})
     jobs = _jobs(conn, job_hops)
     tables = _materialized(conn, jobs)
-    datasets = [{"id": d, "namespace": names[d][0], "name": names[d][1], "hops": h}
-                for d, h in ds_hops.items()]
-    datasets.sort(key=lambda x: (x["hops"], x["name"], x["namespace"]))
+    # sorted as tuples, then made dicts: a key function per item costs more than the sort at 100k datasets
+    datasets = [{"id": d, "namespace": ns, "name": name, "hops": h} for h, name, ns, d in
+                sorted((h, names[d][1], names[d][0], d) for d, h in ds_hops.items())]
     columns = [{"dataset_id": x[0], "namespace": names[x[0]][0], "name": names[x[0]][1], "field": x[1], "hops": h,
                 "type": "DIRECT" if x in direct else "INDIRECT"} for x, h in col_hops.items()]
     columns.sort(key=lambda x: (x["hops"], x["namespace"], x["name"], x["field"]))

@@ -79,11 +79,13 @@ def add_impact_route(app: Any, store: Any) -> None:
     from .impact import MAX_DEPTH
     from .impact import impact as run_impact
 
-    @app.get("/impact", tags=["lineage"])
+    # the return is annotated Any: FastAPI reads annotations from this module's globals, and Response is imported
+    # here, so that the CLI never imports FastAPI
+    @app.get("/impact", tags=["lineage"], response_class=Response, response_model=None)
     def impact_route(dataset: str, namespace: str | None = None, column: str | None = None,
                      depth: int | None = Query(None, ge=1, le=MAX_DEPTH, description="At most this many hops; "
                                                "none: all. `more` says whether the graph goes on beyond them."),
-                     format: str = Query("json", pattern="^(json|csv)$")) -> Response:  # noqa: A002 - the API's name
+                     format: str = Query("json", pattern="^(json|csv)$")) -> Any:  # noqa: A002 - the API's name
         with store.engine.connect() as conn:
             result = run_impact(conn, dataset, namespace=namespace, column=column or None, depth=depth)
         if format == "csv":

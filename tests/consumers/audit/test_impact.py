@@ -63,15 +63,15 @@ def column_edges(edges: list[tuple[tuple[int, str], tuple[int, str], int, str]])
     return edges_from
 
 
-D, I = "DIRECT/IDENTITY", "INDIRECT/FILTER"
+DIR, IND = "DIRECT/IDENTITY", "INDIRECT/FILTER"
 
 
 def test_a_column_is_indirect_when_every_path_to_it_has_an_indirect_edge() -> None:
     c = column_edges([
-        ((1, "c"), (2, "x"), 10, D), ((2, "x"), (3, "y"), 20, I),      # c -> x DIRECT, x -> y INDIRECT
-        ((1, "c"), (4, "z"), 30, I), ((4, "z"), (5, "w"), 40, D),      # reached through a filter: INDIRECT after
-        ((1, "a"), (6, "q"), 50, D),                                   # another column of the root: not followed
-        ((1, "c"), (7, "v"), 60, I), ((1, "c"), (8, "u"), 61, D), ((8, "u"), (7, "v"), 62, D),
+        ((1, "c"), (2, "x"), 10, DIR), ((2, "x"), (3, "y"), 20, IND),      # c -> x DIRECT, x -> y INDIRECT
+        ((1, "c"), (4, "z"), 30, IND), ((4, "z"), (5, "w"), 40, DIR),      # reached through a filter: INDIRECT after
+        ((1, "a"), (6, "q"), 50, DIR),                                   # another column of the root: not followed
+        ((1, "c"), (7, "v"), 60, IND), ((1, "c"), (8, "u"), 61, DIR), ((8, "u"), (7, "v"), 62, DIR),
     ])
     walk = walk_columns(c, [(1, "c")], None)
     assert walk.hops == {(1, "c"): 0, (2, "x"): 1, (3, "y"): 2, (4, "z"): 1, (5, "w"): 2, (7, "v"): 1, (8, "u"): 1}
@@ -82,7 +82,7 @@ def test_a_column_is_indirect_when_every_path_to_it_has_an_indirect_edge() -> No
 
 
 def test_columns_on_a_cycle_and_the_depth_limit() -> None:
-    c = column_edges([((1, "c"), (2, "c"), 10, D), ((2, "c"), (1, "c"), 20, D), ((2, "c"), (3, "c"), 30, D)])
+    c = column_edges([((1, "c"), (2, "c"), 10, DIR), ((2, "c"), (1, "c"), 20, DIR), ((2, "c"), (3, "c"), 30, DIR)])
     assert walk_columns(c, [(1, "c")], None).hops == {(1, "c"): 0, (2, "c"): 1, (3, "c"): 2}
     limited = walk_columns(c, [(1, "c")], 1)
     assert limited.hops == {(1, "c"): 0, (2, "c"): 1} and limited.frontier == [(2, "c")]
@@ -201,7 +201,7 @@ def test_impact_of_a_column_keeps_only_what_reads_it(tmp_path) -> None:  # noqa:
 
 def test_unknown_dataset_or_column_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys) -> None:  # noqa: ANN001
     url = registry(tmp_path)
-    with pytest.raises(NotFoundError, match="column 'nope' of dataset file /data/abc.*expected one of: a, b, c"):
+    with pytest.raises(NotFoundError, match=r"column 'nope' of dataset file /data/abc.*expected one of: a, b, c"):
         ask(url, "/data/abc", column="nope")
     # the top-level command as users run it (registered here in case lineagewire.cli does not list it yet)
     monkeypatch.setitem(top.COMMANDS, "impact", "lineagewire.consumers.audit.impact_cli:impact")
