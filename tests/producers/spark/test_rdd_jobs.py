@@ -214,8 +214,11 @@ def keep_events(context: Any) -> JobStatusListener:
     return _Kept()
 
 
-def test_the_openlineage_output_names_the_same_datasets(spark, make_emitter, folders) -> None:  # noqa: ANN001
+def test_the_openlineage_and_datahub_outputs_name_the_same_datasets(spark, make_emitter, folders) -> None:  # noqa: ANN001
     pytest.importorskip("openlineage.client")
+    pytest.importorskip("datahub")
+    from lineagewire.consumers.datahub.proposals import record
+    from lineagewire.consumers.datahub.translate import Translator as DataHub
     from lineagewire.consumers.openlineage.translate import Translator
 
     tmp, sc = folders["tmp"], spark.sparkContext
@@ -231,6 +234,13 @@ def test_the_openlineage_output_names_the_same_datasets(spark, make_emitter, fol
     assert [(d.namespace, d.name) for d in ol.inputs] == _ids(save["inputs"]) == [("file", str(folders["lines"]))]
     assert [(d.namespace, d.name) for d in ol.outputs] == _ids(save["outputs"]) == [("file", str(tmp / "stripped"))]
     assert ol.job.name == "rdd to ol.save_as_text_file.stripped"
+
+    proposals = [record(p) for p in DataHub().translate(save)]
+    [io] = [r["aspect"]["json"] for r in proposals if r["aspectName"] == "dataJobInputOutput"]
+    urn = "urn:li:dataset:(urn:li:dataPlatform:file,{},PROD)".format
+    edges = ([e["destinationUrn"] for e in io["inputDatasetEdges"]],
+             [e["destinationUrn"] for e in io["outputDatasetEdges"]])
+    assert edges == ([urn(folders["lines"])], [urn(tmp / "stripped")])
 
 
 # -- the JSON the JVM listener sends, read without Spark ----------------------------------------------------
