@@ -271,3 +271,27 @@ def test_a_job_that_could_not_be_read_is_incomplete_and_says_why() -> None:
                                               "output": {"api": "mapred", "format": "x.DbOutputFormat"}})))
     assert no_folder.outputs == [] and not no_folder.complete
     assert "names no output folder (output format x.DbOutputFormat)" in no_folder.incomplete_reason
+
+
+def test_without_the_compiled_classes_rdd_only_jobs_are_not_reported_and_the_warning_says_so(
+        spark, make_emitter, tmp_path, monkeypatch, caplog) -> None:  # noqa: ANN001
+    import logging
+
+    monkeypatch.setenv("LINEAGEWIRE_HOME", str(tmp_path / "home"))  # an empty cache: it has to compile
+    javac = tmp_path / "javac"
+    javac.write_text("#!/bin/sh\necho 'this javac refuses everything' >&2\nexit 1\n")
+    javac.chmod(0o755)
+    caplog.set_level(logging.WARNING, logger="lineagewire.producers.spark.hooks")
+    path = tmp_path / "events.jsonl"
+    emitter = make_emitter(listeners=["file"], config={"file_path": str(path), "javac": str(javac)})
+    assert emitter.wait_ready(60) and emitter.stats()["spark_listener"] == "py4j"
+    [warning] = [r.getMessage() for r in caplog.records if "JVM SparkListener is unavailable" in r.getMessage()]
+    assert "Spark jobs of RDD actions without a DataFrame" in warning and "get no action events" in warning
+    with job_run(spark, "rdd without javac") as run:
+        spark.sparkContext.parallelize(range(3)).map(str).saveAsTextFile(str(tmp_path / "numbers"))
+    emitter.close(20)
+
+    mine = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [e["new_status"] for e in mine if e["header"]["run_id"] == run.run_id and "new_status" in e] == \
+        ["RUNNING", "FINISHED"]
+    assert _actions(path, run.run_id) == []
