@@ -160,18 +160,14 @@ def choose(job: JobKey, at: dt.datetime, incidents: Iterable[Incident], upstream
     one of its failures is of an upstream job and ``at`` is within ``window`` after that failure began. Of
     several, the root is the most upstream: the one with a failure farthest upstream, then the earliest, then
     the smallest id (every instance chooses the same)."""
-    best: tuple[tuple[int, dt.datetime, str], Incident] | None = None
-    for inc in incidents:
-        if inc.state != "open":
-            continue
-        far = [upstream[f.job] for f in inc.failures
-               if f.job != job and f.job in upstream and f.starts_at <= at <= f.starts_at + window]
-        if not far:
-            continue
-        key = (-max(far), inc.started_at, inc.id)
-        if best is None or key < best[0]:
-            best = (key, inc)
-    return best[1] if best is not None else None
+    def farthest(inc: Incident) -> int:
+        """Hops to the incident's failure farthest upstream of ``job`` that it may follow from; 0: none."""
+        return max((upstream.get(f.job, 0) for f in inc.failures
+                    if f.job != job and f.starts_at <= at <= f.starts_at + window), default=0)
+
+    found = [(-far, inc.started_at, inc.id, inc) for inc in incidents
+             if inc.state == "open" and (far := farthest(inc)) > 0]
+    return min(found, key=lambda k: k[:3])[3] if found else None
 
 
 @dataclass(frozen=True)
@@ -216,25 +212,39 @@ class IncidentBook:
     def decide(self, c: Candidate, now: dt.datetime) -> Incident | None:
         """Attach ``c`` (firing, not notified yet) to the incident it follows from, else open one with it as
         root if its job has downstream jobs; the incident, or None when it takes part in none."""
-        if not c.firing or c.notified or c.fingerprint in self.by_member:
+        if not self._undecided(c):
             return self.by_member.get(c.fingerprint) or self.by_root.get(c.fingerprint)
         own = self.by_root.get(c.fingerprint)
-        if c.kind in DOWNSTREAM_KINDS and (self.open.keys() - ({own.id} if own else set())):
-            others = [i for i in self.open.values() if i is not own]
-            found = choose(c.job, c.starts_at, others, hops(c.job, self.lineage.upstream, self.depth), self.window)
-            if found is not None:
-                if own is not None and not own.members:  # opened for it before its upstream was known: merged
-                    self._drop(own)
-                elif own is not None:
-                    return own
-                member = Member(c.fingerprint, c.job, c.starts_at, dict(c.labels))
-                found.members[c.fingerprint] = member
-                self.attached.append((found.id, member))
-                self.changed[found.id] = found
-                self._index()
-                return found
-        if own is not None or c.kind not in ROOT_KINDS:
-            return own
+        found = self._attach(c, own) if c.kind in DOWNSTREAM_KINDS else None
+        if found is not None:
+            return found
+        return own if own is not None or c.kind not in ROOT_KINDS else self._open(c)
+
+    def _undecided(self, c: Candidate) -> bool:
+        """Is ``c`` still to be decided: firing, never told, attached to nothing?"""
+        return c.firing and not c.notified and c.fingerprint not in self.by_member
+
+    def _attach(self, c: Candidate, own: Incident | None) -> Incident | None:
+        """Attach ``c`` to the incident it follows from, if any (merging the one opened for it alone)."""
+        if own is not None and own.members:  # an incident with something attached keeps its root
+            return None
+        others = [i for i in self.open.values() if i is not own]
+        if not others:
+            return None
+        found = choose(c.job, c.starts_at, others, hops(c.job, self.lineage.upstream, self.depth), self.window)
+        if found is None:
+            return None
+        if own is not None:  # opened for it before its upstream was known: merged into the upstream one
+            self._drop(own)
+        member = Member(c.fingerprint, c.job, c.starts_at, dict(c.labels))
+        found.members[c.fingerprint] = member
+        self.attached.append((found.id, member))
+        self.changed[found.id] = found
+        self._index()
+        return found
+
+    def _open(self, c: Candidate) -> Incident | None:
+        """A new incident with ``c`` as its root, if its job has downstream jobs."""
         affects = hops(c.job, self.lineage.downstream, self.depth)
         if not affects:
             return None  # nothing reads what it writes: an alert as before

@@ -303,9 +303,7 @@ class AlertingHandler(Handler):
         may: set[str] = set()
         if tick:
             d.replace(*store.live())
-            if self.incident_rules:
-                cfg = self.config.incidents  # for muting only: decisions are taken in the transaction
-                self.incidents = IncidentBook(store.incidents(), EdgeGraph(), window=cfg.window, depth=cfg.depth)
+            self._reread_incidents(store)
             may = d.due_keys(when, self.muter(when)) - must
         self.pending.add_facts(self.engine.facts.dump_dirty())
         positions = self.catch_up.positions(self.offsets.handled) if self.catch_up is not None else []
@@ -326,9 +324,7 @@ class AlertingHandler(Handler):
                 if (a := d.apply(s, came)) is not None:
                     self._decide_incidents(book, [a], came)
                     outgoing += d.due(came, self.muter(came), keys=[d.key_of(s)])
-            if book is not None:
-                self._decide_incidents(book, [d.alerts[fp] for k in keys if (g := d.groups.get(k)) is not None
-                                              for fp in g.members if fp in d.alerts], when)
+            self._decide_incidents(book, self._members(keys), when)
             outgoing += d.due(when, self.muter(when), keys=sorted(keys))
             rows = [(ch, o.notification.to_json()) for o in outgoing for ch in o.channels]
             held.write(d.changed_alerts.values(), d.changed_groups.values(), rows, save.facts, when)
@@ -337,6 +333,19 @@ class AlertingHandler(Handler):
         return len(rows)
 
     # -- incidents (incidents.py) ----------------------------------------------------------------------
+
+    def _reread_incidents(self, store: AlertStore) -> None:
+        """The open incidents as the database has them now, for muting only (decisions are taken in the
+        transaction that saves them)."""
+        if self.incident_rules:
+            cfg = self.config.incidents
+            self.incidents = IncidentBook(store.incidents(), EdgeGraph(), window=cfg.window, depth=cfg.depth)
+
+    def _members(self, keys: set[str]) -> list[Alert]:
+        """The live alerts of groups ``keys``."""
+        d = self.dispatcher
+        return [d.alerts[fp] for k in keys if (g := d.groups.get(k)) is not None for fp in g.members
+                if fp in d.alerts]
 
     def _note_edges(self, event: dict[str, Any]) -> None:
         """Keep the lineage edges of ``event`` to write with the next save, unless written lately."""

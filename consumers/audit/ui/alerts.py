@@ -107,15 +107,9 @@ class AlertsReader:
         rows = self._rows("incidents", build)
         if not rows:
             return []
-        ids = [r.id for r in rows]
-        members: dict[str, list[dict[str, Any]]] = {}
-        for m in self._rows("incident_alerts", lambda t: sa.select(t).where(t.c.incident_id.in_(ids))
-                            .order_by(t.c.attached_at)):
-            members.setdefault(m.incident_id, []).append(_json(m.member))
-        fps = {r.root_fingerprint for r in rows} | {m["fingerprint"] for ms in members.values() for m in ms}
-        state = {r.fingerprint: (r.state, _json(r.annotations).get("summary", "")) for r in self._rows(
-            "alerts", lambda t: sa.select(t.c.fingerprint, t.c.state, t.c.annotations).where(
-                t.c.fingerprint.in_(sorted(fps))))}
+        members = self._incident_members([r.id for r in rows])
+        state = self._alert_states({r.root_fingerprint for r in rows}
+                                   | {m["fingerprint"] for ms in members.values() for m in ms})
 
         def alert(m: dict[str, Any]) -> dict[str, Any]:
             now, summary = state.get(m["fingerprint"], ("resolved", ""))
@@ -138,6 +132,20 @@ class AlertsReader:
     def for_job(self, namespace: str, name: str) -> list[dict[str, Any]]:
         return [a for a in self.alerts() if a["labels"].get("namespace") == namespace
                 and a["labels"].get("job") == name]
+
+    def _incident_members(self, ids: list[str]) -> dict[str, list[dict[str, Any]]]:
+        """Incident id -> its attached alerts as the service recorded them, in the order they were attached."""
+        members: dict[str, list[dict[str, Any]]] = {}
+        for m in self._rows("incident_alerts", lambda t: sa.select(t).where(t.c.incident_id.in_(ids))
+                            .order_by(t.c.attached_at)):
+            members.setdefault(m.incident_id, []).append(_json(m.member))
+        return members
+
+    def _alert_states(self, fingerprints: set[str]) -> dict[str, tuple[str, str]]:
+        """Fingerprint -> (state, summary) of those alerts now."""
+        return {r.fingerprint: (r.state, _json(r.annotations).get("summary", "")) for r in self._rows(
+            "alerts", lambda t: sa.select(t.c.fingerprint, t.c.state, t.c.annotations).where(
+                t.c.fingerprint.in_(sorted(fingerprints))))}
 
     def silences(self, now: dt.datetime | None = None) -> list[dict[str, Any]]:
         now = now or dt.datetime.now(dt.UTC)
