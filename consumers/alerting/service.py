@@ -178,6 +178,17 @@ class AlertingHandler(Handler):
                  len(channels), ", ".join(sorted(channels)) or "none", len(alerts),
                  store.engine.url.render_as_string(hide_password=True))
 
+    def _take_shared_facts(self, event: dict[str, Any]) -> None:
+        """A dataset's writer and its readers usually sit on different instances (their jobs hash to different
+        partitions): before a change is judged, read the readers and changes other instances saved for the
+        datasets this event needs (``Facts.shared_keys``; one indexed read, only for such events)."""
+        facts = self.engine.facts
+        if facts.owned is None:
+            return  # one instance sees every partition: it holds them all already
+        needed = facts.shared_keys(event)
+        if needed:
+            facts.take_shared(self.store.shared_facts(needed))
+
     def handle(self, record: Record) -> int:
         if record.event is None:
             raise ValueError(f"{record.topic}[{record.partition}]@{record.offset}: no decoded event; expected one "
@@ -186,6 +197,7 @@ class AlertingHandler(Handler):
             self.catch_up.ensure_plan(self.store)
         if self.pending.reload:
             self._reload()  # a failure is the runtime's to retry: no event is folded into facts not read yet
+        self._take_shared_facts(record.event)
         signals = self.engine.process(record.event, partition_key(record.topic, record.partition))
         self.pending.add(signals, _utc(self.clock()))
         if self.incident_rules:
