@@ -267,6 +267,7 @@ class SparkHooks:
             manager = internals.java_session(self.spark).listenerManager()
             manager.register(qel)
             self._keep([("query execution listener", functools.partial(manager.unregister, qel))])
+            self._watch_catalog()
             if spark_listener:
                 self._start_spark_listener(javac)
             else:
@@ -278,6 +279,17 @@ class SparkHooks:
         except BaseException:
             self.remove()
             raise
+
+    def _watch_catalog(self) -> None:
+        """The session catalog's watcher (lineage's lifecycle connector), so that a DROP that is a job's first
+        statement is read before the table is gone. Never fails the install: without it a DROP is named as the
+        table was last seen."""
+        from .lineage.connectors import lifecycle
+
+        try:
+            lifecycle.watch_session(internals.java_session(self.spark))
+        except Exception:  # noqa: BLE001
+            log.debug("the session catalog is not watched", exc_info=True)
 
     def _java_proxy(self, obj: Any) -> Any:
         holder = self._py4j.jvm.java.util.ArrayList()

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -142,31 +143,42 @@ class _CatalogWatcher:
         implements = ["org.apache.spark.sql.catalyst.catalog.ExternalCatalogEventListener"]
 
 
-#: The watcher of each SparkContext's session catalog, by the Python SparkContext's id.
-_WATCHERS: dict[int, _CatalogWatcher] = {}
+#: The watcher of each SparkContext's session catalog (every session of a context shares its catalog); weakly held,
+#: so a stopped context's entry goes with it.
+_WATCHERS: weakref.WeakKeyDictionary[Any, _CatalogWatcher] = weakref.WeakKeyDictionary()
 
 
 def watch_catalog(ctx: Extraction) -> _CatalogWatcher | None:
-    """The watcher of the session catalog of ``ctx``'s session, added the first time (once per SparkContext:
-    every session of a context shares its catalog)."""
+    """The watcher of the session catalog of ``ctx``'s session, added the first time (``watch_session``)."""
     context = internals.active_context()
     if context is None:
         return None
-    watcher = _WATCHERS.get(id(context))
+    watcher = _WATCHERS.get(context)
+    if watcher is not None:
+        return watcher
+    session = ctx.session()  # a round trip: only until the watcher is there
+    return None if session is None else watch_session(session)
+
+
+def watch_session(jsession: Any) -> _CatalogWatcher | None:
+    """Watch the session catalog of the JVM SparkSession ``jsession`` (once per SparkContext), so that a DROP is
+    read before the table is gone. The emitter calls it at install, so a job whose first statement is a DROP is
+    seen; an extraction calls it too (through ``watch_catalog``) for sessions the emitter did not install on."""
+    context = internals.active_context()
+    if context is None:
+        return None
+    watcher = _WATCHERS.get(context)
     if watcher is None:
-        session = ctx.session()  # a round trip: only until the watcher is there
-        if session is None:
-            return None
         try:
             internals.start_callback_server(internals.gateway(context))
-            external = session.sharedState().externalCatalog()
-            watcher = _CatalogWatcher(external, session.sparkContext())
+            external = jsession.sharedState().externalCatalog()
+            watcher = _CatalogWatcher(external, jsession.sparkContext())
             external.addListener(watcher)
         except Exception:  # noqa: BLE001 - no watcher: DROPs are named as tables were seen
             log.debug("cannot watch the session catalog", exc_info=True)
             return None
         _WATCHERS.clear()  # an earlier context's watcher is gone with its JVM catalog
-        _WATCHERS[id(context)] = watcher
+        _WATCHERS[context] = watcher
     return watcher
 
 
