@@ -169,12 +169,16 @@ class ActionLineage:
             result = self._dated.apply(result)
         complete = bool(result is not None and result.complete and reason is None)
         reasons = [r for r in (getattr(result, "incomplete_reason", None), reason) if r]
+        outputs = list(result.outputs) if result is not None else []
+        if error is not None:  # a failed CREATE, RENAME or DROP changed no table: it names them, as a failure does
+            outputs = [{**o, "lifecycle_change": None, "previous_identifier": None} if o.get("lifecycle_change")
+                       else o for o in outputs]
         event = dict(action_lineage(
             run.draft_header("ActionLineageEvent", parent=run.ref),  # each part gets its numbered header on send
             action_id or str(uuid.uuid4()), func_name,
             action_status=status or ("FAILED" if error else "SUCCEEDED"),  # type: ignore[arg-type]
             inputs=list(result.inputs) if result is not None else [],
-            outputs=list(result.outputs) if result is not None else [],
+            outputs=outputs,  # type: ignore[arg-type]
             column_lineage=list(result.column_lineage) if result is not None else [],
             plan_node=getattr(result, "plan_node", None), sql=getattr(result, "sql", None),
             duration_ms=int(duration_ns / 1e6) if duration_ns is not None else None,
