@@ -178,7 +178,7 @@ class ActionLineage:
             action_id or str(uuid.uuid4()), func_name,
             action_status=status or ("FAILED" if error else "SUCCEEDED"),  # type: ignore[arg-type]
             inputs=list(result.inputs) if result is not None else [],
-            outputs=outputs,  # type: ignore[arg-type]
+            outputs=outputs,
             column_lineage=list(result.column_lineage) if result is not None else [],
             plan_node=getattr(result, "plan_node", None), sql=getattr(result, "sql", None),
             duration_ms=int(duration_ns / 1e6) if duration_ns is not None else None,

@@ -4,8 +4,6 @@ the readers the other instance saw (the service reads them before it processes t
 
 from __future__ import annotations
 
-import datetime as dt
-
 from lineagewire.consumers.alerting.config import parse_config
 from lineagewire.consumers.alerting.service import AlertingHandler
 
