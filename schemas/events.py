@@ -117,6 +117,8 @@ class Dataset(TypedDict):
     view_sql: NotRequired[str | None]
     lifecycle_change: NotRequired[str | None]
     previous_identifier: NotRequired[DatasetId | None]
+    row_count: NotRequired[int | None]
+    byte_count: NotRequired[int | None]
 
 
 class DatasetId(TypedDict):
@@ -297,6 +299,8 @@ def dataset(
     view_sql: str | None = None,
     lifecycle_change: str | None = None,
     previous_identifier: DatasetId | None = None,
+    row_count: int | None = None,
+    byte_count: int | None = None,
 ) -> Dataset:
     return {
         "namespace": namespace,
@@ -312,6 +316,8 @@ def dataset(
         "view_sql": view_sql,
         "lifecycle_change": lifecycle_change,
         "previous_identifier": previous_identifier,
+        "row_count": row_count,
+        "byte_count": byte_count,
     }
 
 
