@@ -3,9 +3,12 @@
 It writes some raw CSV and JSON, then reads them back, joins, filters and
 aggregates, and writes a parquet dataset and a catalog table: the kind of
 job `lineagewire instrument -- python examples/daily_orders.py OUT_DIR` observes.
-The last, optional argument `fail` makes it die in a Python UDF.
+The last, optional argument `fail` makes it die in a Python UDF; `v2` runs the job's
+next version, which no longer writes the `orders` column (examples/orders_report.py reads it).
 """
 
+import pathlib
+import shutil
 import sys
 
 from pyspark.sql import SparkSession
@@ -13,6 +16,7 @@ from pyspark.sql import functions as F
 
 out = sys.argv[1] if len(sys.argv) > 1 else "/tmp/lineagewire-demo"
 fail = len(sys.argv) > 2 and sys.argv[2] == "fail"
+v2 = len(sys.argv) > 2 and sys.argv[2] == "v2"
 
 spark = (
     SparkSession.builder.appName("daily_orders")
@@ -43,7 +47,14 @@ daily = (
     .groupBy("order_date", "country")
     .agg(F.sum("amount").alias("revenue"), F.count("order_id").alias("orders"))
 )
+if v2:
+    daily = daily.drop("orders")
 daily.write.mode("overwrite").parquet(f"{out}/marts/daily_revenue")
+# The session's catalog lives in memory, so a run on an OUT_DIR an earlier run wrote (v2 after the
+# first version) finds the table's folder but not the table; it replaces it, as the DROP would.
+table_dir = pathlib.Path(f"{out}/warehouse/daily_revenue_nl")
+if table_dir.is_dir() and not spark.catalog.tableExists("daily_revenue_nl"):
+    shutil.rmtree(table_dir)
 spark.sql("DROP TABLE IF EXISTS daily_revenue_nl")
 daily.where(F.col("country") == "NL").write.mode("overwrite").saveAsTable("daily_revenue_nl")
 

@@ -5,10 +5,14 @@
    process in its own consumer group, writing to this run's own folder or to a local receiver
    standing in for the OpenLineage backend and the alert webhook;
 3. run an unchanged PySpark script (examples/daily_orders.py) under ``lineagewire instrument``:
-   first its failing variant (a bad day: the alert fires), then the good run (the alert resolves);
+   first its failing variant (a bad day: the alert fires), then the good run (the alert resolves),
+   in a driver (examples/two_days.py) that then waits for day two;
 4. wait until every service has committed past the job's last event (the runtime commits only
    after the output is durable, so then everything has arrived), and show what each made of it;
-5. end on the web UI (``lineagewire ui``) over the demo's registry and alerts: print its URL, save a
+5. day two, in the same driver (``change.py``): a downstream job reads a column of the good run's
+   output, the job's next version drops it; show the run's diff, the column's impact and the one
+   page (a ``breaking_change`` incident) the alerting service sends;
+6. end on the web UI (``lineagewire ui``) over the demo's registry and alerts: print its URL, save a
    screenshot of the raw orders' lineage graph into the run's folder (with chromium, where installed),
    and keep it up until Enter (``--no-wait``: stop at once).
 
@@ -37,10 +41,12 @@ import click
 from lineagewire.processes import stop_process
 
 from . import show
+from .change import Driver, show_day_two
 from .receiver import Receiver
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "daily_orders.py"
+TWO_DAYS = ROOT / "examples" / "two_days.py"
 VALIDATOR = ROOT.parent / "shared" / "tools" / "validate_openlineage.py"
 
 
@@ -82,13 +88,15 @@ class Service:
 
 
 def rules_file(run_dir: pathlib.Path, webhook: str) -> pathlib.Path:
-    """The demo's alert rules: a failed ``daily_orders`` run notifies the local webhook at once."""
+    """The demo's alert rules: a failed ``daily_orders`` run, and a change of any job's output that breaks a
+    job reading it, notify the local webhook at once."""
     path = run_dir / "demo-rules.yaml"
     path.write_text(
         "route: {group_by: [alertname, job], group_wait: 0s, group_interval: 0s, repeat_interval: 4h,\n"
         "        channels: [hook]}\n"
         f"channels:\n  hook: {{type: webhook, url: \"{webhook}\"}}\n"
-        "rules:\n  - {name: daily-orders-failed, kind: run_failed, match: {job: daily_orders}, severity: critical}\n")
+        "rules:\n  - {name: daily-orders-failed, kind: run_failed, match: {job: daily_orders}, severity: critical}\n"
+        "  - {name: breaking-change, kind: breaking_change, severity: critical}\n")
     return path
 
 
@@ -238,6 +246,7 @@ def demo(ctx: click.Context, out: str, port: int, keep_kafka: bool, timeout: flo
         Service("archive", ["--to", str(run_dir / "archive"), "--roll-seconds", "2"], "lineagewire-demo-archive"),
         Service("registry", ["--db-url", registry_db], "lineagewire-demo-registry"),
     ]
+    driver = None
     try:
         for svc in services:
             svc.start(run_dir, env)
@@ -245,13 +254,8 @@ def demo(ctx: click.Context, out: str, port: int, keep_kafka: bool, timeout: flo
         if not skip_bad_day:
             _bad_day(env, run_dir, receiver, timeout)
 
-        step("The good run: examples/daily_orders.py, unchanged, under `lineagewire instrument`")
         good_started = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=1)
-        job = run_job(env, run_dir / "data", run_dir / "job.log")
-        lines = [line for line in job.stdout.splitlines() if line.startswith("daily_orders")]
-        click.echo("  " + ("\n  ".join(lines) or f"(job output in {run_dir / 'job.log'})"))
-        if job.returncode != 0:
-            raise click.ClickException(f"the job failed (exit {job.returncode}); see {run_dir / 'job.log'}")
+        driver = _good_run(env, run_dir, timeout)
 
         step("Its events on Kafka: `lineagewire subscribe --from <start> --exit-at-end --format table`")
         show.show_subscribe(lw, env, good_started)
@@ -261,9 +265,14 @@ def demo(ctx: click.Context, out: str, port: int, keep_kafka: bool, timeout: flo
             raise click.ClickException(f"{', '.join(behind)} did not handle the job's events within {timeout:.0f}s; "
                                        f"see the consume-*.log files in {run_dir}")
         _show_outputs(receiver, run_dir, good_started, alerts_db, registry_db, timeout, alert=not skip_bad_day)
+        show_day_two(driver, receiver, registry_db, run_dir / "data", timeout,
+                     lambda: wait_caught_up(settings, [s for s in services if s.name == "registry"], jobs_topic,
+                                            timeout))
         _web_ui(run_dir, env, registry_db, alerts_db, ui_port, timeout, wait=not no_wait)
         click.echo(f"\nEverything this run wrote is in {run_dir}")
     finally:
+        if driver is not None:
+            driver.stop()
         for svc in services:
             svc.stop()
         receiver.close()
@@ -272,6 +281,20 @@ def demo(ctx: click.Context, out: str, port: int, keep_kafka: bool, timeout: flo
             click.echo("\nStopped the local Kafka (its data stays; `lineagewire kafka start` brings it back).")
         elif broker is not None:
             click.echo(f"\nKafka keeps running on {broker.bootstrap_servers}; stop it with `lineagewire kafka stop`.")
+
+
+def _good_run(env: dict[str, str], run_dir: pathlib.Path, timeout: float) -> Driver:
+    """Start the driver and wait until the good run (its day one) is done; the driver waits for day two."""
+    step("The good run: examples/daily_orders.py, unchanged, under `lineagewire instrument` "
+         "(examples/two_days.py runs it, and keeps the JVM for day two)")
+    driver = Driver(lw("instrument", "--", sys.executable, str(TWO_DAYS), str(run_dir / "data")), env,
+                    run_dir / "job.log", preexec_fn=_die_with_parent)
+    code = driver.day_one()
+    lines = [line for line in driver.lines if line.startswith("daily_orders")]
+    click.echo("  " + ("\n  ".join(lines) or f"(job output in {run_dir / 'job.log'})"))
+    if code is not None:
+        raise click.ClickException(f"the job failed (exit {code}); see {run_dir / 'job.log'}")
+    return driver
 
 
 def _bad_day(env: dict[str, str], run_dir: pathlib.Path, receiver: Receiver, timeout: float) -> None:

@@ -145,3 +145,37 @@ def show_archive(lw: Lw, archive: pathlib.Path) -> bool:
     verify = _run(lw("audit", "verify", str(archive)))
     echo(f"  $ lineagewire audit verify {archive}\n{_indent(verify.stdout or verify.stderr, 4)}")
     return out.returncode == 0 and verify.returncode == 0
+
+
+def breaking_pages(receiver: Receiver) -> list[dict[str, Any]]:
+    """The firing webhook notifications of a ``breaking_change`` alert."""
+    return [n for n in alert_notifications(receiver, "firing")
+            if any(a.get("labels", {}).get("kind") == "breaking_change" for a in n.get("alerts", []))]
+
+
+def show_run_diff(lw: Lw, run_id: str, db_url: str) -> bool:
+    cmd = ["runs", "diff", run_id, "--db-url", db_url]
+    echo(f"  $ lineagewire {' '.join(cmd)}")
+    out = _run(lw(*cmd))
+    echo(_indent(out.stdout or out.stderr, 4))
+    return out.returncode == 0
+
+
+def show_impact(lw: Lw, dataset: pathlib.Path, column: str, db_url: str) -> bool:
+    cmd = ["impact", str(dataset), "--column", column, "--db-url", db_url]
+    echo(f"  $ lineagewire {' '.join(cmd)}")
+    out = _run(lw(*cmd))
+    echo(_indent(out.stdout or out.stderr, 4))
+    return out.returncode == 0
+
+
+def show_page(notification: dict[str, Any], pages: int) -> None:
+    """The breaking_change page: what changed, whom it breaks, and the incident it opened."""
+    echo(f"  the webhook got {pages} page(s) for the change:")
+    for a in notification.get("alerts", []):
+        labels, notes = a.get("labels", {}), a.get("annotations", {})
+        echo(f"  {a['status'].upper():<8} {labels.get('alertname')} [{labels.get('severity')}] "
+             f"job {labels.get('job')}")
+        echo(_indent(f"{notes.get('summary', '')}\nbreaking: {notes.get('breaking', '-')}", 11))
+        if notes.get("incident"):
+            echo(f"           incident {notes['incident']}: affects {notes.get('affects')}")
