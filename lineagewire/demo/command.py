@@ -167,6 +167,15 @@ def wait_caught_up(settings: object, services: list[Service], topic: str, timeou
     return behind
 
 
+def caught_up_or_fail(settings: object, services: list[Service], topic: str, timeout: float,
+                      run_dir: pathlib.Path) -> None:
+    """``wait_caught_up``, and fail naming the services that were not."""
+    behind = wait_caught_up(settings, services, topic, timeout)
+    if behind:
+        raise click.ClickException(f"{', '.join(behind)} did not handle the job's events within {timeout:.0f}s; "
+                                   f"see the consume-*.log files in {run_dir}")
+
+
 def _ends(conf: dict[str, Any], topic: str) -> dict[int, int]:
     """The end offset of each partition of ``topic`` now."""
     from confluent_kafka import Consumer, TopicPartition
@@ -255,19 +264,19 @@ def demo(ctx: click.Context, out: str, port: int, keep_kafka: bool, timeout: flo
             _bad_day(env, run_dir, receiver, timeout)
 
         good_started = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=1)
-        driver = _good_run(env, run_dir, timeout)
+        driver = _good_run(env, run_dir)
 
         step("Its events on Kafka: `lineagewire subscribe --from <start> --exit-at-end --format table`")
         show.show_subscribe(lw, env, good_started)
 
-        behind = wait_caught_up(settings, services, jobs_topic, timeout)
-        if behind:
-            raise click.ClickException(f"{', '.join(behind)} did not handle the job's events within {timeout:.0f}s; "
-                                       f"see the consume-*.log files in {run_dir}")
-        _show_outputs(receiver, run_dir, good_started, alerts_db, registry_db, timeout, alert=not skip_bad_day)
-        show_day_two(driver, receiver, registry_db, run_dir / "data", timeout,
-                     lambda: wait_caught_up(settings, [s for s in services if s.name == "registry"], jobs_topic,
-                                            timeout))
+        def caught_up(*names: str) -> None:
+            caught_up_or_fail(settings, [s for s in services if s.name in names], jobs_topic, timeout, run_dir)
+
+        # The archive closes its files on a timer (every 5 s): it is waited for only where it is shown.
+        caught_up(*(s.name for s in services if s.name != "archive"))
+        _show_outputs(receiver, run_dir, good_started, alerts_db, registry_db, timeout, alert=not skip_bad_day,
+                      archived=lambda: caught_up("archive"))
+        show_day_two(driver, receiver, registry_db, run_dir / "data", timeout, lambda: caught_up("registry"))
         _web_ui(run_dir, env, registry_db, alerts_db, ui_port, timeout, wait=not no_wait)
         click.echo(f"\nEverything this run wrote is in {run_dir}")
     finally:
@@ -283,7 +292,7 @@ def demo(ctx: click.Context, out: str, port: int, keep_kafka: bool, timeout: flo
             click.echo(f"\nKafka keeps running on {broker.bootstrap_servers}; stop it with `lineagewire kafka stop`.")
 
 
-def _good_run(env: dict[str, str], run_dir: pathlib.Path, timeout: float) -> Driver:
+def _good_run(env: dict[str, str], run_dir: pathlib.Path) -> Driver:
     """Start the driver and wait until the good run (its day one) is done; the driver waits for day two."""
     step("The good run: examples/daily_orders.py, unchanged, under `lineagewire instrument` "
          "(examples/two_days.py runs it, and keeps the JVM for day two)")
@@ -314,7 +323,7 @@ def _bad_day(env: dict[str, str], run_dir: pathlib.Path, receiver: Receiver, tim
 
 
 def _show_outputs(receiver: Receiver, run_dir: pathlib.Path, started: dt.datetime, alerts_db: str, registry_db: str,
-                  timeout: float, *, alert: bool) -> None:
+                  timeout: float, *, alert: bool, archived: Callable[[], None]) -> None:
     step("OpenLineage: what the backend received")
     if not show.show_openlineage(receiver, VALIDATOR, started):
         raise click.ClickException(f"no OpenLineage events arrived; see {run_dir / 'consume-openlineage.log'}")
@@ -336,6 +345,7 @@ def _show_outputs(receiver: Receiver, run_dir: pathlib.Path, started: dt.datetim
     if not show.show_registry(lw, run_dir / "data" / "raw" / "orders", registry_db):
         raise click.ClickException("the registry could not answer; see consume-registry.log")
 
+    archived()
     step("Audit archive: every event kept as Parquet with a hash chain, queried with SQL")
     if not show.show_archive(lw, run_dir / "archive"):
         raise click.ClickException("the archive query or verify failed; see consume-archive.log")
