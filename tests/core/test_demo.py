@@ -28,7 +28,7 @@ def _section(stdout: str, title: str) -> str:
 @pytest.mark.integration
 @pytest.mark.spark
 @pytest.mark.slow
-@pytest.mark.timeout(1200)  # three Spark jobs (a bad day and a good run, then a good run) and five services, twice
+@pytest.mark.timeout(1200)  # two drivers (the bad day; the good run and day two), then one, and five services, twice
 def test_the_demo_runs_twice_on_the_same_folder(kafka_bootstrap: str, tmp_path: pathlib.Path) -> None:
     out = tmp_path / "demo-output"
     runs = []
@@ -41,6 +41,7 @@ def test_the_demo_runs_twice_on_the_same_folder(kafka_bootstrap: str, tmp_path: 
         assert "daily_orders: wrote" in proc.stdout
         if not args:
             _check_every_service(proc.stdout)
+        _check_day_two(proc.stdout)
         runs.append(re.search(r"Everything this run wrote is in (\S+)", proc.stdout).group(1))  # type: ignore[union-attr]
     first, second = map(pathlib.Path, runs)
     assert first != second and first.is_dir() and second.is_dir()
@@ -72,3 +73,22 @@ def _check_every_service(stdout: str) -> None:
     shot = re.search(r"screenshot of the graph: (\S+\.png)", ui)
     assert shot, ui  # chromium is installed by make system-deps
     assert pathlib.Path(shot.group(1)).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _check_day_two(stdout: str) -> None:
+    """Day two shows the change's diff, its impact and its one page, each with what it is about: the column
+    daily_orders v2 dropped, and orders_report, the job that reads it."""
+    day_two = _section(stdout, "Day two")
+    assert "orders_report: wrote" in day_two and "daily_orders: wrote" in day_two, day_two
+    diff = _section(stdout, "What changed")
+    assert "of spark/daily_orders (FINISHED) against run" in diff, diff
+    assert "schema of file $RUN/data/marts/daily_revenue: column removed: orders" in diff, diff
+    impact = _section(stdout, "Who it breaks")
+    assert "impact of file $RUN/data/marts/daily_revenue column orders: 1 jobs" in impact, impact
+    assert re.search(r"^\s+1\s+spark/orders_report\s+\(DIRECT", impact, re.M), impact
+    page = _section(stdout, "The one page it causes")
+    assert "the webhook got 1 page(s) for the change" in page, page
+    assert "FIRING   breaking-change [critical] job daily_orders" in page, page
+    assert "spark/daily_orders removed orders on file/$RUN/data/marts/daily_revenue: breaks 1 reader(s)" in page, page
+    assert "breaking: spark/orders_report reads orders" in page, page
+    assert re.search(r"incident [0-9a-f]+: affects spark/orders_report$", page, re.M), page
