@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import internals
-from . import origins
+from . import metrics, origins
 from .connectors import INPUTS, NO_DATASET, OUTPUTS, lifecycle
 from .context import Extraction
 from .exceptions import BudgetExceededError
@@ -88,6 +88,7 @@ def _extract(qe: Any, func_name: str, budget_s: float, *, plan: Callable[[Any], 
         root = parse_plan_json(text)
         extraction = _Extraction(qe, root, JvmPlan(jroot, deadline, plan_writer()), result)
         extraction.with_sql = sql
+        extraction.counts_writes = plan is None
         extraction.run()
         if func_name in origins.CHECKPOINT_ACTIONS:
             origins.remember(extraction.origin(func_name))
@@ -160,6 +161,8 @@ class _Extraction(Extraction):
     for_origin = False
     #: the plan may have SQL text (a streaming query's logical plan has none to read)
     with_sql = True
+    #: ``qe`` is the action's QueryExecution, whose executed plan counts what it wrote (a streaming query's is not)
+    counts_writes = True
 
     def run(self) -> None:
         root = self.root
@@ -183,6 +186,8 @@ class _Extraction(Extraction):
             out = OUTPUTS.get(node.simple)
             if out is not None:
                 self._guard(f"output {node.simple}", functools.partial(out, self, node))
+        if self.result.outputs and self.counts_writes and not self.for_origin:
+            metrics.attach(self)  # only actions that write: a read-only action makes no call for it
 
     def _name_inputs(self, executed: list[PlanNode]) -> None:
         """The leaves' datasets; a leaf that is a written target (named by ``_name_outputs``) is not an input."""
