@@ -51,6 +51,7 @@ try:
         job_type_job,
         lifecycle_state_change_dataset,
         nominal_time_run,
+        output_statistics_output_dataset,
         parent_run,
         processing_engine_run,
         schema_dataset,
@@ -110,6 +111,8 @@ EVENT_TYPE_OF_ACTION: dict[str, RunState] = {
 #: Variants of one dataset name kept in the facet cache (different schemas, operations, column lineage).
 _VARIANTS = 4
 
+#: The contract's counts of what an action wrote (v2): the ``outputStatistics`` facet, never the cached ones.
+_COUNTS = frozenset({"row_count", "byte_count"})
 _LIFECYCLE = {s.value: s for s in lifecycle_state_change_dataset.LifecycleStateChange}
 _JVM_PREFIXES = ("java.", "javax.", "scala.", "org.", "com.", "io.", "net.")
 
@@ -380,11 +383,21 @@ class Translator:
 
     def _output(self, d: dict[str, Any], column_lineage: list[dict[str, Any]]) -> OutputDataset:
         mine = [cl for cl in column_lineage if cl["namespace"] == d["namespace"] and cl["name"] == d["name"]]
+        rows, size = d.get("row_count"), d.get("byte_count")
+        if rows is not None or size is not None:
+            # Counts differ on every run: the cached facets are matched on the dataset without them.
+            d = {k: v for k, v in d.items() if k not in _COUNTS}
         facets = self._dataset_cache("output", d, mine)
+        output_facets: dict[str, Any] = {}
         if d["partition_values"]:  # the partitions (or dated folder) written
-            return OutputDataset(namespace=d["namespace"], name=d["name"], facets=dict(facets), outputFacets={
-                "subset": base_subset_dataset.OutputSubsetOutputDatasetFacet(
-                    outputCondition=_partitions(d["partition_values"]), producer=self.producer)})
+            output_facets["subset"] = base_subset_dataset.OutputSubsetOutputDatasetFacet(
+                outputCondition=_partitions(d["partition_values"]), producer=self.producer)
+        if rows is not None or size is not None:  # contract v2: what Spark's write metrics counted
+            output_facets["outputStatistics"] = output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
+                rowCount=rows, size=size, producer=self.producer)
+        if output_facets:
+            return OutputDataset(namespace=d["namespace"], name=d["name"], facets=dict(facets),
+                                 outputFacets=output_facets)
         return OutputDataset(namespace=d["namespace"], name=d["name"], facets=dict(facets))
 
     def _dataset_cache(self, role: str, d: dict[str, Any], mine: list[dict[str, Any]] | None) -> dict[str, Any]:
