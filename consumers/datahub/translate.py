@@ -98,6 +98,8 @@ RESULT_OF_STATUS: dict[str, str] = {
     "CANCELED": RunResultTypeClass.SKIPPED,
 }
 _STARTED_STATUSES = frozenset({"RUNNING"})
+#: An output's counts of what the action wrote (contract v2): run properties, not dataset content.
+_COUNTS = frozenset({"row_count", "byte_count"})
 _STATUS = serialise(StatusClass(removed=False))
 #: the run event's default partitionSpec, as acryl-datahub resolves it (once: resolving it costs ~40 µs a time)
 _FULL_TABLE = DataProcessInstanceRunEventClass(timestampMillis=0, status=DataProcessRunStatusClass.STARTED
@@ -221,9 +223,10 @@ class Translator:
             props["planNode"] = e["plan_node"]
         if e.get("sql"):
             props["sql"] = e["sql"]
-        out, io = self._data_job(job, flow, job_id, e["inputs"], e["outputs"], e["column_lineage"], when, props)
-        out += self._changes(e["outputs"], {"runId": hdr["run_id"], "actionId": e["action_id"]}, when)
-        out += self._partitions(e["outputs"], when)
+        outputs, written = _counts(e["outputs"])
+        out, io = self._data_job(job, flow, job_id, e["inputs"], outputs, e["column_lineage"], when, props)
+        out += self._changes(outputs, {"runId": hdr["run_id"], "actionId": e["action_id"]}, when)
+        out += self._partitions(outputs, when)
         app = hdr.get("parent_run") or {"job_namespace": hdr["job_namespace"], "job_name": hdr["job_name"],
                                         "run_id": hdr["run_id"]}
         task_job = self._orchestrated.find((app["job_namespace"], app["job_name"], app["run_id"]))
@@ -249,7 +252,8 @@ class Translator:
                 customProperties={"actionId": "", "actionName": name, "runId": "", "status": status, **more})))
         out.append(self._mcp(dpi, from_json(DataProcessInstancePropertiesClass.ASPECT_NAME, {
             **base, "name": f"{run_id}/{action_id}", "created": {**base["created"], "time": when},
-            "customProperties": {**base["customProperties"], "actionId": action_id, "runId": run_id}}), when))
+            "customProperties": {**base["customProperties"], "actionId": action_id, "runId": run_id, **written}}),
+            when))
         parent = instance_urn(app["job_namespace"], app["job_name"], app["run_id"])
         out.append(self._mcp(dpi, self._memo.get(("action-relationships", job, parent), lambda: serialise(
             DataProcessInstanceRelationshipsClass(upstreamInstances=[], parentTemplate=job, parentInstance=parent))),
@@ -458,6 +462,20 @@ class Translator:
             out.append(self._memo.get(("outputs", *outs), lambda: serialise(DataProcessInstanceOutputClass(
                 outputs=outs, outputEdges=[EdgeClass(destinationUrn=u) for u in outs]))))
         return out
+
+
+def _counts(outputs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """The outputs without the rows and bytes they were written (contract v2), and those as the run's custom
+    properties ``rowsWritten`` / ``bytesWritten``: summed over the outputs Spark counted, absent when it counted
+    none. Counts differ on every run: the memoised job and dataset aspects are keyed on the rest."""
+    rows = [d["row_count"] for d in outputs if d.get("row_count") is not None]
+    size = [d["byte_count"] for d in outputs if d.get("byte_count") is not None]
+    if not rows and not size:
+        return outputs, {}
+    props = {"rowsWritten": str(sum(rows))} if rows else {}
+    if size:
+        props["bytesWritten"] = str(sum(size))
+    return [{k: v for k, v in d.items() if k not in _COUNTS} for d in outputs], props
 
 
 def _partition_text(values: dict[str, str]) -> str:
