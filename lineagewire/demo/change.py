@@ -104,12 +104,9 @@ def show_day_two(driver: Driver, receiver: Receiver, registry_db: str, data: pat
     run_id = next(a for a in page["alerts"] if a["labels"]["kind"] == "breaking_change")["annotations"]["writer_run"]
 
     step("What changed: the registry's diff of the v2 run against the job's previous good run")
-    if not show.show_run_diff(lw, run_id, registry_db):
-        raise click.ClickException(f"`lineagewire runs diff {run_id}` failed; see consume-registry.log")
-
-    step("Who it breaks: everything downstream of the dropped column")
-    if not show.show_impact(lw, data / "marts" / "daily_revenue", "orders", registry_db):
-        raise click.ClickException("`lineagewire impact` failed; see consume-registry.log")
+    if not show.show_diff_and_impact(lw, run_id, data / "marts" / "daily_revenue", "orders", registry_db,
+                                     lambda: step("Who it breaks: everything downstream of the dropped column")):
+        raise click.ClickException("`lineagewire runs diff` or `lineagewire impact` failed; see consume-registry.log")
 
     step("The one page it causes: the alerting service's breaking_change notification, an incident")
     show.show_page(page, len(show.breaking_pages(receiver)))

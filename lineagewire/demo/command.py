@@ -282,6 +282,9 @@ def demo(ctx: click.Context, out: str, port: int, keep_kafka: bool, timeout: flo
     finally:
         if driver is not None:
             driver.stop()
+        for svc in services:  # all at once: each takes a moment to commit and close
+            if svc.process is not None and svc.process.poll() is None:
+                svc.process.terminate()
         for svc in services:
             svc.stop()
         receiver.close()

@@ -153,20 +153,25 @@ def breaking_pages(receiver: Receiver) -> list[dict[str, Any]]:
             if any(a.get("labels", {}).get("kind") == "breaking_change" for a in n.get("alerts", []))]
 
 
-def show_run_diff(lw: Lw, run_id: str, db_url: str) -> bool:
-    cmd = ["runs", "diff", run_id, "--db-url", db_url]
-    echo(f"  $ lineagewire {' '.join(cmd)}")
-    out = _run(lw(*cmd))
-    echo(_indent(out.stdout or out.stderr, 4))
-    return out.returncode == 0
+def show_diff_and_impact(lw: Lw, run_id: str, dataset: pathlib.Path, column: str, db_url: str,
+                         between: Callable[[], None]) -> bool:
+    """``runs diff`` of the run, ``between()``, then ``impact`` of the column; both commands run at once, as they
+    only read the registry. Whether both succeeded."""
+    from concurrent.futures import ThreadPoolExecutor
 
-
-def show_impact(lw: Lw, dataset: pathlib.Path, column: str, db_url: str) -> bool:
-    cmd = ["impact", str(dataset), "--column", column, "--db-url", db_url]
-    echo(f"  $ lineagewire {' '.join(cmd)}")
-    out = _run(lw(*cmd))
-    echo(_indent(out.stdout or out.stderr, 4))
-    return out.returncode == 0
+    diff = ["runs", "diff", run_id, "--db-url", db_url]
+    impact = ["impact", str(dataset), "--column", column, "--db-url", db_url]
+    with ThreadPoolExecutor(2) as pool:
+        done = [pool.submit(_run, lw(*cmd)) for cmd in (diff, impact)]
+        ok = True
+        for i, (cmd, future) in enumerate(zip((diff, impact), done, strict=True)):
+            if i:
+                between()
+            out = future.result()
+            echo(f"  $ lineagewire {' '.join(cmd)}")
+            echo(_indent(out.stdout or out.stderr, 4))
+            ok = ok and out.returncode == 0
+    return ok
 
 
 def show_page(notification: dict[str, Any], pages: int) -> None:
