@@ -15,10 +15,15 @@ What is compared:
 - lifecycle changes (CREATE, DROP, RENAME, TRUNCATE) this run made that the previous one did not make;
 - the duration, as a ratio. It is reported, but alone it does not make a run ``changed``: durations
   differ on every run.
+- rows and bytes written to each output both runs wrote, where Spark counted them (the outputs' ``row_count``
+  and ``byte_count``, summed over the run's succeeded actions), with the ratio. Counts differ from run to run
+  too: they are always reported, and make a run ``changed`` only when one is ``unusual``: a ratio below
+  ``UNUSUAL_BELOW`` or above ``UNUSUAL_ABOVE`` (the output shrank to less than half or more than doubled), or
+  one run wrote nothing where the other wrote something.
 
 What is not: what differs on every run (run ids, times, ``application_id``, the emitter's
 ``spark.lineagewire.run_id``, a dataset's ``partition_values`` and ``properties`` such as the table
-version written). Rows and bytes written are not compared: the contract carries no such counts.
+version written).
 """
 
 from __future__ import annotations
@@ -30,7 +35,8 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["LIFECYCLE_CHANGES", "RunSnapshot", "compare", "render_text", "snapshot", "unified_spec_diff"]
+__all__ = ["LIFECYCLE_CHANGES", "UNUSUAL_ABOVE", "UNUSUAL_BELOW", "RunSnapshot", "compare", "render_text", "snapshot",
+           "unified_spec_diff"]
 
 #: the lifecycle changes a diff reports; ALTER shows as the schema change it made, OVERWRITE is every write's
 LIFECYCLE_CHANGES = ("CREATE", "DROP", "RENAME", "TRUNCATE")
@@ -38,6 +44,10 @@ LIFECYCLE_CHANGES = ("CREATE", "DROP", "RENAME", "TRUNCATE")
 _PER_RUN_SPEC = frozenset({"application_id"})
 #: conf keys that differ on every run of a job
 _PER_RUN_CONF = frozenset({"spark.lineagewire.run_id"})
+#: a count of rows or bytes written is unusual, and the run changed, when it is below this times the previous run's
+UNUSUAL_BELOW = 0.5
+#: ... or above this times the previous run's
+UNUSUAL_ABOVE = 2.0
 
 DatasetKey = tuple[str, str]
 ColumnKey = tuple[str, str, str]
@@ -61,6 +71,8 @@ class RunSnapshot:
     lifecycle: frozenset[tuple[str, str, str, str | None, str | None]] = frozenset()
     #: why the lineage is incomplete, one per incomplete action (``[]``: complete)
     incomplete: tuple[str, ...] = ()
+    #: output -> (rows, bytes) its succeeded actions wrote, summed over those Spark counted (None: none counted)
+    written: Mapping[DatasetKey, tuple[int | None, int | None]] = field(default_factory=dict)
 
 
 def snapshot(run_id: str, job: str, events: Iterable[Mapping[str, Any]], *, status: str | None = None,
@@ -73,6 +85,7 @@ def snapshot(run_id: str, job: str, events: Iterable[Mapping[str, Any]], *, stat
     outputs: dict[DatasetKey, list[dict[str, Any]] | None] = {}
     lineage: dict[ColumnKey, set[ColumnKey]] = {}
     incomplete: list[str] = []
+    written = _Written()
     for ev in events:
         said = _event_lineage(ev)
         if said is None:
@@ -81,12 +94,38 @@ def snapshot(run_id: str, job: str, events: Iterable[Mapping[str, Any]], *, stat
         inputs.update((d["namespace"], d["name"]) for d in ins)
         _merge_outputs(outputs, outs)
         _merge_column_lineage(lineage, cols)
+        written.add(ev, outs)
         if reason is not None:
             incomplete.append(reason)
     return RunSnapshot(run_id=run_id, job=job, status=status, duration_ms=duration_ms, spec=spec,
                        inputs=frozenset(inputs), outputs=outputs,
                        column_lineage={k: frozenset(v) for k, v in lineage.items()},
-                       lifecycle=_lifecycle_keys(changes), incomplete=tuple(incomplete))
+                       lifecycle=_lifecycle_keys(changes), incomplete=tuple(incomplete), written=written.counts)
+
+
+class _Written:
+    """Rows and bytes a run's actions wrote, per output: each action once (the parts of a split action repeat its
+    outputs), only actions that succeeded (a failed write's metrics count what it did not commit)."""
+
+    def __init__(self) -> None:
+        self.counts: dict[DatasetKey, tuple[int | None, int | None]] = {}
+        self._actions: set[Any] = set()
+
+    def add(self, ev: Mapping[str, Any], outs: Iterable[Mapping[str, Any]]) -> None:
+        if ev.get("action_status") != "SUCCEEDED" or ev.get("action_id") in self._actions:
+            return
+        self._actions.add(ev.get("action_id"))
+        for d in outs:
+            rows, size = d.get("row_count"), d.get("byte_count")
+            if rows is None and size is None:
+                continue
+            key = (d["namespace"], d["name"])
+            was_rows, was_size = self.counts.get(key, (None, None))
+            self.counts[key] = (_plus(was_rows, rows), _plus(was_size, size))
+
+
+def _plus(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else a + b
 
 
 _EventLineage = tuple[list[Mapping[str, Any]], list[Mapping[str, Any]], list[Mapping[str, Any]], str | None]
@@ -240,6 +279,28 @@ def _ratio(before: int | None, after: int | None) -> float | None:
     return round(after / before, 2) if before and after is not None else None
 
 
+def _unusual(before: int | None, after: int | None) -> bool:
+    """Whether a count of what was written moved out of the usual: see the module's docstring."""
+    if before is None or after is None:
+        return False
+    if before == 0 or after == 0:
+        return (before == 0) != (after == 0)
+    return not UNUSUAL_BELOW <= after / before <= UNUSUAL_ABOVE
+
+
+def _written(before: RunSnapshot, after: RunSnapshot) -> list[dict[str, Any]]:
+    """Rows and bytes written to each output of both runs that Spark counted in either, with the ratios."""
+    out = []
+    both = before.outputs.keys() & after.outputs.keys()
+    for key in sorted(k for k in both if k in before.written or k in after.written):
+        (rows_was, size_was), (rows, size) = before.written.get(key, (None, None)), after.written.get(key, (None, None))
+        out.append({**_ds(key),
+                    "rows": {"before": rows_was, "after": rows, "ratio": _ratio(rows_was, rows)},
+                    "bytes": {"before": size_was, "after": size, "ratio": _ratio(size_was, size)},
+                    "unusual": _unusual(rows_was, rows) or _unusual(size_was, size)})
+    return out
+
+
 def compare(run: RunSnapshot, previous: RunSnapshot | None) -> dict[str, Any]:
     """The diff of ``run`` against ``previous`` (its job's previous successful run; None: there is none).
 
@@ -253,7 +314,8 @@ def compare(run: RunSnapshot, previous: RunSnapshot | None) -> dict[str, Any]:
                            "incomplete": {run.run_id: list(run.incomplete)} if run.incomplete else {},
                            "inputs": {"added": [], "removed": []}, "outputs": {"added": [], "removed": []},
                            "schemas": [], "column_lineage": [], "spec": None, "lifecycle": [],
-                           "duration": {"before_ms": None, "after_ms": run.duration_ms, "ratio": None}}
+                           "duration": {"before_ms": None, "after_ms": run.duration_ms, "ratio": None},
+                           "written": []}
     if previous is None:
         return out
     out["against"], out["against_status"] = previous.run_id, previous.status
@@ -271,6 +333,7 @@ def compare(run: RunSnapshot, previous: RunSnapshot | None) -> dict[str, Any]:
     out["lifecycle"] = _lifecycle(run.lifecycle - previous.lifecycle)
     out["duration"] = {"before_ms": previous.duration_ms, "after_ms": run.duration_ms,
                        "ratio": _ratio(previous.duration_ms, run.duration_ms)}
+    out["written"] = _written(previous, run)
     out["changed"] = _anything_but_duration(out)
     return out
 
@@ -280,9 +343,11 @@ def _added_removed(now: AbstractSet[DatasetKey], was: AbstractSet[DatasetKey]) -
 
 
 def _anything_but_duration(diff: Mapping[str, Any]) -> bool:
-    """Whether a diff says the run changed: durations differ on every run, so alone they do not count."""
+    """Whether a diff says the run changed: durations and counts written differ on every run, so alone they do not
+    count, unless a count is unusual."""
     return bool(any(diff[what][how] for what in ("inputs", "outputs") for how in ("added", "removed"))
-                or diff["schemas"] or diff["column_lineage"] or diff["spec"] or diff["lifecycle"])
+                or diff["schemas"] or diff["column_lineage"] or diff["spec"] or diff["lifecycle"]
+                or any(w["unusual"] for w in diff["written"]))
 
 
 def _name(d: Mapping[str, Any]) -> str:
@@ -305,9 +370,25 @@ def render_text(diff: Mapping[str, Any]) -> list[str]:
     lines += _lifecycle_lines(diff["lifecycle"])
     if not diff["changed"]:
         lines.append(f"nothing changed since run {diff['against']}")
+    lines += _written_lines(diff.get("written") or [])  # absent from diffs stored before counts were compared
     dur = diff["duration"]
     if dur["ratio"] is not None:
         lines.append(f"duration: {dur['after_ms']} ms against {dur['before_ms']} ms ({dur['ratio']}x)")
+    return lines
+
+
+def _written_lines(written: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Rows and bytes written per output, the unusual ones said so."""
+    lines = []
+    for w in written:
+        for what in ("rows", "bytes"):
+            c = w[what]
+            if c["before"] is None and c["after"] is None:
+                continue
+            now, was = ("not counted" if c[k] is None else str(c[k]) for k in ("after", "before"))
+            ratio = f" ({c['ratio']}x)" if c["ratio"] is not None else ""
+            flag = " - unusual" if w["unusual"] and _unusual(c["before"], c["after"]) else ""
+            lines.append(f"{what} written to {_name(w)}: {now} against {was}{ratio}{flag}")
     return lines
 
 
