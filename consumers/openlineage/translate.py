@@ -383,8 +383,8 @@ class Translator:
 
     def _output(self, d: dict[str, Any], column_lineage: list[dict[str, Any]]) -> OutputDataset:
         mine = [cl for cl in column_lineage if cl["namespace"] == d["namespace"] and cl["name"] == d["name"]]
-        rows, size = d.get("row_count"), d.get("byte_count")
-        if rows is not None or size is not None:
+        statistics = self._statistics(d)
+        if statistics is not None:
             # Counts differ on every run: the cached facets are matched on the dataset without them.
             d = {k: v for k, v in d.items() if k not in _COUNTS}
         facets = self._dataset_cache("output", d, mine)
@@ -392,13 +392,22 @@ class Translator:
         if d["partition_values"]:  # the partitions (or dated folder) written
             output_facets["subset"] = base_subset_dataset.OutputSubsetOutputDatasetFacet(
                 outputCondition=_partitions(d["partition_values"]), producer=self.producer)
-        if rows is not None or size is not None:  # contract v2: what Spark's write metrics counted
-            output_facets["outputStatistics"] = output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
-                rowCount=rows, size=size, producer=self.producer)
+        if statistics is not None:
+            output_facets["outputStatistics"] = statistics
         if output_facets:
             return OutputDataset(namespace=d["namespace"], name=d["name"], facets=dict(facets),
                                  outputFacets=output_facets)
         return OutputDataset(namespace=d["namespace"], name=d["name"], facets=dict(facets))
+
+    def _statistics(self, d: dict[str, Any]
+                    ) -> output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet | None:
+        """The ``outputStatistics`` facet of the rows and bytes the output was written (contract v2, from Spark's
+        write metrics), or None when Spark counted neither."""
+        rows, size = d.get("row_count"), d.get("byte_count")
+        if rows is None and size is None:
+            return None
+        return output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(rowCount=rows, size=size,
+                                                                                   producer=self.producer)
 
     def _dataset_cache(self, role: str, d: dict[str, Any], mine: list[dict[str, Any]] | None) -> dict[str, Any]:
         # Keyed by the dataset's name, and matched on its whole content (schema, symlinks, operation, column
