@@ -368,9 +368,9 @@ def render_text(diff: Mapping[str, Any]) -> list[str]:
     if diff["spec"]:
         lines += [f"spec: {ch['key']}: {ch['before']!r} -> {ch['after']!r}" for ch in diff["spec"]["changed"]]
     lines += _lifecycle_lines(diff["lifecycle"])
+    lines += _written_lines(diff.get("written") or [])  # absent from diffs stored before counts were compared
     if not diff["changed"]:
         lines.append(f"nothing changed since run {diff['against']}")
-    lines += _written_lines(diff.get("written") or [])  # absent from diffs stored before counts were compared
     dur = diff["duration"]
     if dur["ratio"] is not None:
         lines.append(f"duration: {dur['after_ms']} ms against {dur['before_ms']} ms ({dur['ratio']}x)")
@@ -378,17 +378,15 @@ def render_text(diff: Mapping[str, Any]) -> list[str]:
 
 
 def _written_lines(written: Iterable[Mapping[str, Any]]) -> list[str]:
-    """Rows and bytes written per output, the unusual ones said so."""
+    """The unusual counts of rows or bytes written, as changes: the usual ones, which move on every run, are in the
+    JSON (``--format json``, REST) only, as the text leaves out what does not change the run."""
     lines = []
     for w in written:
         for what in ("rows", "bytes"):
             c = w[what]
-            if c["before"] is None and c["after"] is None:
-                continue
-            now, was = ("not counted" if c[k] is None else str(c[k]) for k in ("after", "before"))
-            ratio = f" ({c['ratio']}x)" if c["ratio"] is not None else ""
-            flag = " - unusual" if w["unusual"] and _unusual(c["before"], c["after"]) else ""
-            lines.append(f"{what} written to {_name(w)}: {now} against {was}{ratio}{flag}")
+            if _unusual(c["before"], c["after"]):
+                ratio = f" ({c['ratio']}x)" if c["ratio"] is not None else ""
+                lines.append(f"{what} written to {_name(w)}: {c['after']} against {c['before']}{ratio} - unusual")
     return lines
 
 
