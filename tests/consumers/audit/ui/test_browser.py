@@ -72,7 +72,10 @@ def test_click_through_jobs_run_dataset_graph_and_column_view(spark_ui: UiServer
     expect(page.locator("h1")).to_contain_text("/marts/revenue")
     expect(page.locator("table.schema")).to_contain_text("customer_id")
     expect(page.locator("table.schema")).to_contain_text("revenue")
-    expect(page.get_by_role("link", name="spark/e2e_orders")).to_be_visible()
+    # the writer among the dataset's producers (its overwrite is also listed under Changes, with the same link)
+    producers = page.locator("section[aria-labelledby=pc-h]")
+    expect(producers.get_by_role("link", name="spark/e2e_orders")).to_be_visible()
+    expect(page.locator("table.changes")).to_contain_text("OVERWRITE")
     page.get_by_role("link", name="Open the full graph page").click()
 
     nodes, edges = graph_of(page)
