@@ -7,6 +7,7 @@ import json
 import pathlib
 from typing import Any
 
+import httpx
 import pytest
 import sqlalchemy as sa
 
@@ -129,3 +130,9 @@ def test_the_registry_stores_the_counts_with_the_diff_and_runs_diff_prints_them(
     assert [(w["rows"], w["unusual"]) for w in written] == [({"before": 1000, "after": 300, "ratio": 0.3}, True)]
     main(["runs", "diff", runs[1][0]["header"]["run_id"], "--db-url", db])
     assert "rows written to file /data/daily_orders_out: 300 against 1000 (0.3x) - unusual" in capsys.readouterr().out
+    from tests.consumers.audit.ui.conftest import UiServer
+
+    with UiServer(db) as srv:
+        panel = httpx.get(f"{srv.url}/ui/runs/{runs[1][0]['header']['run_id']}").text.split('id="diff-h"')[1]
+    written_line = panel.split('class="written"')[1].split("</p>")[0]
+    assert "300 rows against 1000 (0.3×)" in written_line and "<strong>unusual</strong>" in written_line
