@@ -170,9 +170,11 @@ class ActionLineage:
         complete = bool(result is not None and result.complete and reason is None)
         reasons = [r for r in (getattr(result, "incomplete_reason", None), reason) if r]
         outputs = list(result.outputs) if result is not None else []
-        if error is not None:  # a failed CREATE, RENAME or DROP changed no table: it names them, as a failure does
-            outputs = [{**o, "lifecycle_change": None, "previous_identifier": None} if o.get("lifecycle_change")
-                       else o for o in outputs]
+        if error is not None:
+            # A failed CREATE, RENAME or DROP changed no table, and a failed write committed no rows: its outputs are
+            # named, as a failure's are, without a change or counts.
+            outputs = [{**o, "lifecycle_change": None, "previous_identifier": None, "row_count": None,
+                        "byte_count": None} for o in outputs]
         event = dict(action_lineage(
             run.draft_header("ActionLineageEvent", parent=run.ref),  # each part gets its numbered header on send
             action_id or str(uuid.uuid4()), func_name,

@@ -34,3 +34,5 @@ def test_a_ctas_whose_query_fails_names_its_table_without_a_create(spark, make_e
     assert any(o["name"].endswith("/failed_ctas") for a in failed for o in a["outputs"])
     assert [o for a in actions for o in a["outputs"] if o.get("lifecycle_change")] == []
     assert all("no row" in a["error"]["message"] for a in failed)
+    assert [(o["row_count"], o["byte_count"]) for a in failed for o in a["outputs"]] == [(None, None)] * sum(
+        len(a["outputs"]) for a in failed)  # it committed nothing: no counts, not Spark's 0
