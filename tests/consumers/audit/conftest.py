@@ -2,15 +2,43 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from lineagewire.config import Settings
+from lineagewire.kafka.local import free_port
 from lineagewire.kafka.publisher import new_producer
 from lineagewire.kafka.reader import TopicReader
 from lineagewire.schemas import Codec, job_key
+from tests.helpers import wait_for
+
+#: the write token of the registry APIs the tests serve
+REGISTRY_TOKEN = "s3cret-token-0123456789"
+
+
+@contextlib.contextmanager
+def registry_api(store: Any) -> Iterator[str]:
+    """The registry's REST API over ``store`` (a RegistryStore), served by uvicorn on a thread on a free loopback
+    port; its base URL."""
+    import uvicorn
+
+    from lineagewire.consumers.audit.registry_api import create_app
+
+    port = free_port()
+    srv = uvicorn.Server(uvicorn.Config(create_app(store, REGISTRY_TOKEN), host="127.0.0.1", port=port,
+                                        log_level="warning"))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    wait_for(lambda: srv.started, timeout=30)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        srv.should_exit = True
+        thread.join(10)
 
 
 @pytest.fixture

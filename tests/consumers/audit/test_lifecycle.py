@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-import threading
 from collections.abc import Iterator
 
 import httpx
@@ -18,11 +17,11 @@ from lineagewire.consumers.audit.registry import RegistryHandler
 from lineagewire.consumers.audit.registry_query import dataset_lifecycle, resolve_dataset
 from lineagewire.consumers.audit.registry_store import RegistryStore
 from lineagewire.consumers.runtime import ConsumerRuntime
-from lineagewire.kafka.local import free_port
 from lineagewire.kafka.publisher import Publisher
 from tests.consumers.audit.ui.conftest import UiServer
 from tests.consumers.openlineage.samples import LIFECYCLE_STEPS, app_run, lifecycle_run
-from tests.helpers import wait_for
+
+from .conftest import registry_api
 
 OLD, NEW = "/warehouse/sales.db/orders", "/warehouse/sales.db/orders_v2"
 
@@ -92,22 +91,11 @@ def test_events_without_changes_store_none(tmp_path) -> None:  # noqa: ANN001
 
 @pytest.fixture
 def api(tmp_path) -> Iterator[tuple[str, RegistryStore]]:  # noqa: ANN001
-    import uvicorn
-
-    from lineagewire.consumers.audit.registry_api import create_app
-
     store = RegistryStore(f"sqlite:///{tmp_path / 'api.db'}")
-    port = free_port()
-    srv = uvicorn.Server(uvicorn.Config(create_app(store, "s3cret-token-0123456789"), host="127.0.0.1", port=port,
-                                        log_level="warning"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    wait_for(lambda: srv.started, timeout=30)
     try:
-        yield f"http://127.0.0.1:{port}", store
+        with registry_api(store) as url:
+            yield url, store
     finally:
-        srv.should_exit = True
-        thread.join(10)
         store.close()
 
 

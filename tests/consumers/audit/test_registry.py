@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import threading
 from collections.abc import Iterator
 
 import httpx
@@ -16,12 +15,12 @@ from lineagewire.cli import main_group
 from lineagewire.consumers.audit.registry import RegistryHandler
 from lineagewire.consumers.audit.registry_store import RegistryStore
 from lineagewire.consumers.runtime import ConsumerRuntime
-from lineagewire.kafka.local import free_port
 from lineagewire.kafka.publisher import Publisher
 from lineagewire.schemas import Codec, dataset
 from tests.consumers.openlineage.samples import app_run
-from tests.helpers import wait_for
 from tests.postgres import LocalPostgres, find_bin_dir
+
+from .conftest import registry_api
 
 TABLES = ["jobs", "runs", "specs", "transitions", "datasets", "dataset_aliases", "run_datasets", "dataset_edges",
           "column_edges", "applied_events"]
@@ -120,22 +119,11 @@ def test_consume_registry_then_ask_it(settings, group_id, tmp_path) -> None:  # 
 
 @pytest.fixture
 def server(tmp_path) -> Iterator[tuple[str, RegistryStore]]:  # noqa: ANN001
-    import uvicorn
-
-    from lineagewire.consumers.audit.registry_api import create_app
-
     store = RegistryStore(f"sqlite:///{tmp_path / 'api.db'}")
-    port = free_port()
-    srv = uvicorn.Server(uvicorn.Config(create_app(store, "s3cret-token-0123456789"), host="127.0.0.1", port=port,
-                                        log_level="warning"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    wait_for(lambda: srv.started, timeout=30)
     try:
-        yield f"http://127.0.0.1:{port}", store
+        with registry_api(store) as url:
+            yield url, store
     finally:
-        srv.should_exit = True
-        thread.join(10)
         store.close()
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,11 +16,11 @@ from lineagewire.cli import COMMANDS, main
 from lineagewire.consumers.audit import registry_model as m
 from lineagewire.consumers.audit.registry_query import dataset_detail
 from lineagewire.consumers.audit.registry_store import RegistryStore
-from lineagewire.kafka.local import free_port
 from lineagewire.schemas import dataset
 from tests.consumers.audit.ui.conftest import UiServer
 from tests.consumers.openlineage.samples import app_run, lifecycle_run
-from tests.helpers import wait_for
+
+from .conftest import registry_api
 
 #: until lineagewire/cli.py lists it, the command the tests reach through the top-level group
 DATASETS = "lineagewire.consumers.audit.registry_cli:datasets"
@@ -142,21 +141,8 @@ def test_runs_diff_command(store: RegistryStore, capsys: pytest.CaptureFixture[s
 
 @pytest.fixture
 def api(store: RegistryStore) -> Iterator[str]:
-    import uvicorn
-
-    from lineagewire.consumers.audit.registry_api import create_app
-
-    port = free_port()
-    srv = uvicorn.Server(uvicorn.Config(create_app(store, "s3cret-token-0123456789"), host="127.0.0.1", port=port,
-                                        log_level="warning"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    wait_for(lambda: srv.started, timeout=30)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        srv.should_exit = True
-        thread.join(10)
+    with registry_api(store) as url:
+        yield url
 
 
 def test_rest_gives_the_same_diff(store: RegistryStore, api: str, capsys: pytest.CaptureFixture[str]) -> None:
