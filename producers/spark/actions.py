@@ -127,6 +127,14 @@ class ActionLineage:
             result, reason = rdd_jobs.job_lineage(job), None
         except Exception as exc:  # noqa: BLE001 - the job must not care
             result, reason = None, f"lineage extraction failed: {self._redactor.text(repr(exc))}"
+        if result is not None and result.complete and not (result.inputs or result.outputs):
+            # A job that read and wrote no dataset and did not fail (a Connect server's own jobs, a collect of
+            # parallelized data) has no lineage to tell: it is counted with the application's jobs, not sent.
+            with self._unsent_lock:
+                kept = self._unsent.get(action_id)
+                if kept is not None and kept[3] is None:
+                    del self._unsent[action_id]
+                    return
         self._send_once(action_id, result, reason)
 
     def _extract(self, func_name: str, qe: Any, exception: Any) -> tuple[Any, str | None]:

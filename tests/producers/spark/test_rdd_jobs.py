@@ -183,6 +183,19 @@ def test_an_rdd_that_cannot_be_traced_makes_the_action_incomplete(spark, rdd_emi
     assert save["inputs"] == [] and _ids(save["outputs"]) == [("file", str(tmp / "out"))]
 
 
+def test_a_job_that_reads_and_writes_no_dataset_sends_nothing(spark, rdd_emitter, folders) -> None:  # noqa: ANN001
+    """No lineage to tell (a collect of parallelized data, a Connect server's own jobs): no event; the next job that
+    reads something is sent as before."""
+    tmp, sc = folders["tmp"], spark.sparkContext
+    with job_run(spark, "nothing read") as run:
+        assert _result(lambda: sc.parallelize([1, 2, 3]).map(lambda x: x * 2).collect()) == [2, 4, 6]
+        _result(lambda: sc.textFile(str(folders["lines"])).count())
+    rdd_emitter.close(20)
+
+    got = [(a["action_name"], _ids(a["inputs"])) for a in _actions(tmp / "events.jsonl", run.run_id)]
+    assert got == [("count", [("file", str(folders["lines"]))])]
+
+
 def test_a_failed_rdd_job_is_a_failed_action_with_sparks_error(spark, rdd_emitter, folders) -> None:  # noqa: ANN001
     tmp, sc = folders["tmp"], spark.sparkContext
 
