@@ -75,7 +75,9 @@ def topic_factory(kafka_settings: Settings) -> Iterator:
 
     def make(prefix: str = "t", partitions: int = 3) -> str:
         name = f"{prefix}.{uuid.uuid4().hex[:10]}"
-        create_topics(kafka_settings, [TopicSpec(name, partitions, 3600_000)])
+        # Kept until the test deletes it: tests produce records stamped years ago (archive hours, replay by time),
+        # which a time retention would let the broker's periodic check delete mid-test.
+        create_topics(kafka_settings, [TopicSpec(name, partitions, -1)])
         created.append(name)
         return name
 
