@@ -22,6 +22,8 @@ codec = Codec()
 
 
 def test_a_jobs_ddl_reaches_openlineage_and_datahub_as_lifecycle_changes(spark, make_emitter, tmp_path) -> None:  # noqa: ANN001
+    if int(spark.version.split(".")[0]) < 4:
+        pytest.skip("a session-catalog RENAME is not reported on Spark 3.5 yet (docs/lineage-coverage.md)")
     for t in ("life_out", "life_out_v2"):
         spark.sql(f"DROP TABLE IF EXISTS {t}")
     path = tmp_path / "events.jsonl"
