@@ -22,17 +22,18 @@ codec = Codec()
 
 
 def test_a_jobs_ddl_reaches_openlineage_and_datahub_as_lifecycle_changes(spark, make_emitter, tmp_path) -> None:  # noqa: ANN001
-    if int(spark.version.split(".")[0]) < 4:
-        pytest.skip("a session-catalog RENAME is not reported on Spark 3.5 yet (docs/lineage-coverage.md)")
     for t in ("life_out", "life_out_v2"):
         spark.sql(f"DROP TABLE IF EXISTS {t}")
     path = tmp_path / "events.jsonl"
     emitter = make_emitter(listeners=["file"], config={"file_path": str(path), "time_budget_ms": "20000"})
     with job_run(spark, "ddl job") as run:
-        spark.sql("CREATE TABLE life_out (id INT, name STRING) USING parquet")
-        spark.sql("ALTER TABLE life_out ADD COLUMNS (x DOUBLE)")
-        spark.sql("ALTER TABLE life_out RENAME TO life_out_v2")
-        spark.sql("DROP TABLE life_out_v2")
+        for statement in ("CREATE TABLE life_out (id INT, name STRING) USING parquet",
+                          "ALTER TABLE life_out ADD COLUMNS (x DOUBLE)", "ALTER TABLE life_out RENAME TO life_out_v2",
+                          "DROP TABLE life_out_v2"):
+            spark.sql(statement)
+            # A change is read from the catalog after the fact: the next DDL on the same table right behind it
+            # races that read (a known gap, docs/lineage-coverage.md), which this test is not about.
+            assert emitter.flush(60)
     emitter.close(20)
     events = [json.loads(line) for line in path.read_text().splitlines()]
     mine = sorted((e for e in events if e["header"]["run_id"] == run.run_id
