@@ -21,16 +21,12 @@ REGISTRY_TOKEN = "s3cret-token-0123456789"
 
 
 @contextlib.contextmanager
-def registry_api(store: Any) -> Iterator[str]:
-    """The registry's REST API over ``store`` (a RegistryStore), served by uvicorn on a thread on a free loopback
-    port; its base URL."""
+def serving(app: Any) -> Iterator[str]:
+    """An ASGI ``app`` served by uvicorn on a thread on a free loopback port; its base URL."""
     import uvicorn
 
-    from lineagewire.consumers.audit.registry_api import create_app
-
     port = free_port()
-    srv = uvicorn.Server(uvicorn.Config(create_app(store, REGISTRY_TOKEN), host="127.0.0.1", port=port,
-                                        log_level="warning"))
+    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=srv.run, daemon=True)
     thread.start()
     wait_for(lambda: srv.started, timeout=30)
@@ -39,6 +35,15 @@ def registry_api(store: Any) -> Iterator[str]:
     finally:
         srv.should_exit = True
         thread.join(10)
+
+
+@contextlib.contextmanager
+def registry_api(store: Any) -> Iterator[str]:
+    """The registry's REST API over ``store`` (a RegistryStore), served as ``serving`` does; its base URL."""
+    from lineagewire.consumers.audit.registry_api import create_app
+
+    with serving(create_app(store, REGISTRY_TOKEN)) as url:
+        yield url
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ import gc
 import pathlib
 import re
 import sys
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,11 +16,10 @@ import httpx
 import pytest
 
 from lineagewire.consumers.audit.registry_store import RegistryStore
-from lineagewire.kafka.local import free_port
 from lineagewire.schemas import Codec
 from tests.consumers.openlineage.samples import app_run, refresh_run
-from tests.helpers import wait_for
 
+from ..conftest import serving
 from .conftest import UiServer
 
 TOKEN = "ui-token-0123456789abcdef"
@@ -134,7 +132,6 @@ def test_a_dataset_is_found_by_path_uri_or_table_name(tmp_path: pathlib.Path) ->
 @pytest.fixture
 def scheduler() -> Iterator[str]:
     """A stand-in for the scheduler's REST API (``GET /workflows/{id}``) on 127.0.0.1."""
-    import uvicorn
     from fastapi import FastAPI, HTTPException
 
     app = FastAPI()
@@ -149,16 +146,8 @@ def scheduler() -> Iterator[str]:
                                "duration_ms": 4000, "error": "no retry left"}],
                 "table_status": {"table": "daily_orders", "healthy": False, "reason": "newest refresh failed"}}
 
-    port = free_port()
-    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    wait_for(lambda: srv.started, timeout=30)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        srv.should_exit = True
-        thread.join(10)
+    with serving(app) as url:
+        yield url
 
 
 def test_a_refresh_job_shows_its_workflow_and_health(tmp_path: pathlib.Path, scheduler: str) -> None:
