@@ -239,21 +239,22 @@ class Translator:
         more = self._schedule_props(hdr)  # the run's properties after its ids, action name and status
         if e.get("incomplete_reason"):
             more["incompleteReason"] = e["incomplete_reason"]
-        more.update(_partitions_of(e))
         if e.get("error"):
             more["errorClass"] = e["error"]["error_class"]
             more["errorMessage"] = e["error"]["message"]
         kind = DataProcessTypeClass.BATCH_SCHEDULED if hdr.get("schedule") else DataProcessTypeClass.BATCH_AD_HOC
         name, status = e["action_name"], e["action_status"]
         run_id, action_id = hdr["run_id"], e["action_id"]
-        # The same for every run of the action but for the run's ids and time: serialised once, those set.
+        # The same for every run of the action but for the run's ids, time, counts and partitions: serialised once,
+        # those set (kept out of the memo's key, which per-run values would flush).
         base = self._memo.get(("action-run", name, status, kind, *more.items()), lambda: to_json(
             DataProcessInstancePropertiesClass(
                 name="", created=AuditStampClass(time=0, actor=ACTOR), type=kind,
                 customProperties={"actionId": "", "actionName": name, "runId": "", "status": status, **more})))
         out.append(self._mcp(dpi, from_json(DataProcessInstancePropertiesClass.ASPECT_NAME, {
             **base, "name": f"{run_id}/{action_id}", "created": {**base["created"], "time": when},
-            "customProperties": {**base["customProperties"], "actionId": action_id, "runId": run_id, **written}}),
+            "customProperties": {**base["customProperties"], "actionId": action_id, "runId": run_id, **written,
+                                 **_partitions_of(e)}}),
             when))
         parent = instance_urn(app["job_namespace"], app["job_name"], app["run_id"])
         out.append(self._mcp(dpi, self._memo.get(("action-relationships", job, parent), lambda: serialise(
