@@ -20,6 +20,7 @@ from .events import (
     JobStatusChangedEvent,
     LineageGraph,
     RefreshCommand,
+    RefreshHeld,
     RunRef,
     action_lineage,
     cancel_refresh,
@@ -31,6 +32,7 @@ from .events import (
     job_status_changed,
     kind_of,
     refresh_command,
+    refresh_held,
     schema_field,
     summary,
     to_jsonable,
@@ -40,7 +42,8 @@ from .events import (
 __all__ = [
     "EVENT_SCHEMAS", "SCHEMA_VERSION", "TERMINAL_STATUSES", "ActionLineageEvent", "CancelRefresh", "Codec",
     "ColumnLineage", "Dataset", "DecodeError", "Event", "EventHeader", "JobCreatedEvent", "JobStatusChangedEvent",
-    "LineageGraph", "RefreshCommand", "RunRef", "SchemaError", "action_lineage", "cancel_refresh", "dataset",
+    "LineageGraph", "RefreshCommand", "RefreshHeld", "RunRef", "SchemaError", "action_lineage", "cancel_refresh",
+    "dataset",
     "full_name", "header", "job_created", "job_key", "job_spec", "job_status_changed", "kind_of",
-    "refresh_command", "schema_field", "summary", "to_jsonable", "utcnow",
+    "refresh_command", "refresh_held", "schema_field", "summary", "to_jsonable", "utcnow",
 ]

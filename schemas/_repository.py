@@ -26,7 +26,7 @@ RELEASED_DIR = HERE / "released"
 
 #: Version of the contract this package writes (header.schema_version).
 #: 2: EventHeader.root_parent_run; Dataset.dataset_type and view_sql (all optional, default null), ahead of the
-#: latest release (released/v1).
+#: latest release (released/v1); ScheduleRef.trigger and trigger_run (optional) and the RefreshHeld event.
 SCHEMA_VERSION = 2
 
 #: The top-level records that travel on Kafka, by short name.
@@ -36,6 +36,7 @@ EVENT_SCHEMAS: dict[str, str] = {
     "ActionLineageEvent": "io.lineagewire.jobs.ActionLineageEvent",
     "RefreshCommand": "io.lineagewire.refresh.RefreshCommand",
     "CancelRefresh": "io.lineagewire.refresh.CancelRefresh",
+    "RefreshHeld": "io.lineagewire.refresh.RefreshHeld",
 }
 
 _PRIMITIVES = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
@@ -108,10 +109,13 @@ def _inline(node: Any, named: dict[str, dict[str, Any]], defined: set[str], ns: 
     return node
 
 
-def _build(folder: pathlib.Path, version: int) -> dict[str, EventSchema]:
+def _build(folder: pathlib.Path, version: int, *, complete: bool = True) -> dict[str, EventSchema]:
+    """The event schemas in ``folder``; a released version (``complete=False``) lacks the kinds added after it."""
     named = _load_named(folder)
     out: dict[str, EventSchema] = {}
     for full in EVENT_SCHEMAS.values():
+        if full not in named and not complete:
+            continue
         if full not in named:
             raise SchemaError(f"{folder}: event schema {full}.avsc is missing")
         schema = _inline(full, named, set(), full.rsplit(".", 1)[0])
@@ -134,7 +138,7 @@ def released() -> dict[int, dict[str, EventSchema]]:
     versions: dict[int, dict[str, EventSchema]] = {}
     for folder in sorted(RELEASED_DIR.glob("v*")):
         if folder.is_dir() and folder.name[1:].isdigit():
-            versions[int(folder.name[1:])] = _build(folder, int(folder.name[1:]))
+            versions[int(folder.name[1:])] = _build(folder, int(folder.name[1:]), complete=False)
     return versions
 
 

@@ -65,6 +65,10 @@ class ScheduleRef(TypedDict):
     command_id: str
     nominal_time: dt.datetime
     attempt: int
+    #: CRON, FRESHNESS, ONE_TIME, MANUAL or UPSTREAM; absent or None from schedulers before the field existed
+    trigger: NotRequired[str | None]
+    #: for UPSTREAM: the upstream run whose write triggered the refresh
+    trigger_run: NotRequired[RunRef | None]
 
 
 class EventHeader(TypedDict):
@@ -231,7 +235,24 @@ class CancelRefresh(TypedDict):
     reason: str
 
 
-Event = JobCreatedEvent | JobStatusChangedEvent | ActionLineageEvent | RefreshCommand | CancelRefresh
+class HoldReason(TypedDict):
+    condition: str  # UPSTREAM_FAILED, UPSTREAM_RUNNING, BREAKING_CHANGE or INPUT_STALE
+    input: DatasetId
+    upstream_run: RunRef | None
+    detail: str
+
+
+class RefreshHeld(TypedDict):
+    header: EventHeader
+    command_id: str
+    workflow_id: str
+    table: str
+    nominal_time: dt.datetime
+    reasons: list[HoldReason]
+    held_since: dt.datetime
+
+
+Event = JobCreatedEvent | JobStatusChangedEvent | ActionLineageEvent | RefreshCommand | CancelRefresh | RefreshHeld
 
 
 def utcnow() -> dt.datetime:
@@ -447,6 +468,12 @@ def cancel_refresh(hdr: EventHeader, *, command_id: str, workflow_id: str, table
     return {"header": hdr, "command_id": command_id, "workflow_id": workflow_id, "table": table, "reason": reason}
 
 
+def refresh_held(hdr: EventHeader, *, command_id: str, workflow_id: str, table: str, nominal_time: dt.datetime,
+                 reasons: list[HoldReason], held_since: dt.datetime | None = None) -> RefreshHeld:
+    return {"header": hdr, "command_id": command_id, "workflow_id": workflow_id, "table": table,
+            "nominal_time": nominal_time, "reasons": reasons, "held_since": held_since or hdr["event_time"]}
+
+
 def job_key(event: Event | dict[str, Any]) -> str:
     """The Kafka key of a job event: job namespace and name, so one job's events share a partition."""
     h = event["header"]
@@ -483,4 +510,7 @@ def summary(event: dict[str, Any]) -> str:
         return f"refresh {event['table']} @ {event['nominal_time'].isoformat()} attempt {event['attempt']}"
     if kind == "CancelRefresh":
         return f"cancel {event['command_id']} ({event['table']})"
+    if kind == "RefreshHeld":
+        why = ", ".join(f"{r['condition']} {r['input']['name']}" for r in event["reasons"])
+        return f"held {event['table']} @ {event['nominal_time'].isoformat()}: {why}"
     return kind

@@ -408,7 +408,7 @@ class Facts:
         js = self.job(h["job_namespace"], h["job_name"])
         if kind == "RefreshCommand":
             return self._observe_command(event, js, at, partition)
-        if kind == "CancelRefresh":
+        if kind in ("CancelRefresh", "RefreshHeld"):
             return Observation(event, kind, h["job_namespace"], h["job_name"], at, js, None)
         return self._observe_run(event, kind, js, at, partition)
 

@@ -88,6 +88,7 @@ DECODE_FIELDS = {
                         "lineage.sinks.namespace", "lineage.sinks.name"],
     "RefreshCommand": _HEADER,
     "CancelRefresh": _HEADER,
+    "RefreshHeld": _HEADER,
 }
 
 #: The columns written with Parquet's dictionary encoding: those with few distinct values. The others (the

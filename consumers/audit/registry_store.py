@@ -161,6 +161,7 @@ class RegistryStore:
             "ActionLineageEvent": self._action,
             "RefreshCommand": self._refresh,
             "CancelRefresh": lambda conn, event, job_id: None,
+            "RefreshHeld": lambda conn, event, job_id: None,
         }
 
     def close(self) -> None:

@@ -130,6 +130,7 @@ class Translator:
             "ActionLineageEvent": self._action,
             "RefreshCommand": self._refresh_command,
             "CancelRefresh": lambda e: [],
+            "RefreshHeld": lambda e: [],
         }
 
     def translate(self, event: dict[str, Any]) -> list[Proposal]:

@@ -161,6 +161,7 @@ class Translator:
             "ActionLineageEvent": self._action,
             "RefreshCommand": lambda e: [],
             "CancelRefresh": lambda e: [],
+            "RefreshHeld": lambda e: [],
         }
 
     def to_json(self, event: RunEvent) -> str:

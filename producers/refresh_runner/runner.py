@@ -122,6 +122,8 @@ class RefreshHandler(Handler):
         elif kind == "RefreshCommand":
             _validate(event, record.where)
             self._enqueue(record, event)
+        elif kind == "RefreshHeld":
+            log.debug("%s: %s is held by the scheduler; nothing to run", record.where, event["command_id"])
         else:
             raise InvalidCommandError(f"{record.where}: a {kind} on the refresh-commands topic; expected a "
                                       "RefreshCommand or CancelRefresh")
