@@ -3,10 +3,11 @@
 * ``lw_input_datasets``: per dataset (namespace, name; ``key`` is ``namespace\\x1fname``, or its sha256 when
   longer than the key column) its last successful write (time, writer job and run), its last write attempt
   (time, job, run, SUCCEEDED or FAILED), the flattened schema of its last successful write and the breaking
-  change that schema still carries against an earlier one;
+  change that schema still carries against an earlier one (``schema_at``: the time of the event they are from);
 * ``lw_input_symlinks``: the table names (``db.table``) the emitter gives a dataset in its symlinks, so a
   query's table names find the dataset;
-* ``lw_input_jobs``: per job its last run's status (the Flink status), error and time;
+* ``lw_input_jobs``: per job its last run's status (the Flink status), error and time, and its job type
+  (a STREAMING writer is running by nature);
 * ``lw_input_writes``: every successful write of a dataset (one row per action of a run), with the time the
   scheduler learnt of it, for the ``trigger: upstream`` loop;
 * ``lw_input_reads``: what each refresh job's runs read (dataset, columns, complete lineage or not).
@@ -45,6 +46,7 @@ def upgrade() -> None:
         sa.Column("attempt_status", sa.String(length=16), nullable=True),
         sa.Column("fields", sa.JSON(), nullable=True),
         sa.Column("breaking", sa.JSON(), nullable=True),
+        sa.Column("schema_at", sa.BigInteger(), nullable=True),
         sa.Column("updated", sa.BigInteger(), nullable=False),
         sa.PrimaryKeyConstraint("key"),
     )
@@ -63,6 +65,7 @@ def upgrade() -> None:
         sa.Column("status", sa.String(length=16), nullable=False),
         sa.Column("error", sa.Text(), nullable=True),
         sa.Column("status_at", sa.BigInteger(), nullable=False),
+        sa.Column("job_type", sa.String(length=16), nullable=True),
         sa.PrimaryKeyConstraint("job_namespace", "job_name"),
     )
     op.create_table(
