@@ -64,6 +64,11 @@ def _read(db_url: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any
         engine.dispose()
 
 
+def _labelled(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Runs with their producer as its short name (``openlineage-spark``), for a table."""
+    return [{**r, "producer": r["producer"]["label"] if r["producer"] else None} for r in runs]
+
+
 def _table(rows: list[dict[str, Any]], columns: list[str]) -> None:
     cells = [["" if r.get(c) is None else str(r.get(c)) for c in columns] for r in rows]
     widths = [max([len(c), *(len(x[i]) for x in cells)]) for i, c in enumerate(columns)]
@@ -101,7 +106,7 @@ def jobs_list(db_url: str, fmt: str) -> None:
     if fmt == "json":
         click.echo(json.dumps(rows, indent=2))
     else:
-        _table(rows, ["job", "runs", "last_status", "last_run", "last_seen"])
+        _table(rows, ["job", "runs", "last_status", "last_run", "last_seen", "last_producer"])
 
 
 @jobs.command("show")
@@ -117,7 +122,8 @@ def jobs_show(job: str, db_url: str, fmt: str) -> None:
         click.echo(json.dumps(info, indent=2))
         return
     click.echo(info["job"])
-    _table(info["runs"], ["run_id", "status", "created_at", "ended_at", "duration_ms", "error_class"])
+    _table(_labelled(info["runs"]), ["run_id", "status", "created_at", "ended_at", "duration_ms", "producer",
+                                     "error_class"])
 
 
 @jobs.command("history")
@@ -158,7 +164,8 @@ def runs_children(run_id: str, db_url: str, fmt: str) -> None:
     if fmt == "json":
         click.echo(json.dumps(info, indent=2))
         return
-    _table(info["runs"], ["job", "run_id", "status", "created_at", "duration_ms", "parent_job", "root_parent_job"])
+    _table(_labelled(info["runs"]), ["job", "run_id", "status", "created_at", "duration_ms", "producer",
+                                     "parent_job", "root_parent_job"])
 
 
 @runs.command("show")
@@ -175,6 +182,10 @@ def runs_show(run_id: str, db_url: str, fmt: str) -> None:
         return
     click.echo(f"run {info['run_id']} of {info['job']}: {info['status']} "
                f"({info['created_at']} .. {info['ended_at'] or 'not ended'}, {info['duration_ms']} ms)")
+    producer = info["producer"]
+    if producer:
+        click.echo(f"producer: {producer['label']}" + (f" ({producer['name']})" if producer["name"] != producer["label"]
+                                                       else f" {producer['version'] or ''}".rstrip()))
     if info["error_class"]:
         click.echo(f"error: {info['error_class']}: {info['error_message']}")
     click.echo("transitions:")

@@ -8,7 +8,7 @@ event twice changes nothing (``applied_events`` also remembers event ids).
 table              one row per
 =================  ==========================================================
 jobs               job (namespace, name)
-runs               run id: latest status by sequence, times, error, spec
+runs               run id: latest status by event time, times, error, spec, producer
 specs              distinct spec snapshot of a job (by SHA-256 of its JSON)
 transitions        status event of a run
 datasets           dataset (OpenLineage namespace, name)
@@ -104,7 +104,14 @@ runs = Table(
     Column("root_parent_job_name", String(512)),
     Column("status", String(32)),
     Column("lifecycle_state", String(32)),
+    # The run's newest event by (event time, sequence), the one its status is from (migration 0006): events of a run
+    # ingested from OpenLineage may arrive out of order, and a late START must not reopen a run that has ended.
     Column("last_sequence", BigInteger, nullable=False, default=-1),
+    _ts("last_event_time"),
+    # ``header.producer`` of the run's first event: ``lineagewire``, or the original OpenLineage producer URI of
+    # an ingested run (migration 0006; None for runs applied before it)
+    Column("producer", String(1024)),
+    Column("producer_version", String(128)),
     _ts("created_at"),
     _ts("started_at"),
     _ts("ended_at"),

@@ -24,6 +24,7 @@ from lineagewire.exceptions import ConfigError
 
 from . import registry_model as m
 from . import run_diff as rd
+from .registry_producer import producer_info, producer_label
 
 __all__ = ["DEFAULT_DEPTH", "NotFoundError", "child_runs", "compute_run_diff", "dataset_detail", "dataset_lifecycle",
            "job_history", "job_runs", "lineage", "list_jobs", "resolve_dataset", "run_detail", "run_diff"]
@@ -110,16 +111,18 @@ def list_jobs(conn: Connection) -> list[dict[str, Any]]:
     each job's newest run), not one per job: 10k jobs were 10k round trips (bench.registry ``jobs_list``)."""
     j, r = m.jobs.c, m.runs.c
     ranked = sa.select(
-        r.job_id, r.run_id, r.status,
+        r.job_id, r.run_id, r.status, r.producer,
         sa.func.row_number().over(partition_by=r.job_id,
                                   order_by=(r.created_at.desc().nulls_last(), r.run_id)).label("newest"),
         sa.func.count().over(partition_by=r.job_id).label("runs")).subquery()
     rows = conn.execute(
-        sa.select(j.namespace, j.name, j.last_seen, ranked.c.run_id, ranked.c.status, ranked.c.runs)
+        sa.select(j.namespace, j.name, j.last_seen, ranked.c.run_id, ranked.c.status, ranked.c.runs,
+                  ranked.c.producer)
         .select_from(m.jobs.outerjoin(ranked, sa.and_(ranked.c.job_id == j.id, ranked.c.newest == 1)))
         .order_by(j.namespace, j.name))
     return [{"job": f"{row.namespace}/{row.name}", "runs": row.runs or 0, "last_run": row.run_id,
-             "last_status": row.status, "last_seen": _utc(row.last_seen)} for row in rows]
+             "last_status": row.status, "last_seen": _utc(row.last_seen),
+             "last_producer": producer_label(row.producer)} for row in rows]
 
 
 def _run_dict(row: Any) -> dict[str, Any]:
@@ -130,7 +133,8 @@ def _run_dict(row: Any) -> dict[str, Any]:
             "parent_job": _job(row.parent_job_namespace, row.parent_job_name),
             "root_parent_run_id": row.root_parent_run_id,
             "root_parent_job": _job(row.root_parent_job_namespace, row.root_parent_job_name),
-            "workflow_id": row.workflow_id, "nominal_time": _utc(row.nominal_time), "spec_id": row.spec_id}
+            "workflow_id": row.workflow_id, "nominal_time": _utc(row.nominal_time), "spec_id": row.spec_id,
+            "producer": producer_info(row.producer, row.producer_version)}
 
 
 def _job(namespace: str | None, name: str | None) -> str | None:
@@ -179,7 +183,7 @@ def job_history(conn: Connection, job: str) -> dict[str, Any]:
 
 
 def run_detail(conn: Connection, run_id: str) -> dict[str, Any]:
-    """One run: status, transitions with times, inputs, outputs, error."""
+    """One run: status, producer, transitions in the order of their times, inputs, outputs, error."""
     row = conn.execute(sa.select(m.runs, m.jobs.c.namespace, m.jobs.c.name).join(m.jobs, m.jobs.c.id == m.runs.c.job_id)
                        .where(m.runs.c.run_id == run_id)).first()
     if row is None:
@@ -191,7 +195,7 @@ def run_detail(conn: Connection, run_id: str) -> dict[str, Any]:
                            "new_status": x.new_status, "lifecycle_state": x.lifecycle_state,
                            "error_class": x.error_class, "error_message": x.error_message}
                           for x in conn.execute(sa.select(m.transitions).where(t.run_id == run_id)
-                                                .order_by(t.sequence))]
+                                                .order_by(t.transition_time, t.sequence))]
     rd, d = m.run_datasets.c, m.datasets.c
     io = conn.execute(sa.select(rd.direction, rd.operation, d.namespace, d.name).join(m.datasets, d.id == rd.dataset_id)
                       .where(rd.run_id == run_id).order_by(d.namespace, d.name)).fetchall()

@@ -2,9 +2,14 @@
 
 ``apply(event)`` runs in one transaction: an event id already in
 ``applied_events`` is a no-op; every other write is an insert that ignores
-its natural key's conflict or an update guarded by the event's sequence, so
-even an event replayed without its id record (or out of order) lands where
-it belongs: a run's status is the one of its highest sequence.
+its natural key's conflict or an update guarded by the event's time and
+sequence, so even an event replayed without its id record (or out of order)
+lands where it belongs: a run's status is the one of its newest event by
+event time, then sequence (a late START never reopens a run that ended).
+
+A run begins with whichever of its events comes first: OpenLineage producers
+may send RUNNING or COMPLETE for a run whose START never comes, and such a run
+is created at the earliest time its status and lineage events give.
 """
 
 from __future__ import annotations
@@ -141,6 +146,32 @@ def _read_only_engine(url: sa.URL, backend: str, missing: str) -> Engine:
 
 #: the kinds of event that can change a run's diff (its status, lineage or spec)
 _DIFFED = frozenset({"JobStatusChangedEvent", "ActionLineageEvent", "JobCreatedEvent"})
+#: the kinds of event that are part of a run itself, so that the first of them begins it when no JobCreatedEvent
+#: came (a RefreshCommand's run id is the command's, a scheduler's record, not a run that began)
+_OF_A_RUN = frozenset({"JobStatusChangedEvent", "ActionLineageEvent", "JobCreatedEvent"})
+
+
+def _newest(h: dict[str, Any]) -> sa.ColumnElement[bool]:
+    """Whether the event of header ``h`` is newer than the one the run's status is from: by event time, then by
+    sequence; a run from before event times were kept (``last_event_time`` None) by sequence alone."""
+    r = m.runs.c
+    when, seq = h["event_time"], h["sequence"]
+    return sa.or_(r.last_event_time < when, sa.and_(r.last_event_time == when, r.last_sequence < seq),
+                  sa.and_(r.last_event_time.is_(None), r.last_sequence < seq))
+
+
+def _fill_duration(conn: Connection, run_id: str) -> None:
+    """The duration of an ended run whose events gave none (an OpenLineage run's COMPLETE), from its start (or
+    creation) to its end, once both are known; a run whose only known time is its end keeps None."""
+    r = m.runs.c
+    row = conn.execute(sa.select(r.started_at, r.created_at, r.ended_at, r.duration_ms)
+                       .where(r.run_id == run_id)).first()
+    if row is None or row.ended_at is None or row.duration_ms is not None:
+        return
+    began = row.started_at or row.created_at
+    if began is not None and began < row.ended_at:
+        ms = int((row.ended_at - began).total_seconds() * 1000)
+        conn.execute(m.runs.update().where(r.run_id == run_id).values(duration_ms=ms))
 
 
 def _spec_json(spec: dict[str, Any]) -> str:
@@ -177,7 +208,7 @@ class RegistryStore:
             if seen is not None:
                 return False
             job_id = self._job(conn, h["job_namespace"], h["job_name"], h["event_time"])
-            self._run(conn, h, job_id)
+            self._run(conn, h, job_id, kind)
             applier = self._appliers.get(kind)
             if applier is not None:
                 applier(conn, event, job_id)
@@ -216,11 +247,16 @@ class RegistryStore:
                                                      "name": link["name"], "type": link.get("type")}])
         return ds_id
 
-    def _run(self, conn: Connection, h: dict[str, Any], job_id: int) -> None:
+    def _run(self, conn: Connection, h: dict[str, Any], job_id: int, kind: str) -> None:
         parent = h.get("parent_run")
         root = h.get("root_parent_run")  # contract v2; None in v1 events
         schedule = h.get("schedule")
-        insert_ignore(conn, m.runs, [{"run_id": h["run_id"], "job_id": job_id, "last_sequence": -1,
+        producer = h.get("producer") or {}
+        began = h["event_time"] if kind in _OF_A_RUN else None
+        inserted = insert_ignore(conn, m.runs, [{
+                                      "run_id": h["run_id"], "job_id": job_id, "last_sequence": -1,
+                                      "created_at": began, "producer": producer.get("name"),
+                                      "producer_version": producer.get("version"),
                                       "parent_run_id": parent["run_id"] if parent else None,
                                       "parent_job_namespace": parent["job_namespace"] if parent else None,
                                       "parent_job_name": parent["job_name"] if parent else None,
@@ -228,7 +264,15 @@ class RegistryStore:
                                       "root_parent_job_namespace": root["job_namespace"] if root else None,
                                       "root_parent_job_name": root["job_name"] if root else None, "restarts": 0,
                                       "workflow_id": schedule["workflow_id"] if schedule else None,
-                                      "nominal_time": schedule["nominal_time"] if schedule else None}])
+                                      "nominal_time": schedule["nominal_time"] if schedule else None}],
+                                 returning=m.runs.c.run_id)
+        if began is not None and not inserted:
+            # An event earlier than every one before it (out of order, START-less) moves the run's beginning back;
+            # a JobCreatedEvent sets it outright (``_created``).
+            r = m.runs.c
+            conn.execute(m.runs.update().where(r.run_id == h["run_id"], sa.or_(r.created_at.is_(None),
+                                                                               r.created_at > began))
+                         .values(created_at=began))
 
     # -- events -----------------------------------------------------------------------------------
 
@@ -285,8 +329,9 @@ class RegistryStore:
                                                              m.specs.c.sha256 == digest)).scalar_one()
         r = m.runs.c
         conn.execute(m.runs.update().where(r.run_id == h["run_id"]).values(spec_id=spec_id, created_at=h["event_time"]))
-        conn.execute(m.runs.update().where(r.run_id == h["run_id"], r.last_sequence < h["sequence"])
-                     .values(status=ev["status"], last_sequence=h["sequence"]))
+        conn.execute(m.runs.update().where(r.run_id == h["run_id"], _newest(h))
+                     .values(status=ev["status"], last_sequence=h["sequence"], last_event_time=h["event_time"]))
+        _fill_duration(conn, h["run_id"])
         lin = ev["lineage"]
         self._io(conn, h["run_id"], job_id, h["event_time"], lin["sources"], lin["sinks"], lin["column_lineage"])
         self._changes(conn, h, "", lin["sinks"])
@@ -303,15 +348,18 @@ class RegistryStore:
             "error_stack": err["stack_trace"] if err else None}])
         r = m.runs.c
         run = m.runs.update().where(r.run_id == h["run_id"])
-        conn.execute(run.where(r.last_sequence < h["sequence"]).values(
-            status=ev["new_status"], lifecycle_state=ev["lifecycle_state"], last_sequence=h["sequence"]))
+        newest = conn.execute(run.where(_newest(h)).values(
+            status=ev["new_status"], lifecycle_state=ev["lifecycle_state"], last_sequence=h["sequence"],
+            last_event_time=h["event_time"])).rowcount == 1
         if ev["new_status"] == "RUNNING":
-            conn.execute(run.where(r.started_at.is_(None)).values(started_at=when))
-        if ev["new_status"] in TERMINAL_STATUSES:
+            conn.execute(run.where(sa.or_(r.started_at.is_(None), r.started_at > when)).values(started_at=when))
+        # the end and the error are the newest event's: a late RUNNING or FAILED does not touch a run ended since
+        if newest and ev["new_status"] in TERMINAL_STATUSES:
             conn.execute(run.values(ended_at=when, duration_ms=ev.get("duration_ms")))
-        if err:
+        if newest and err:
             conn.execute(run.values(error_class=err["error_class"], error_message=err["message"]))
         conn.execute(run.where(r.restarts < ev["restarts"]).values(restarts=ev["restarts"]))
+        _fill_duration(conn, h["run_id"])
 
     def _action(self, conn: Connection, ev: dict[str, Any], job_id: int) -> None:
         h = ev["header"]

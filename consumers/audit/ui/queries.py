@@ -20,6 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from .. import registry_model as m
+from ..registry_producer import producer_info
 from ..registry_query import NotFoundError, dataset_lifecycle, run_diff
 
 __all__ = [
@@ -119,7 +120,8 @@ def jobs_page(conn: Connection, *, text: str = "", namespace: str = "", status: 
     last = m.runs.alias("last")
     spec = m.specs.alias("spec")
     query = (sa.select(j.id, j.namespace, j.name, last.c.run_id, last.c.status, last.c.started_at,
-                       last.c.created_at, last.c.duration_ms, last.c.ended_at, spec.c.spec_json)
+                       last.c.created_at, last.c.duration_ms, last.c.ended_at, last.c.producer,
+                       last.c.producer_version, spec.c.spec_json)
              .select_from(m.jobs.outerjoin(last, last.c.run_id == _last_run_id(conn, j.id))
                           .outerjoin(spec, spec.c.id == last.c.spec_id)))
     jobs_wanted = _jobs_wanted(text, namespace)
@@ -169,7 +171,8 @@ def _job_item(row: Any, sparkline: list[Any], failures: int) -> dict[str, Any]:
     """A job of the jobs page: its last run, the durations of its recent runs, its failures in 24 h and its tags."""
     return {"id": row.id, "namespace": row.namespace, "name": row.name, "last_run": row.run_id,
             "status": row.status, "start": utc(row.started_at or row.created_at), "duration_ms": row.duration_ms,
-            "sparkline": sparkline, "failures_24h": failures, "tags": _tags(row.spec_json)}
+            "sparkline": sparkline, "failures_24h": failures, "tags": _tags(row.spec_json),
+            "producer": producer_info(row.producer, row.producer_version)}
 
 
 def _tagged_specs(conn: Connection, tag: str) -> list[int]:
@@ -243,7 +246,7 @@ def _run_row(row: Any) -> dict[str, Any]:
             "created_at": utc(row.created_at), "started_at": utc(row.started_at), "ended_at": utc(row.ended_at),
             "duration_ms": row.duration_ms, "restarts": row.restarts, "error_class": row.error_class,
             "error_message": row.error_message, "workflow_id": row.workflow_id, "nominal_time": utc(row.nominal_time),
-            "parent_run_id": row.parent_run_id}
+            "parent_run_id": row.parent_run_id, "producer": producer_info(row.producer, row.producer_version)}
 
 
 def job_page(conn: Connection, job_id: int, *, page: int = 1, page_size: int = PAGE_SIZE) -> dict[str, Any]:
@@ -311,9 +314,11 @@ def run_page(conn: Connection, run_id: str) -> dict[str, Any]:
          "new_status": x.new_status, "lifecycle_state": x.lifecycle_state, "restarts": x.restarts,
          "duration_ms": x.duration_ms, "error_class": x.error_class, "error_message": x.error_message,
          "error_stack": x.error_stack}
-        for x in conn.execute(sa.select(m.transitions).where(t.run_id == run_id).order_by(t.sequence))]
+        for x in conn.execute(sa.select(m.transitions).where(t.run_id == run_id)
+                              .order_by(t.transition_time, t.sequence))]
+    # in the order they happened: an ingested run's events may have come out of order
     events = conn.execute(sa.select(e.event_id, e.kind, e.sequence, e.event_time, e.body).where(e.run_id == run_id)
-                          .order_by(e.sequence, e.event_time)).fetchall()
+                          .order_by(e.event_time, e.sequence)).fetchall()
     out["events"] = [{"event_id": x.event_id, "kind": x.kind, "sequence": x.sequence, "time": utc(x.event_time)}
                      for x in events]
     names = {(d.namespace, d.name): d.id for d in conn.execute(
