@@ -1,0 +1,105 @@
+"""The OpenLineage receiver over real HTTP into the real broker: what it takes, what it refuses, and that a refused
+request publishes nothing."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from lineagewire.config import Settings
+from tests.helpers import read_topic
+
+from .conftest import gzipped, messages_on, ol_event, post
+
+pytestmark = pytest.mark.integration
+
+TOKEN = "ingest-token-0123456789"
+
+
+def test_events_posted_one_by_one_and_as_an_array_arrive_decoded_on_the_jobs_topic(receiver, settings: Settings):
+    first = ol_event("orders", "START")
+    rest = [ol_event("orders", "COMPLETE", first["run"]["runId"]), ol_event("payments", "FAIL")]
+    with receiver() as url:
+        one = post(url, first)
+        many = post(url, rest)
+    assert (one.status, one.body) == (201, b"")
+    assert (many.status, many.body) == (201, b"")
+    got = read_topic(settings, settings.topics.jobs, 3)
+    seen = sorted((e["header"]["job_name"], e["header"]["run_id"], e["new_status"]) for e in got)
+    assert seen == sorted([("orders", first["run"]["runId"], "RUNNING"), ("orders", first["run"]["runId"], "FINISHED"),
+                           ("payments", rest[1]["run"]["runId"], "FAILED")])
+
+
+def test_a_gzip_body_with_the_right_token_is_taken(receiver, settings: Settings):
+    event = ol_event("gz")
+    with receiver(token=TOKEN) as url:
+        answer = post(url, gzipped(event), headers={"Content-Encoding": "gzip", "Authorization": f"Bearer {TOKEN}"})
+    assert answer.status == 201
+    (got,) = read_topic(settings, settings.topics.jobs, 1)
+    assert got["header"]["run_id"] == event["run"]["runId"]
+
+
+def _bad_requests() -> list[tuple[str, bytes, dict[str, str | None], int, str]]:
+    """(case, body, headers, expected status, what the error must name)."""
+    valid = json.dumps(ol_event("bad")).encode()
+    no_run_id = ol_event("bad")
+    del no_run_id["run"]["runId"]
+    bad_time = ol_event("bad", eventTime="yesterday")
+    bad_facet = ol_event("bad", outputs=[{"namespace": "s3://b", "name": "t", "facets": {"schema": {
+        "_producer": "https://x", "_schemaURL": "https://openlineage.io/spec/facets/1-1-1/SchemaDatasetFacet.json"
+        "#/$defs/SchemaDatasetFacet", "fields": [{"type": "int"}]}}}])
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    return [
+        ("malformed JSON", b'{"eventType": "START", ', auth, 400, "not JSON"),
+        ("not an object", b'"START"', auth, 400, "expected one OpenLineage event"),
+        ("missing runId", json.dumps(no_run_id).encode(), auth, 400, "runId"),
+        ("bad eventTime", json.dumps(bad_time).encode(), auth, 400, "eventTime"),
+        ("bad facet", json.dumps(bad_facet).encode(), auth, 400, "outputs/0/facets/schema/fields/0"),
+        ("one bad event of an array", json.dumps([ol_event("ok"), bad_time]).encode(), auth, 400, "event [1]"),
+        ("no token", valid, {}, 401, "Authorization"),
+        ("wrong token", valid, {"Authorization": "Bearer nope"}, 401, "token is wrong"),
+        ("wrong content type", valid, {**auth, "Content-Type": "text/plain"}, 415, "application/json"),
+        ("no content type", valid, {**auth, "Content-Type": None}, 415, "application/json"),
+        ("unknown encoding", valid, {**auth, "Content-Encoding": "br"}, 415, "gzip"),
+        ("not gzip", valid, {**auth, "Content-Encoding": "gzip"}, 400, "gzip"),
+        ("over the limit", json.dumps(ol_event("big", extra_padding="x" * 5000)).encode(), auth, 413,
+         "max_body_bytes"),
+        ("over the limit once gunzipped", gzip.compress(b"[" + b" " * 20_000 + b"]"),
+         {**auth, "Content-Encoding": "gzip"}, 413, "after gunzip"),
+    ]
+
+
+def test_every_bad_request_gets_its_4xx_naming_the_reason_and_publishes_nothing(receiver, settings: Settings):
+    cases = _bad_requests()
+    with receiver(token=TOKEN, max_body_bytes=4096) as url:
+        answers = {case: post(url, body, headers=headers) for case, body, headers, _s, _w in cases}
+        # the receiver goes on: a good request after all the bad ones is taken, and it is all the topic holds
+        good = ol_event("good")
+        assert post(url, good, headers={"Authorization": f"Bearer {TOKEN}"}).status == 201
+    for case, _body, _headers, status, what in cases:
+        answer = answers[case]
+        assert answer.status == status, f"{case}: {answer.status} {answer.body!r}"
+        assert what in answer.json()["error"], f"{case}: {answer.json()}"
+    (got,) = read_topic(settings, settings.topics.jobs, 1)
+    assert got["header"]["job_name"] == "good"
+    assert messages_on(settings, settings.topics.jobs) == 1
+
+
+def test_other_paths_and_methods_are_refused_as_marquez_would(receiver):
+    with receiver() as url:
+        wrong_method = post(url, b"", method="GET")
+        wrong_path = post(url, ol_event(), path="/api/v1/lineage/x")
+        health = post(url, b"", method="GET", path="/healthz")
+    assert (wrong_method.status, wrong_method.json()["error"]) == (405, "GET /api/v1/lineage: expected POST")
+    assert wrong_path.status == 404
+    assert health.status == 200 and health.json()["status"] == "ok"
+
+
+def test_a_gzip_bomb_is_cut_at_the_limit_not_inflated(receiver):
+    body = gzip.compress(b"0" * (64 << 20))  # 64 MiB of zeros in ~64 KB
+    assert len(body) < 100_000
+    with receiver(max_body_bytes=1 << 20) as url:
+        answer = post(url, body, headers={"Content-Encoding": "gzip"})
+    assert answer.status == 413
