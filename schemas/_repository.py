@@ -26,7 +26,8 @@ RELEASED_DIR = HERE / "released"
 
 #: Version of the contract this package writes (header.schema_version).
 #: 2: EventHeader.root_parent_run; Dataset.dataset_type and view_sql (all optional, default null), ahead of the
-#: latest release (released/v1); ScheduleRef.trigger and trigger_run (optional) and the RefreshHeld event.
+#: latest release (released/v1); ScheduleRef.trigger and trigger_run (optional) and the RefreshHeld event;
+#: EventHeader.openlineage (optional: the OpenLineage event an ingested event came from, schemas/openlineage.py).
 SCHEMA_VERSION = 2
 
 #: The top-level records that travel on Kafka, by short name.

@@ -84,6 +84,9 @@ class EventHeader(TypedDict):
     schema_version: int
     schedule: ScheduleRef | None
     root_parent_run: RunRef | None
+    #: version 2: JSON of the OpenLineage event an ingested event came from (schemas/openlineage.py); absent or
+    #: None on events of lineagewire's own producers
+    openlineage: NotRequired[str | None]
 
 
 class ErrorInfo(TypedDict):
@@ -287,6 +290,7 @@ def header(
     producer: Producer | None = None,
     event_time: dt.datetime | None = None,
     event_id: str | None = None,
+    openlineage: str | None = None,
 ) -> EventHeader:
     """The envelope of a new event of ``kind`` (a short name such as 'JobCreatedEvent')."""
     return {
@@ -302,6 +306,7 @@ def header(
         "schema_version": SCHEMA_VERSION,
         "schedule": schedule,
         "root_parent_run": root_parent_run,
+        "openlineage": openlineage,
     }
 
 
