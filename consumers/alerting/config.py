@@ -19,6 +19,8 @@ rules:
     labels: {team: data}
 inhibit_rules:                            # the default: a missed refresh mutes its run's failure
   - {source: {kind: refresh_missed}, target: {kind: run_failed}, equal: [table]}
+datasets:                                 # freshness promises (lineagewire.freshness), checked by dataset_stale
+  - {dataset: sales.orders, freshness: 1h, business_hours: "* 8-18 * * MON-FRI", owner: sales-data}
 ```
 
 Errors name the rule or channel, the field, the value and what was expected.
@@ -35,6 +37,7 @@ from pydantic_settings import SettingsConfigDict
 
 from lineagewire.config import SettingsBase
 from lineagewire.exceptions import ConfigError
+from lineagewire.freshness import Promise, Promises, parse_promises
 
 from .channels import Channel, channel_class
 from .exceptions import RulesError
@@ -134,6 +137,19 @@ class AlertingConfig(SettingsBase):
     incidents: Incidents = Incidents()
     claim_lease: float = Field(30.0, description="how long an instance's claim of an outbox row lasts (`30s`); a "
                                "dead instance's claim is taken over after it (docs/alerting.md, \"Several instances\")")
+    datasets: list[Promise] = Field([], description="freshness promises: `[{dataset: sales.orders, freshness: 1h}]`, "
+                                    "checked by `dataset_stale` rules (docs/alerting.md, \"Freshness promises\")")
+
+    @field_validator("datasets", mode="before")
+    @classmethod
+    def _promises(cls, v: object) -> list[Promise]:
+        try:
+            return list(parse_promises(v, "datasets").promises)
+        except ConfigError as exc:
+            raise ValueError(str(exc).removeprefix("datasets: ")) from None
+
+    def promises(self) -> Promises:
+        return Promises(promises=tuple(self.datasets))
 
     @field_validator("claim_lease", mode="before")
     @classmethod
@@ -159,7 +175,8 @@ class AlertingConfig(SettingsBase):
                 raise RulesError(f"{where}: channel(s) {', '.join(unknown)} not defined; expected one of "
                                  f"{', '.join(sorted(self.channels)) or '(no channels defined)'}")
             out.append(cls(spec.name, match=spec.match, severity=spec.severity, labels=spec.labels,
-                           channels=tuple(channels), copy_tags=tuple(spec.copy_tags), params=params))
+                           channels=tuple(channels), copy_tags=tuple(spec.copy_tags), params=params,
+                           promises=self.promises()))
         return out
 
     def incident_rules(self) -> frozenset[str]:

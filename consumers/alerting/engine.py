@@ -80,6 +80,8 @@ class RuleEngine:
     def check(self, now: dt.datetime) -> list[Signal]:
         """Signals of the time-based rules at ``now``, over the facts of the partitions this instance owns."""
         signals: list[Signal] = []
+        if self.facts.started is None:
+            self.facts.started = now  # a promise of a dataset not written yet counts from the first look
         facts = self.facts.view() if self.timer_rules else self.facts
         for rule in self.timer_rules:
             signals.extend(rule.check(now, facts))
@@ -88,6 +90,8 @@ class RuleEngine:
 
     def _flag(self, signals: list[Signal]) -> None:
         for s in signals:
+            if s.dataset is not None:
+                self._flag_dataset(s)
             if not s.firing:
                 continue
             if s.run_id is not None and (run := self.facts.runs.get(s.run_id)) is not None:
@@ -96,3 +100,11 @@ class RuleEngine:
             if s.refresh_id is not None and (rs := self.facts.refreshes.get(s.refresh_id)) is not None:
                 rs.flags.add(s.rule)
                 self.facts.mark_dirty("refresh", s.refresh_id)
+
+    def _flag_dataset(self, s: Signal) -> None:
+        """A freshness window's alert: kept with the dataset's writes while it fires, forgotten when it clears."""
+        assert s.dataset is not None
+        if s.firing:
+            self.facts.writes.flag(s.dataset, s.rule, s.labels)
+        else:
+            self.facts.writes.unflag(s.dataset, s.rule)

@@ -27,6 +27,7 @@ from typing import Any
 from lineagewire.schemas import TERMINAL_STATUSES, kind_of
 
 from .breaking import LIFECYCLE_BREAKING, Change, Reads, base_type
+from .writes import FreshWrite, Writes
 
 __all__ = ["Facts", "JobState", "Observation", "RefreshState", "RunState", "SchemaChange"]
 
@@ -150,6 +151,12 @@ class JobState:
     tags_key: tuple[tuple[str, str], ...] = ()
     #: the partition of its runs' events (events are keyed by job)
     partition: str | None = None
+    #: its latest run's id, status, when it got it and its error (a FAILED run's): what ``dataset_stale`` says of
+    #: the writer of an input that is stale or failing
+    last_run: str | None = None
+    last_status: str | None = None
+    last_at: dt.datetime | None = None
+    last_error: str | None = None
 
     def set_tags(self, tags: dict[str, str]) -> None:
         self.tags = dict(tags)
@@ -158,11 +165,13 @@ class JobState:
     def to_json(self) -> dict[str, Any]:
         return {"namespace": self.namespace, "job": self.job, "tags": self.tags,
                 "durations": [list(d) for d in self.durations], "restarts": list(self.restarts),
-                "partition": self.partition}
+                "partition": self.partition, "last_run": self.last_run, "last_status": self.last_status,
+                "last_at": _s(self.last_at), "last_error": self.last_error}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> JobState:
-        js = cls(d["namespace"], d["job"], partition=d.get("partition"))
+        js = cls(d["namespace"], d["job"], partition=d.get("partition"), last_run=d.get("last_run"),
+                 last_status=d.get("last_status"), last_at=_t(d.get("last_at")), last_error=d.get("last_error"))
         js.set_tags(d["tags"])
         js.durations.extend((r, int(ms)) for r, ms in d["durations"])
         js.restarts.extend(float(x) for x in d["restarts"])
@@ -248,6 +257,8 @@ class Observation:
     rechecks: list[tuple[Change, list[Reads]]] = field(default_factory=list)
     #: final changes this event's writes made compatible again (the columns are back, the table is written again)
     restored: list[Change] = field(default_factory=list)
+    #: datasets this event made fresh: written by a run that ended FINISHED (``writes.py``)
+    fresh_writes: list[FreshWrite] = field(default_factory=list)
 
     @property
     def tags(self) -> dict[str, str]:
@@ -349,6 +360,10 @@ class Facts:
         self._reads_of: dict[tuple[str, str], set[str]] = {}
         self._changed_by: dict[str, set[str]] = {}
         self._dirty: set[tuple[str, str]] = set()
+        #: each dataset's last successful write (freshness promises, ``dataset_stale``)
+        self.writes = Writes()
+        #: when the clock's rules first looked (a promise of a dataset never written counts from then)
+        self.started: dt.datetime | None = None
         #: the partitions ("topic[n]") this instance owns; None: all of them (one instance, or not assigned yet).
         #: Runs, jobs and refreshes of other partitions are neither checked by the clock's rules nor saved.
         self.owned: set[str] | None = None
@@ -365,7 +380,11 @@ class Facts:
         if self.owned is None:
             return self
         out = Facts()
-        out.jobs, out.datasets = self.jobs, self.datasets
+        out.jobs, out.datasets, out.started = self.jobs, self.datasets, self.started
+        out.readers, out._reads_of = self.readers, self._reads_of
+        out.writes.fired = self.writes.fired
+        out.writes.states = {k: s for k, s in self.writes.states.items()
+                             if s.partition is None or s.partition in self.owned}
         out.runs = {k: r for k, r in self.runs.items() if self.mine(r)}
         out.refreshes = {k: r for k, r in self.refreshes.items() if self.mine(r)}
         return out
@@ -379,6 +398,7 @@ class Facts:
             self.forget("job", f"{ns}\x1f{name}")
         for cid in [k for k, r in self.refreshes.items() if r.partition in partitions]:
             self.forget("refresh", cid)
+        self.writes.drop(partitions)
 
     def forget(self, kind: str, key: str) -> None:
         """Drop one run, job (``ns\x1fname``) or refresh from memory, and its unsaved change (not a deletion)."""
@@ -448,6 +468,10 @@ class Facts:
         still dates its start and leaves their status."""
         spec = event["spec"]
         js.set_tags(spec.get("tags") or {})
+        self._note_job_run(js, run, event.get("status") or "CREATED", at)
+        # sinks declared at creation are written by the run (a streaming query's, a job that names them)
+        for ds in (event.get("lineage") or {}).get("sinks") or []:
+            self.writes.wrote(ds, (run.namespace, run.job), run.run_id, at, finished=False, partition=run.partition)
         run.job_type = spec.get("job_type") or "BATCH"
         run.created = min(run.created, at)
         if run.status is None:
@@ -456,6 +480,7 @@ class Facts:
     def _observe_action(self, event: dict[str, Any], obs: Observation, run: RunState, js: JobState) -> None:
         """An action's lineage: what it read, its outputs' schemas, and the changes its writes made."""
         self._observe_reads(event, obs, run, js)
+        self._observe_writes(event, obs, run)
         before = {f"{ds['namespace']}/{ds['name']}": self.datasets.get(f"{ds['namespace']}/{ds['name']}")
                   for ds in event.get("outputs") or []}
         obs.schema_changes, obs.unchanged_outputs = self._observe_outputs(event, run.run_id)
@@ -475,8 +500,34 @@ class Facts:
         js.restarts.extend([when] * extra)
         run.restarts = max(run.restarts, restarts)
         run.status = new
+        self._note_job_run(js, run, new, obs.at, event.get("error"))
         if new == "FINISHED":
             self._observe_duration(event, obs, run, js)
+        if run.terminal:
+            obs.fresh_writes += self.writes.ended(run.run_id, (run.namespace, run.job), new)
+
+    @staticmethod
+    def _note_job_run(js: JobState, run: RunState, status: str, at: dt.datetime,
+                      error: dict[str, Any] | None = None) -> None:
+        """The job's latest run is this one (unless an earlier-started run's late event): its status and error."""
+        if js.last_run not in (None, run.run_id) and js.last_at is not None and run.created < js.last_at:
+            return
+        js.last_run, js.last_status, js.last_at = run.run_id, status, at
+        js.last_error = f"{error['error_class']}: {error['message']}" if error else None
+
+    def _observe_writes(self, event: dict[str, Any], obs: Observation, run: RunState) -> None:
+        """The outputs of a successful action are pending with its run (counted once it ends FINISHED)."""
+        if event.get("action_status") == "FAILED":
+            return
+        for ds in event.get("outputs") or []:
+            fresh = self.writes.wrote(ds, (run.namespace, run.job), run.run_id, obs.at,
+                                      finished=run.status == "FINISHED", partition=run.partition)
+            if fresh is not None:
+                obs.fresh_writes.append(fresh)
+
+    def reads_of(self, job: tuple[str, str]) -> set[str]:
+        """The datasets ("ns/name") job ``(namespace, name)`` was seen reading (within ``READER_TTL``)."""
+        return set(self._reads_of.get(job, set()))
 
     def _observe_duration(self, event: dict[str, Any], obs: Observation, run: RunState, js: JobState) -> None:
         """A successful run's duration (from its start when the event has none), against the job's earlier
@@ -722,7 +773,7 @@ class Facts:
 
     def dump_dirty(self) -> list[tuple[str, str, dict[str, Any] | None]]:
         """(kind, key, JSON or None when deleted) of everything changed since the last call."""
-        out: list[tuple[str, str, dict[str, Any] | None]] = []
+        out = self._dump_writes()
         for kind, key in self._dirty:
             value: Any
             if kind == "run":
@@ -759,12 +810,24 @@ class Facts:
         self._dirty.clear()
         return out
 
+    def _dump_writes(self) -> list[tuple[str, str, dict[str, Any] | None]]:
+        """The changed write states and promise flags of datasets this instance owns."""
+        out: list[tuple[str, str, dict[str, Any] | None]] = []
+        for kind, key in sorted(self.writes.dirty):
+            st = self.writes.states.get(key)
+            if st is not None and self.owned is not None and st.partition is not None and st.partition not in \
+                    self.owned:
+                continue  # another instance's: it saves its own, newer copy
+            out.append((kind, _row_key(key), self.writes.row(kind, key)))
+        self.writes.dirty.clear()
+        return out
+
     def reload(self, rows: list[tuple[str, str, dict[str, Any]]], partitions: set[str]) -> None:
         """Take ``rows`` (the database's facts of ``partitions``, newly assigned) over what is held of them."""
         self.drop(partitions)
-        dirty = set(self._dirty)
+        dirty, writes_dirty = set(self._dirty), set(self.writes.dirty)
         self.load(rows)
-        self._dirty = dirty
+        self._dirty, self.writes.dirty = dirty, writes_dirty
 
     def load(self, rows: list[tuple[str, str, dict[str, Any]]]) -> None:
         for kind, key, doc in rows:
@@ -779,4 +842,7 @@ class Facts:
                 self.datasets[key] = (doc["run_id"], doc["fields"])
             elif kind in ("reader", "change"):
                 self.take_shared([(kind, key, doc)])
+            elif kind in ("write", "fired"):
+                self.writes.load_row(kind, doc)
         self._dirty.clear()
+        self.writes.dirty.clear()

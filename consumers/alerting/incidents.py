@@ -6,10 +6,14 @@ instead of equal labels:
 * A firing ``run_failed`` or ``breaking_change`` alert of a job that other
   jobs read (through datasets, up to ``depth`` hops) opens an incident: its
   own notification is the incident's page, and lists the jobs it affects.
-* A later ``run_failed``, ``refresh_missed``, ``run_stuck`` or
-  ``breaking_change`` alert of a job downstream of one of the incident's
-  failures, starting within ``window`` after it, is attached to the incident:
-  it is muted while the incident is open (kept, shown, not paged).
+* A later ``run_failed``, ``refresh_missed``, ``run_stuck``,
+  ``breaking_change``, ``dataset_stale`` or ``refresh_held`` alert of a job
+  downstream of one of the incident's failures, starting within ``window``
+  after it, is attached to the incident: it is muted while the incident is
+  open (kept, shown, not paged). An alert that names its upstream jobs itself
+  (``upstream_jobs``: a held refresh names the input's failed writer, a stale
+  dataset the failing writers it found upstream) counts those as one hop up,
+  whatever lineage has been seen.
 * When the root alert resolves, the incident resolves; attached alerts still
   firing are no longer muted, so they page on their own.
 
@@ -44,7 +48,8 @@ JobKey = tuple[str, str]
 #: alert kinds whose alert can be the root cause of an incident: a run failed, or broke its output
 ROOT_KINDS = frozenset({"run_failed", "breaking_change"})
 #: alert kinds that can follow from an upstream failure and be attached to its incident
-DOWNSTREAM_KINDS = frozenset({"run_failed", "refresh_missed", "run_stuck", "breaking_change"})
+DOWNSTREAM_KINDS = frozenset({"run_failed", "refresh_missed", "run_stuck", "breaking_change", "dataset_stale",
+                              "refresh_held"})
 #: jobs listed by name in an incident's page (then a count)
 MAX_AFFECTS = 20
 
@@ -181,6 +186,8 @@ class Candidate:
     labels: dict[str, str]
     firing: bool
     notified: bool
+    #: jobs the alert itself names as its upstream (one hop up, in addition to lineage)
+    upstream: tuple[JobKey, ...] = ()
 
 
 class IncidentBook:
@@ -231,7 +238,8 @@ class IncidentBook:
         others = [i for i in self.open.values() if i is not own]
         if not others:
             return None
-        found = choose(c.job, c.starts_at, others, hops(c.job, self.lineage.upstream, self.depth), self.window)
+        upstream = {**dict.fromkeys(c.upstream, 1), **hops(c.job, self.lineage.upstream, self.depth)}
+        found = choose(c.job, c.starts_at, others, upstream, self.window)
         if found is None:
             return None
         if own is not None:  # opened for it before its upstream was known: merged into the upstream one

@@ -94,6 +94,9 @@ class Signal:
     #: the run or refresh (command id) the firing is about: the engine flags it, so a clean later run clears
     run_id: str | None = None
     refresh_id: str | None = None
+    #: the dataset (``ns/name``, or ``writes.never_key``) whose freshness window the signal is about: the engine
+    #: keeps a firing's labels with its write state, so the next successful write clears that very alert
+    dataset: str | None = None
 
     @property
     def fingerprint(self) -> str:

@@ -36,6 +36,7 @@ partitions saved newer ones.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import time
 import uuid
@@ -56,6 +57,7 @@ from .model import Signal, labels_match
 from .outbox import Outbox, OutboxWorker
 from .state import Every, FactRow, Offsets, Pending, Timers
 from .store import DEFAULT_URL, AlertStore, Silence, StoreLineage, read_incidents, write_edges, write_incidents
+from .writes import WriteState
 
 if TYPE_CHECKING:
     from lineagewire.consumers.runtime.record import Record
@@ -222,6 +224,7 @@ class AlertingHandler(Handler):
             self._check_caught_up(opened.store, now)
         # The clock's rules wait for the end of history: a run whose end is still to be read is not stuck.
         signals = [] if self.catching_up else self._still_owned(opened.store, self.engine.check(when))
+        signals = self._never_written(opened.store, signals)
         flush = self.timers.facts.due(now)
         if self.timers.prune.due(now):
             self.engine.facts.prune(when)
@@ -393,7 +396,7 @@ class AlertingHandler(Handler):
                 continue
             job = (a.labels.get("namespace", ""), a.labels.get("job", ""))
             inc = book.decide(Candidate(a.fingerprint, a.labels.get("kind", ""), job, a.starts_at, a.labels,
-                                        firing=True, notified=a.notified), now)
+                                        firing=True, notified=a.notified, upstream=_upstream_jobs(a)), now)
             if inc is not None and inc.root.fingerprint == a.fingerprint:
                 told = inc.annotations()
                 if any(a.annotations.get(k) != v for k, v in told.items()):
@@ -435,6 +438,24 @@ class AlertingHandler(Handler):
         for kind, key in theirs:
             facts.forget(kind, key)
         return [s for s in signals if not {("run", s.run_id), ("refresh", s.refresh_id)} & theirs]
+
+    def _never_written(self, store: AlertStore, signals: list[Signal]) -> list[Signal]:
+        """``signals`` less the "never written" ones of promises whose dataset another instance saw written (its
+        writer's events are on a partition this one does not own). Those stay flagged here, so the database is
+        read once per promise, and only when such an alert would fire with several instances."""
+        facts = self.engine.facts
+        never = [s for s in signals if s.firing and s.dataset is not None and s.dataset.startswith("promise:")]
+        if facts.owned is None or not never:
+            return signals
+        promises = {p.dataset: p for p in self.config.datasets}
+        written = [WriteState.from_json(doc) for doc in store.written_datasets()]
+        elsewhere = set()
+        for s in never:
+            p = promises.get(s.labels.get("dataset", ""))
+            if p is not None and any(p.matches(w.namespace, w.name, w.tables) for w in written):
+                elsewhere.add(id(s))
+                facts.writes.flag(s.dataset or "", s.rule, s.labels)
+        return [s for s in signals if id(s) not in elsewhere]
 
     def _reload(self) -> None:
         pending = set(self.pending.reload)
@@ -502,6 +523,17 @@ def _inhibitors(rules: list[InhibitRule], alerts: Any) -> dict[tuple[int, tuple[
 def _new_groups(dispatcher: Dispatcher, signals: list[Signal]) -> list[Group]:
     """The groups the firing ``signals`` open, once each (the store inserts those without a row yet)."""
     return list({g.key: g for g in (dispatcher.group_of(s) for s in signals if s.firing)}.values())
+
+
+def _upstream_jobs(alert: Alert) -> tuple[tuple[str, str], ...]:
+    """The jobs an alert names as its upstream (``upstream_jobs``: a JSON list of [namespace, job])."""
+    text = alert.annotations.get("upstream_jobs")
+    if not text:
+        return ()
+    try:
+        return tuple((str(ns), str(job)) for ns, job in json.loads(text))
+    except (ValueError, TypeError):
+        return ()  # an annotation from a template or an older version: lineage alone decides
 
 
 def _fact_of(signal: Signal) -> tuple[str, str] | None:

@@ -309,6 +309,13 @@ class AlertStore:
                 sa.and_(facts_t.c.kind == "reader", readers),
                 sa.and_(facts_t.c.kind == "change", facts_t.c.key.in_([change_row_key(d) for d in datasets])))))]
 
+    def written_datasets(self) -> list[dict[str, Any]]:
+        """The write states of every dataset with a successful write, whichever instance saved them (writes.py;
+        a promise is "never written" only if none of them matches it)."""
+        with self._conn() as c:
+            return [r.value for r in c.execute(sa.select(facts_t.c.value).where(facts_t.c.kind == "write"))
+                    if r.value.get("last_success")]
+
     def fact_partitions(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str | None]:
         """The partition each fact ``(kind, key)`` has in the database (facts without a row are left out)."""
         keys = sorted(set(keys))

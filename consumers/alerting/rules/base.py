@@ -17,6 +17,8 @@ packages register kinds under the entry-point group ``lineagewire.alert_rules``.
 * ``check(now, facts)`` (``timer = True`` kinds only) is called on the
   service's clock, also when the topic is quiet, for conditions that are an
   absence of events (a run that never finished, a refresh that never came).
+* ``promises``: the freshness promises of the file's ``datasets:`` section
+  (``lineagewire.freshness``), given to every rule; ``dataset_stale`` checks them.
 * Every signal of a rule carries ``alert_labels(...)``: alertname (the rule's
   name), kind, severity, namespace, job, the rule's own labels, the job tags
   named in ``copy_tags`` (``table`` by default) and what the kind adds. The
@@ -33,6 +35,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import BaseModel, ConfigDict
 
 from lineagewire.consumers.alerting.model import Signal, glob_match
+from lineagewire.freshness import Promises
 
 if TYPE_CHECKING:
     from lineagewire.consumers.alerting.facts import Facts, Observation
@@ -75,7 +78,8 @@ class Rule:
 
     def __init__(self, name: str, *, match: Match | None = None, severity: str = "warning",
                  labels: dict[str, str] | None = None, channels: tuple[str, ...] = (),
-                 copy_tags: tuple[str, ...] = ("table",), params: RuleParams | None = None) -> None:
+                 copy_tags: tuple[str, ...] = ("table",), params: RuleParams | None = None,
+                 promises: Promises | None = None) -> None:
         self.name = name
         self.match = match or Match()
         self.severity = severity
@@ -83,6 +87,7 @@ class Rule:
         self.channels = tuple(channels)
         self.copy_tags = tuple(copy_tags)
         self.params: Any = params if params is not None else self.Params()
+        self.promises = promises if promises is not None else Promises()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
