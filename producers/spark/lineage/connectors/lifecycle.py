@@ -5,13 +5,18 @@ symlink), with ``lifecycle_change`` (OpenLineage's ``LifecycleStateChangeDataset
 RENAME, TRUNCATE, DROP, OVERWRITE) and the columns it has after the change; a RENAME names the table by its
 new name, and ``previous_identifier`` is the dataset it was before.
 
-The listener hears of a command after it ran. That is what ALTER, RENAME and TRUNCATE need: the catalog has
-the table as the command left it. A dropped table is gone by then, so its location and columns are read
-before: ``watch_catalog`` adds a listener to the session catalog's external catalog, which Spark calls in the
-thread that drops the table, before it does (``DropTablePreEvent``). Tables of other catalogs (Iceberg's) are
-named as this JVM last saw them (``remember``). A DROP that dropped nothing (the table did not exist: a
-failed ``DROP TABLE``, or ``IF EXISTS``) is no lifecycle change, and neither is a RENAME that did not happen
-(the new name was taken): the action names no output.
+The listener hears of a command after it ran, and the emitter's worker reads the catalog later still: by then
+the next statement may have changed the table again (ALTER then RENAME, RENAME then DROP). So the session
+catalog's tables are read in the thread that runs the DDL: ``watch_catalog`` adds a listener to the session
+catalog's external catalog, which Spark calls there, before a DROP (``DropTablePreEvent``: the table as it was)
+and after an ALTER or a RENAME (``AlterTableEvent``, ``RenameTableEvent``: the table as the command left it).
+Each command's extraction takes the oldest read of its table and kind; with none (a catalog without the
+watcher) it reads the catalog as it is then, and a TRUNCATE of a table gone since is named as the watcher last
+read it. Tables of other catalogs (Iceberg's) are named as this JVM last saw them (``remember``).
+
+A DROP that dropped nothing (the table did not exist: a failed ``DROP TABLE``, or ``IF EXISTS``) is no
+lifecycle change, and neither is a RENAME that did not happen (the new name was taken): the action names no
+output.
 
 Writes get their change from their operation (``settle``): a CTAS is a CREATE, an overwrite an OVERWRITE.
 """
@@ -106,34 +111,82 @@ class _Dropped:
     execution: str | None
 
 
+#: per table, how many of its ALTER and RENAME reads the watcher keeps for extractions still to come
+_CHANGES_PER_TABLE = 16
+
+
 class _CatalogWatcher:
-    """An ``ExternalCatalogEventListener``: Spark calls it in the thread that runs the DDL, before the change."""
+    """An ``ExternalCatalogEventListener``: Spark calls it in the thread that runs the DDL (before a DROP, after an
+    ALTER or a RENAME), so the table is read as that command saw it, whatever runs after."""
 
     def __init__(self, external: Any, context: Any) -> None:
         self.external = external
         self.context = context
         self.dropped: OrderedDict[tuple[str, str], _Dropped] = OrderedDict()
+        #: (database, table) -> [(ALTER or RENAME, JVM CatalogTable after it, old name for a RENAME)], oldest first
+        self.changed: OrderedDict[tuple[str, str], list[tuple[str, Any, str | None]]] = OrderedDict()
+        #: (database, table) -> the JVM CatalogTable as the watcher last read it (after a change, before a DROP)
+        self.last: OrderedDict[tuple[str, str], Any] = OrderedDict()
         self.lock = threading.Lock()
 
     def onEvent(self, event: Any) -> None:  # noqa: N802 - Java interface
         try:
-            if not str(event.toString()).startswith("DropTablePreEvent("):
-                return
-            database, name = str(event.database()), str(event.name())
-            table = self.external.getTable(database, name)
-            location = option(table.storage().locationUri())
-            provider, input_format = option(table.provider()), option(table.storage().inputFormat())
-            facts = _Dropped(str(location.toString()) if location is not None else None,
-                             provider and str(provider), input_format and str(input_format),
-                             str(table.schema().json()), str(table.tableType().name()) == "VIEW",
-                             self.context.getLocalProperty("spark.sql.execution.id"))
-            with self.lock:
-                self.dropped.pop((database, name), None)
-                self.dropped[(database, name)] = facts
-                while len(self.dropped) > 64:
-                    self.dropped.popitem(last=False)
-        except Exception:  # noqa: BLE001 - never fail the user's DDL: the DROP is then named by what was seen
-            log.debug("reading a table about to be dropped failed", exc_info=True)
+            text = str(event.toString())
+            if text.startswith("DropTablePreEvent("):
+                self._before_drop(event)
+            elif text.startswith("AlterTableEvent(") and not text.endswith(",stats)"):
+                # statistics updates (an INSERT's, ANALYZE's) are no lifecycle change
+                self._after_change("ALTER", str(event.database()), str(event.name()), None)
+            elif text.startswith("RenameTableEvent("):
+                self._after_change("RENAME", str(event.database()), str(event.newName()), str(event.name()))
+        except Exception:  # noqa: BLE001 - never fail the user's DDL: the change is then read later, as it is then
+            log.debug("reading a table changed failed", exc_info=True)
+
+    def _after_change(self, change: str, database: str, name: str, old: str | None) -> None:
+        table = self.external.getTable(database, name)
+        with self.lock:
+            queue = self.changed.setdefault((database, name), [])
+            queue.append((change, table, old))
+            del queue[:-_CHANGES_PER_TABLE]
+            self._keep_last(database, name, table)
+            while len(self.changed) > 64:
+                self.changed.popitem(last=False)
+
+    def _keep_last(self, database: str, name: str, table: Any) -> None:
+        self.last.pop((database, name), None)
+        self.last[(database, name)] = table
+        while len(self.last) > 64:
+            self.last.popitem(last=False)
+
+    def take_change(self, change: str, database: str, name: str) -> tuple[Any, str | None] | None:
+        """The oldest read of ``change`` (ALTER or RENAME) of the table not yet taken: (CatalogTable, old name)."""
+        with self.lock:
+            queue = self.changed.get((database, name)) or []
+            for i, (kind, table, old) in enumerate(queue):
+                if kind == change:
+                    del queue[i]
+                    return table, old
+        return None
+
+    def last_read(self, database: str, name: str) -> Any:
+        with self.lock:
+            return self.last.get((database, name))
+
+    def _before_drop(self, event: Any) -> None:
+        database, name = str(event.database()), str(event.name())
+        table = self.external.getTable(database, name)
+        location = option(table.storage().locationUri())
+        provider, input_format = option(table.provider()), option(table.storage().inputFormat())
+        facts = _Dropped(str(location.toString()) if location is not None else None,
+                         provider and str(provider), input_format and str(input_format),
+                         str(table.schema().json()), str(table.tableType().name()) == "VIEW",
+                         self.context.getLocalProperty("spark.sql.execution.id"))
+        with self.lock:
+            self.dropped.pop((database, name), None)
+            self.dropped[(database, name)] = facts
+            while len(self.dropped) > 64:
+                self.dropped.popitem(last=False)
+            self._keep_last(database, name, table)
 
     def take(self, database: str, name: str) -> _Dropped | None:
         with self.lock:
@@ -185,16 +238,33 @@ def watch_session(jsession: Any) -> _CatalogWatcher | None:
 # -- naming a table --------------------------------------------------------------------------------------
 
 
-def _session_table(ctx: Extraction, jident: Any) -> Dataset | None:
-    """A session catalog table as it is now (JVM ``TableIdentifier``), None for a view or a missing table."""
+def _session_table(ctx: Extraction, jident: Any, change: str | None = None) -> Dataset | None:
+    """A session catalog table (JVM ``TableIdentifier``) as ``change`` (ALTER) left it, read by the watcher when the
+    command ran; else as it is now, or as the watcher last read it if it is gone. None for a view or no table."""
     ctx.deadline.check_essential("looking up the table changed")
     catalog = ctx.session().sessionState().catalog()
-    if not bool(catalog.tableExists(jident)):
-        return None
-    jtable = catalog.getTableMetadata(jident)
+    jtable = _watched(ctx, catalog, jident, change)
+    if jtable is None:
+        if not bool(catalog.tableExists(jident)):
+            return None
+        jtable = catalog.getTableMetadata(jident)
     if str(jtable.tableType().name()) == "VIEW":
         return None
     return catalog_table_dataset(ctx, jtable)
+
+
+def _watched(ctx: Extraction, catalog: Any, jident: Any, change: str | None) -> Any:
+    """The watcher's read of the table for ``change`` (the oldest not yet taken); for no change (a TRUNCATE, which
+    the catalog does not announce), its last read if the table is gone since."""
+    watcher = watch_catalog(ctx)
+    if watcher is None:
+        return None
+    database = option(jident.database()) or catalog.getCurrentDatabase()
+    name = str(jident.table())
+    if change is not None:
+        taken = watcher.take_change(change, str(database), name)
+        return None if taken is None else taken[0]
+    return None if bool(catalog.tableExists(jident)) else watcher.last_read(str(database), name)
 
 
 def _v2_table(ctx: Extraction, node: PlanNode, catalog: Any, ident: Any) -> Dataset:
@@ -237,7 +307,7 @@ def alter_v1(ctx: Extraction, node: PlanNode) -> None:
         return
     jnode = ctx.j(node)
     jident = jnode.table() if "table" in node.fields else jnode.tableName()
-    _changed(ctx, _session_table(ctx, jident), "ALTER", _operation(node))
+    _changed(ctx, _session_table(ctx, jident, "ALTER"), "ALTER", _operation(node))
 
 
 def truncate_v1(ctx: Extraction, node: PlanNode) -> None:
@@ -256,15 +326,23 @@ def rename_v1(ctx: Extraction, node: PlanNode) -> None:
     jnode = ctx.j(node)
     old, new = jnode.oldName(), jnode.newName()
     catalog = ctx.session().sessionState().catalog()
-    database = option(new.database()) or option(old.database())
+    database = option(new.database()) or option(old.database()) or catalog.getCurrentDatabase()
     jvm = internals.active_jvm()
     new = jvm.org.apache.spark.sql.catalyst.TableIdentifier(str(new.table()), jvm.scala.Option.apply(database))
-    if bool(catalog.tableExists(old)):
-        return  # the rename did not happen (the new name was taken): the action failed
-    ds = _session_table(ctx, new)
-    if ds is None:
-        return
-    jtable = catalog.getTableMetadata(new)
+    watcher = watch_catalog(ctx)
+    taken = watcher.take_change("RENAME", str(database), str(new.table())) if watcher is not None else None
+    if taken is not None:  # read when it happened: whatever ran since does not matter
+        jtable = taken[0]
+        if str(jtable.tableType().name()) == "VIEW":
+            return
+        ds = catalog_table_dataset(ctx, jtable)
+    else:
+        if bool(catalog.tableExists(old)):
+            return  # the rename did not happen (the new name was taken): the action failed
+        ds = _session_table(ctx, new)
+        if ds is None:
+            return
+        jtable = catalog.getTableMetadata(new)
     if str(jtable.tableType().name()) == "MANAGED":
         namespace, name = file_dataset_id(str(catalog.defaultTablePath(old).toString()))
     else:
@@ -291,7 +369,26 @@ def alter_v2(ctx: Extraction, node: PlanNode) -> None:
     command left it (the plan's ``ResolvedTable`` holds it as it was)."""
     resolved = ctx.j(node).table()
     change = "TRUNCATE" if node.simple == "TruncateTable" else "ALTER"
-    _changed(ctx, _v2_table(ctx, node, resolved.catalog(), resolved.identifier()), change, node.simple)
+    catalog, ident = resolved.catalog(), resolved.identifier()
+    ds = _watched_v2(ctx, catalog, ident, change)
+    _changed(ctx, ds or _v2_table(ctx, node, catalog, ident), change, node.simple)
+
+
+def _watched_v2(ctx: Extraction, catalog: Any, ident: Any, change: str) -> Dataset | None:
+    """A session catalog table of a V2 command (Spark 4) as the watcher read it (``_watched``); None for another
+    catalog's, a Delta table's (its columns are in its log, not the catalog) or none read."""
+    if str(catalog.name()) != "spark_catalog":
+        return None
+    namespace = [str(n) for n in ident.namespace()]
+    jvm = internals.active_jvm()
+    jident = jvm.org.apache.spark.sql.catalyst.TableIdentifier(
+        str(ident.name()), jvm.scala.Option.apply(namespace[-1] if namespace else None))
+    session_catalog = ctx.session().sessionState().catalog()
+    jtable = _watched(ctx, session_catalog, jident, None if change == "TRUNCATE" else change)
+    if jtable is None or str(jtable.tableType().name()) == "VIEW" or hive_format(
+            option(jtable.provider()), option(jtable.storage().inputFormat())) == "delta":
+        return None
+    return catalog_table_dataset(ctx, jtable)
 
 
 def create_v2(ctx: Extraction, node: PlanNode) -> None:
@@ -333,10 +430,12 @@ def rename_v2(ctx: Extraction, node: PlanNode) -> None:
     namespace = parts[:-1] or [str(n) for n in old.namespace()]
     jvm = internals.active_jvm()
     new = jvm.org.apache.spark.sql.connector.catalog.Identifier.of(_string_array(namespace), parts[-1])
-    if bool(catalog.tableExists(old)) or not bool(catalog.tableExists(new)):
-        return  # the rename did not happen
+    ds = _watched_v2(ctx, catalog, new, "RENAME")  # read when it happened: what ran since does not matter
+    if ds is None:
+        if bool(catalog.tableExists(old)) or not bool(catalog.tableExists(new)):
+            return  # the rename did not happen
+        ds = _v2_table(ctx, node, catalog, new)
     before = _SEEN.get(_symlink_key(ctx, catalog, old))
-    ds = _v2_table(ctx, node, catalog, new)
     if before is not None:
         previous: DatasetId = {"namespace": before["namespace"], "name": before["name"]}
     else:
