@@ -161,16 +161,22 @@ def _newest(h: dict[str, Any]) -> sa.ColumnElement[bool]:
 
 
 def _fill_duration(conn: Connection, run_id: str) -> None:
-    """The duration of an ended run whose events gave none (an OpenLineage run's COMPLETE), from its start (or
-    creation) to its end, once both are known; a run whose only known time is its end keeps None."""
-    r = m.runs.c
+    """The duration of an ended run whose end gave none (an OpenLineage run's COMPLETE), from its start (or
+    creation) to its end, again whenever an earlier start becomes known (events out of order); a run whose only
+    known time is its end keeps None. A duration the ending event gave is kept."""
+    r, t = m.runs.c, m.transitions.c
     row = conn.execute(sa.select(r.started_at, r.created_at, r.ended_at, r.duration_ms)
                        .where(r.run_id == run_id)).first()
-    if row is None or row.ended_at is None or row.duration_ms is not None:
+    if row is None or row.ended_at is None:
+        return
+    if row.duration_ms is not None and conn.execute(
+            sa.select(t.duration_ms).where(t.run_id == run_id, t.transition_time == row.ended_at,
+                                           t.new_status.in_(TERMINAL_STATUSES))
+            .order_by(t.sequence.desc()).limit(1)).scalar() is not None:
         return
     began = row.started_at or row.created_at
-    if began is not None and began < row.ended_at:
-        ms = int((row.ended_at - began).total_seconds() * 1000)
+    ms = int((row.ended_at - began).total_seconds() * 1000) if began is not None and began < row.ended_at else None
+    if ms != row.duration_ms:
         conn.execute(m.runs.update().where(r.run_id == run_id).values(duration_ms=ms))
 
 
@@ -270,9 +276,10 @@ class RegistryStore:
             # An event earlier than every one before it (out of order, START-less) moves the run's beginning back;
             # a JobCreatedEvent sets it outright (``_created``).
             r = m.runs.c
-            conn.execute(m.runs.update().where(r.run_id == h["run_id"], sa.or_(r.created_at.is_(None),
-                                                                               r.created_at > began))
-                         .values(created_at=began))
+            if conn.execute(m.runs.update().where(r.run_id == h["run_id"], sa.or_(r.created_at.is_(None),
+                                                                                  r.created_at > began))
+                            .values(created_at=began)).rowcount:
+                _fill_duration(conn, h["run_id"])
 
     # -- events -----------------------------------------------------------------------------------
 
@@ -351,15 +358,17 @@ class RegistryStore:
         newest = conn.execute(run.where(_newest(h)).values(
             status=ev["new_status"], lifecycle_state=ev["lifecycle_state"], last_sequence=h["sequence"],
             last_event_time=h["event_time"])).rowcount == 1
-        if ev["new_status"] == "RUNNING":
-            conn.execute(run.where(sa.or_(r.started_at.is_(None), r.started_at > when)).values(started_at=when))
+        began = ev["new_status"] == "RUNNING" and conn.execute(
+            run.where(sa.or_(r.started_at.is_(None), r.started_at > when)).values(started_at=when)).rowcount
         # the end and the error are the newest event's: a late RUNNING or FAILED does not touch a run ended since
-        if newest and ev["new_status"] in TERMINAL_STATUSES:
+        ended = newest and ev["new_status"] in TERMINAL_STATUSES
+        if ended:
             conn.execute(run.values(ended_at=when, duration_ms=ev.get("duration_ms")))
         if newest and err:
             conn.execute(run.values(error_class=err["error_class"], error_message=err["message"]))
         conn.execute(run.where(r.restarts < ev["restarts"]).values(restarts=ev["restarts"]))
-        _fill_duration(conn, h["run_id"])
+        if began or ended:
+            _fill_duration(conn, h["run_id"])
 
     def _action(self, conn: Connection, ev: dict[str, Any], job_id: int) -> None:
         h = ev["header"]
