@@ -21,6 +21,8 @@ Runs
   ``header.parent_run`` names the workflow, the parent facet.
 * ``RefreshCommand`` and ``CancelRefresh`` are commands, not runs: they give
   no OpenLineage event (the refresh shows up through the runner's own events).
+* Events that came in as OpenLineage (``header.openlineage`` set, by ``lineagewire
+  ingest openlineage``) go out as the OpenLineage event they came as: see ``ingested``.
 
 Status table (see also docs/consumers.md)
 -----------------------------------------
@@ -65,6 +67,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 from lineagewire import __version__
 
 from .exceptions import TranslationError
+from .ingested import ingested_events
 from .render import Renderer
 
 __all__ = [
@@ -174,6 +177,8 @@ class Translator:
         except (KeyError, TypeError, AttributeError) as exc:
             raise TranslationError(f"event has no header.schema_name ({exc!r}); expected a decoded lineagewire "
                                    "event") from exc
+        if hdr.get("openlineage") is not None:
+            return ingested_events(event)
         build = self._by_kind.get(kind)
         if build is None:
             raise TranslationError(f"header.schema_name={hdr.get('schema_name')!r}: no OpenLineage mapping; "

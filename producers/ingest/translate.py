@@ -109,7 +109,7 @@ class _Event:
         self.ev, self.kind = ev, kind
         self.event_type = ev.get("eventType") or "OTHER"
         self.when = _event_time(ev.get("eventTime"))
-        self.digest = hashlib.sha256(json.dumps(ev, sort_keys=True, separators=(",", ":")).encode()).digest()
+        self.digest = hashlib.sha256(_identity(ev).encode()).digest()
         self.producer = _producer(ev.get("producer"))
         self.slot = 0
 
@@ -185,6 +185,15 @@ class _Event:
 
 
 # -- fields ------------------------------------------------------------------------------------------
+
+def _identity(ev: dict[str, Any]) -> str:
+    """What makes an OpenLineage event the same event: its run, type, time and job (or dataset). A producer that
+    sends it again (a retry, a replayed topic) sends the same; two events of one run differ in type or time."""
+    run, job, ds = ev.get("run") or {}, ev.get("job") or {}, ev.get("dataset") or {}
+    parts = (run.get("runId"), ev.get("eventType"), ev.get("eventTime"), job.get("namespace"), job.get("name"),
+             ds.get("namespace"), ds.get("name"))
+    return json.dumps(parts)
+
 
 def _object(parent: dict[str, Any], key: str, where: str = "$", *, required: bool = True) -> dict[str, Any]:
     value = parent.get(key)
