@@ -36,7 +36,7 @@ class IngestSettings(SettingsBase):
                                 "larger one is answered 413")
     topic: str | None = Field(None, description="topic the translated events go to (default: the kafka section's "
                               "topics.jobs, lineage.jobs)")
-    ack_timeout: float = Field(5.0, gt=0, le=120, description="seconds to wait for Kafka to confirm a request's "
+    ack_timeout: float = Field(2.0, gt=0, le=120, description="seconds to wait for Kafka to confirm a request's "
                                "events before they are put in the outbox and the request is answered")
     outbox_dir: str | None = Field(None, description="outbox folder for events Kafka cannot take now (default: "
                                    "$LINEAGEWIRE_HOME/outbox/ingest-openlineage-<port>)")

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import gzip
 import json
+import pathlib
+import time
 
 import pytest
 
 from lineagewire.config import Settings
-from tests.helpers import read_topic
+from lineagewire.kafka.local import free_port
+from tests.helpers import read_topic, wait_for
 
 from .conftest import gzipped, messages_on, ol_event, post
 
@@ -103,3 +106,38 @@ def test_a_gzip_bomb_is_cut_at_the_limit_not_inflated(receiver):
     with receiver(max_body_bytes=1 << 20) as url:
         answer = post(url, body, headers={"Content-Encoding": "gzip"})
     assert answer.status == 413
+
+
+def _spooled(folder: pathlib.Path) -> int:
+    return sum(1 for _ in folder.rglob("*.evt"))
+
+
+def test_with_kafka_down_the_answer_waits_for_the_outbox_and_the_events_are_delivered_later(
+        receiver, settings: Settings, tmp_path: pathlib.Path):
+    dead = settings.model_copy(update={"bootstrap_servers": f"127.0.0.1:{free_port()}"})  # no broker there
+    folder = tmp_path / "outbox"
+    first, second = ol_event("outage", "START"), ol_event("outage", "COMPLETE")
+    with receiver(kafka=dead, ack_timeout=1.0, outbox_dir=str(folder)) as url:
+        one = post(url, first)
+        in_outbox_then = _spooled(folder)
+        started = time.monotonic()
+        two = post(url, second)  # Kafka failed: events go straight to the outbox now, without waiting for it
+        took = time.monotonic() - started
+        in_outbox_later = _spooled(folder)
+    assert (one.status, in_outbox_then) == (201, 1)
+    assert (two.status, in_outbox_later) == (201, 2)
+    assert took < 0.9, f"{took:.2f}s: the second request waited for Kafka again"
+    assert messages_on(settings, settings.topics.jobs) == 0
+    with receiver(outbox_dir=str(folder)):  # the cluster answers: the next start delivers what the outbox holds
+        got = read_topic(settings, settings.topics.jobs, 2)
+        wait_for(lambda: _spooled(folder) == 0, timeout=30)
+    assert sorted(e["header"]["run_id"] for e in got) == sorted([first["run"]["runId"], second["run"]["runId"]])
+
+
+def test_with_kafka_down_and_the_outbox_full_the_answer_is_503_so_the_producer_keeps_the_event(
+        receiver, settings: Settings, tmp_path: pathlib.Path):
+    dead = settings.model_copy(update={"bootstrap_servers": f"127.0.0.1:{free_port()}"})
+    with receiver(kafka=dead, ack_timeout=1.0, outbox_max_mb=0.0001) as url:
+        answer = post(url, ol_event("full"))
+    assert answer.status == 503
+    assert "outbox" in answer.json()["error"]
