@@ -19,8 +19,9 @@ from typing import Any
 __all__ = ["RefreshHandler", "RefreshInfo", "TableStatus", "WorkflowInfo", "WorkflowScheduler"]
 
 WORKFLOW_STATUSES = ("ACTIVE", "PAUSED", "COMPLETED")
-#: PENDING: claimed, not yet on Kafka; QUEUED: on Kafka, no status yet; then what the run reported.
-REFRESH_STATUSES = ("PENDING", "QUEUED", "RUNNING", "COMPLETED", "FAILED", "CANCELED", "ABANDONED")
+#: PENDING: claimed, not yet on Kafka; HELD: not published because an input is broken; QUEUED: on Kafka, no status
+#: yet; then what the run reported.
+REFRESH_STATUSES = ("PENDING", "HELD", "QUEUED", "RUNNING", "COMPLETED", "FAILED", "CANCELED", "ABANDONED")
 TERMINAL_REFRESH = frozenset({"COMPLETED", "FAILED", "CANCELED", "ABANDONED"})
 
 
@@ -58,7 +59,7 @@ class WorkflowInfo:
     id: str
     name: str
     table: str
-    kind: str  # PERIODIC | ONE_TIME
+    kind: str  # PERIODIC | ONE_TIME | UPSTREAM
     status: str  # ACTIVE | PAUSED | COMPLETED
     cron: str | None
     time_zone: str
@@ -69,6 +70,10 @@ class WorkflowInfo:
     created: dt.datetime
     updated: dt.datetime
     paused_at: dt.datetime | None = None
+    #: what its commands say fired them: CRON, FRESHNESS, ONE_TIME, MANUAL or UPSTREAM
+    refresh_trigger: str | None = None
+    #: its refresh is published whatever holds it (``workflows refresh --force``)
+    force: bool = False
 
     @property
     def handler(self) -> RefreshHandler:
@@ -86,7 +91,7 @@ class RefreshInfo:
     workflow_id: str
     table: str
     nominal_time: dt.datetime
-    trigger: str  # SCHEDULED | MISFIRE | BACKFILL | MANUAL
+    trigger: str  # SCHEDULED | MISFIRE | BACKFILL | MANUAL | UPSTREAM | STALENESS: how the loop fired it
     status: str
     attempt: int
     run_id: str
@@ -100,6 +105,13 @@ class RefreshInfo:
     #: the scheduler instance that claimed (and published) the current attempt
     claimed_by: str | None = None
     static_partitions: dict[str, str] = field(default_factory=dict)
+    #: the command's header.schedule.trigger (CRON, FRESHNESS, ONE_TIME, MANUAL, UPSTREAM) and, for UPSTREAM,
+    #: the upstream run (job_namespace, job_name, run_id)
+    refresh_trigger: str | None = None
+    trigger_run: dict[str, Any] | None = None
+    #: why it is HELD (HoldReason dicts: condition, input, upstream_run, detail); [] unless HELD
+    hold_reasons: list[dict[str, Any]] = field(default_factory=list)
+    held_since: dt.datetime | None = None
 
     @property
     def retry_count(self) -> int:
@@ -119,11 +131,18 @@ class TableStatus:
     last_success: dt.datetime | None
     latest: RefreshInfo | None
     counts: dict[str, int]
+    #: the reasons of its newest HELD refresh ([] when none is held)
+    hold_reasons: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def held(self) -> bool:
+        return bool(self.hold_reasons)
 
     def as_dict(self) -> dict[str, Any]:
         return _jsonable({"table": self.table, "healthy": self.healthy, "reason": self.reason,
                           "last_success": self.last_success, "counts": self.counts,
-                          "latest": self.latest.as_dict() if self.latest else None})
+                          "latest": self.latest.as_dict() if self.latest else None, "held": self.held,
+                          "hold_reasons": self.hold_reasons})
 
 
 class WorkflowScheduler(abc.ABC):

@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from lineagewire.db import insert_ignore
 
 from .commands import run_id_for
+from .states import IN_FLIGHT
 from .store import refreshes, workflows
 from .tables import MaterializedTable
 
@@ -25,12 +26,19 @@ __all__ = ["Claims", "claim_row"]
 
 
 def claim_row(cid: str, *, workflow_id: str, table: MaterializedTable, time_zone: str, nominal_time: dt.datetime,
-              trigger: str, now: dt.datetime, instance: str) -> dict[str, Any]:
-    """The ``lw_refreshes`` row that claims attempt 1 of a fire for ``instance``."""
+              trigger: str, now: dt.datetime, instance: str, refresh_trigger: str | None = None,
+              trigger_run: dict[str, Any] | None = None, force: bool = False) -> dict[str, Any]:
+    """The ``lw_refreshes`` row that claims attempt 1 of a fire for ``instance``; ``refresh_trigger`` and
+    ``trigger_run`` are what its command's ``header.schedule`` will say fired it; ``force``: never held."""
     return {"command_id": cid, "workflow_id": workflow_id, "table_name": table.identifier,
             "nominal_time": nominal_time, "trigger": trigger, "status": "PENDING", "attempt": 1,
             "run_id": run_id_for(cid, 1), "claimed_by": instance, "claimed_at": now,
-            "static_partitions": table.static_partitions(nominal_time, time_zone)}
+            "static_partitions": table.static_partitions(nominal_time, time_zone),
+            "refresh_trigger": refresh_trigger, "trigger_run": trigger_run, "force": force}
+
+
+class _Taken(Exception):
+    """Rolls a claim's transaction back: another instance claimed the fire first."""
 
 
 class Claims:
@@ -117,6 +125,71 @@ class Claims:
                                                    refreshes.c.started_at <= long_ago)
                           .values(status="ABANDONED", ended_at=now,
                                   error=f"still RUNNING after {run_timeout:.0f}s with no final status"))
+
+    def claim_upstream(self, workflow: Any, row: dict[str, Any], seen: dt.datetime, now: dt.datetime) -> bool:
+        """Claim an UPSTREAM fire: move the workflow's write cursor to ``seen`` and its last fire to the fire's
+        nominal time, only where nobody moved them since ``workflow`` was read, and insert the refresh ``row``,
+        in one transaction. False (nothing written) when another instance claimed this change first."""
+        try:
+            with self._engine().begin() as c:
+                moved = c.execute(
+                    workflows.update().where(workflows.c.id == workflow.id, workflows.c.status == "ACTIVE",
+                                             workflows.c.upstream_seen.is_not_distinct_from(workflow.upstream_seen),
+                                             workflows.c.last_fire.is_not_distinct_from(workflow.last_fire))
+                    .values(upstream_seen=seen, last_fire=row["nominal_time"], updated=now)).rowcount
+                if moved != 1 or not self.insert(c, [row]):
+                    # another instance was first; or the fire exists already: the cursor stays where it was
+                    raise _Taken
+        except _Taken:
+            return False
+        return True
+
+    def in_flight(self, tables: list[str]) -> set[str]:
+        """Those of ``tables`` with a refresh in flight: PENDING, HELD, QUEUED, RUNNING, or FAILED with a retry
+        pending."""
+        if not tables:
+            return set()
+        busy = sa.or_(refreshes.c.status.in_(sorted(IN_FLIGHT)),
+                      sa.and_(refreshes.c.status == "FAILED", refreshes.c.next_retry_at.is_not(None)))
+        with self._engine().connect() as c:
+            return set(c.execute(sa.select(refreshes.c.table_name).distinct()
+                                 .where(refreshes.c.table_name.in_(tables), busy)).scalars())
+
+    def set_held(self, row: dict[str, Any], values: dict[str, Any], instance: str) -> bool:
+        """PENDING -> HELD (``states.hold`` values) for the attempt of ``row``; False if it moved meanwhile."""
+        with self._engine().begin() as c:
+            return c.execute(refreshes.update().where(refreshes.c.command_id == row["command_id"],
+                                                      refreshes.c.attempt == row["attempt"],
+                                                      refreshes.c.status == "PENDING")
+                             .values(claimed_by=instance, **values)).rowcount == 1
+
+    def announced(self, command_id: str, attempt: int, when: dt.datetime) -> None:
+        """The RefreshHeld of this hold was published."""
+        with self._engine().begin() as c:
+            c.execute(refreshes.update().where(refreshes.c.command_id == command_id, refreshes.c.attempt == attempt,
+                                               refreshes.c.status == "HELD").values(held_announced=when))
+
+    def update_reasons(self, command_id: str, attempt: int, reasons: list[dict[str, Any]]) -> None:
+        """A refresh still held, for other reasons now (no new RefreshHeld: one per hold)."""
+        with self._engine().begin() as c:
+            c.execute(refreshes.update().where(refreshes.c.command_id == command_id, refreshes.c.attempt == attempt,
+                                               refreshes.c.status == "HELD").values(hold_reasons=reasons))
+
+    def release(self, r: Any, values: dict[str, Any], now: dt.datetime, instance: str, *,
+                covers: dt.datetime) -> bool:
+        """HELD -> PENDING (``states.release`` values), claimed by ``instance`` to publish now; False if another
+        instance released it (or it was cancelled) meanwhile. The released refresh reads the input writes stored
+        up to ``covers``: its UPSTREAM workflow's cursor moves there, so the write that ended the hold does not
+        fire a second refresh after it."""
+        with self._engine().begin() as c:
+            if c.execute(refreshes.update().where(refreshes.c.command_id == r.command_id,
+                                                  refreshes.c.attempt == r.attempt, refreshes.c.status == "HELD")
+                         .values(claimed_at=now, claimed_by=instance, **values)).rowcount != 1:
+                return False
+            c.execute(workflows.update().where(workflows.c.id == r.workflow_id, workflows.c.kind == "UPSTREAM",
+                                               workflows.c.upstream_seen < covers)
+                      .values(upstream_seen=covers))
+        return True
 
     def finish(self, command_id: str, attempt: int, status: str, now: dt.datetime, *,
                error: str | None = None) -> None:

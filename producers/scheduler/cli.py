@@ -127,8 +127,23 @@ def _refresh_line(r: dict[str, Any]) -> str:
     dur = f"{r['duration_ms']}ms" if r.get("duration_ms") is not None else "-"
     err = f"  error: {r['error']}" if r.get("error") else ""
     retry = f" retry at {r['next_retry_at']}" if r.get("next_retry_at") else ""
+    run = r.get("trigger_run")
+    by = f" by {run['job_name']} run {run['run_id']}" if run else ""
+    held = "".join(f"\n      held: {_reason(x)}" for x in r.get("hold_reasons") or ())
     return (f"  {r['nominal_time']}  {r['status']:<9} attempt {r['attempt']} (retries {r['retry_count']}) "
-            f"{dur:>8}  {r['trigger']:<9} {r['command_id']}{retry}{err}")
+            f"{dur:>8}  {r['trigger']:<9} {r['command_id']}{retry}{err}{by}{held}")
+
+
+def _reason(x: dict[str, Any]) -> str:
+    run = x.get("upstream_run")
+    return (f"{x['condition']} {x['input']['name']}" + (f" (run {run['run_id']} of {run['job_name']})" if run else "")
+            + (f": {x['detail']}" if x.get("detail") else ""))
+
+
+def _input_line(i: dict[str, Any]) -> str:
+    name = i.get("table") or i["dataset"]["name"]
+    return (f"    {name:<32} {i.get('health', '?'):<13} last write {i.get('last_write_at') or '-'}  "
+            f"{i.get('detail', '')}")
 
 
 @click.group()
@@ -176,11 +191,16 @@ def show(ctx: click.Context, workflow_id: str, limit: int) -> None:
     """A workflow, its recent refreshes and its table's health."""
     w = _call(ctx, "show", workflow_id, limit)
     ts = w["table_status"]
+    inputs = _call(ctx, "table_inputs", w["table"])
+    w["inputs"] = inputs  # the --json answer has them too
     lines = [_wf_line(w), f"  name={w['name']} kind={w['kind']} misfire={w['misfire_policy']} "
              f"cap={w['catchup_cap']} created={w['created']}",
              f"  table {ts['table']}: {'healthy' if ts['healthy'] else 'UNHEALTHY'} ({ts['reason']}); "
-             f"last success {ts['last_success'] or '-'}", "  refreshes:"]
-    lines += [_refresh_line(r) for r in w["refreshes"]] or ["  (none yet)"]
+             f"last success {ts['last_success'] or '-'}",
+             f"  inputs (hold on {', '.join(inputs['hold_on']) or 'nothing'}):"]
+    lines += [_input_line(i) for i in inputs["inputs"]] or ["    (none known)"]
+    lines += [f"  would hold now: {_reason(x)}" for x in inputs["hold_reasons"]]
+    lines += ["  refreshes:"] + ([_refresh_line(r) for r in w["refreshes"]] or ["  (none yet)"])
     _out(ctx, w, "\n".join(lines))
 
 
@@ -226,11 +246,20 @@ def delete(ctx: click.Context, workflow_id: str) -> None:
 @workflows.command("refresh")
 @click.argument("table")
 @click.option("--nominal-time", default=None, help="ISO time the refresh is for (default now).")
+@click.option("--force", is_flag=True, help="Override holds: publish TABLE's held refreshes now, or a refresh that "
+              "is never held.")
 @click.pass_context
-def refresh(ctx: click.Context, table: str, nominal_time: str | None) -> None:
-    """Refresh TABLE once now (a one-time workflow)."""
-    w = _call(ctx, "refresh", table, nominal_time)
-    _out(ctx, w, _wf_line(w))
+def refresh(ctx: click.Context, table: str, nominal_time: str | None, force: bool) -> None:
+    """Refresh TABLE once now (a one-time workflow, trigger MANUAL)."""
+    if not force:
+        w = _call(ctx, "refresh", table, nominal_time)
+        _out(ctx, w, _wf_line(w))
+        return
+    answer = _call(ctx, "refresh", table, nominal_time, True)
+    lines = [f"released {r['command_id']} ({r['status']})" for r in answer["released"]]
+    if answer["workflow"]:
+        lines.append(_wf_line(answer["workflow"]))
+    _out(ctx, answer, "\n".join(lines))
 
 
 @workflows.command("cancel")

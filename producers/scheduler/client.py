@@ -80,8 +80,14 @@ class SchedulerClient:
     def delete(self, workflow_id: str) -> None:
         self.request("DELETE", f"/workflows/{workflow_id}")
 
-    def refresh(self, table: str, nominal_time: str | None = None) -> dict[str, Any]:
-        return self.request("POST", f"/tables/{table}/refresh", json={"nominal_time": nominal_time})
+    def refresh(self, table: str, nominal_time: str | None = None, force: bool = False) -> dict[str, Any]:
+        body: dict[str, Any] = {"nominal_time": nominal_time}
+        if force:
+            body["force"] = True
+        return self.request("POST", f"/tables/{table}/refresh", json=body)
+
+    def table_inputs(self, table: str) -> dict[str, Any]:
+        return self.request("GET", f"/tables/{table}/inputs")
 
     def backfill(self, workflow_id: str, start: str, end: str) -> list[dict[str, Any]]:
         return self.request("POST", f"/workflows/{workflow_id}/backfill", json={"start": start, "end": end})

@@ -22,15 +22,15 @@ from typing import Any
 from lineagewire.config import Settings
 from lineagewire.exceptions import PublishError
 from lineagewire.kafka.publisher import Outgoing, Publisher, Undelivered
-from lineagewire.schemas import cancel_refresh, header, refresh_command
-from lineagewire.schemas.events import RunRef, ScheduleRef
+from lineagewire.schemas import cancel_refresh, header, refresh_command, refresh_held
+from lineagewire.schemas.events import HoldReason, RunRef, ScheduleRef
 
 from .tables import MaterializedTable
 
 log = logging.getLogger(__name__)
 
 __all__ = ["CommandSink", "KafkaCommandSink", "ListSink", "Undelivered", "build_cancel", "build_command",
-           "command_id_for", "run_id_for", "workflow_run_ref"]
+           "build_held", "command_id_for", "run_id_for", "workflow_run_ref"]
 
 _NS = uuid.UUID("6f0b1f7e-5a1c-4c39-9d0e-0c6a1d2b7a11")
 
@@ -54,12 +54,23 @@ def workflow_run_ref(namespace: str, workflow_name: str, workflow_id: str) -> Ru
     return {"job_namespace": namespace, "job_name": f"workflow {workflow_name}", "run_id": workflow_id}
 
 
-def build_command(table: MaterializedTable, *, workflow_id: str, workflow_name: str, nominal_time: dt.datetime,
-                  attempt: int, time_zone: str | None = None, deadline: dt.datetime | None = None) -> dict[str, Any]:
-    """The RefreshCommand of one attempt of one fire."""
-    cid = command_id_for(workflow_id, nominal_time)
+def _schedule(workflow_id: str, cid: str, nominal_time: dt.datetime, attempt: int, trigger: str | None,
+              trigger_run: RunRef | None) -> ScheduleRef:
     schedule: ScheduleRef = {"workflow_id": workflow_id, "command_id": cid, "nominal_time": nominal_time,
                              "attempt": attempt}
+    if trigger is not None:
+        schedule["trigger"] = trigger
+        schedule["trigger_run"] = trigger_run
+    return schedule
+
+
+def build_command(table: MaterializedTable, *, workflow_id: str, workflow_name: str, nominal_time: dt.datetime,
+                  attempt: int, time_zone: str | None = None, deadline: dt.datetime | None = None,
+                  trigger: str | None = None, trigger_run: RunRef | None = None) -> dict[str, Any]:
+    """The RefreshCommand of one attempt of one fire; ``trigger`` (CRON, FRESHNESS, ONE_TIME, MANUAL, UPSTREAM)
+    and ``trigger_run`` (the upstream run of an UPSTREAM fire) go into ``header.schedule``."""
+    cid = command_id_for(workflow_id, nominal_time)
+    schedule = _schedule(workflow_id, cid, nominal_time, attempt, trigger, trigger_run)
     hdr = header("RefreshCommand", job_namespace=table.namespace, job_name=table.job_name,
                  run_id=run_id_for(cid, attempt), parent_run=workflow_run_ref(table.namespace, workflow_name,
                                                                                workflow_id),
@@ -70,6 +81,18 @@ def build_command(table: MaterializedTable, *, workflow_id: str, workflow_name: 
         dynamic_options=dict(table.dynamic_options), execution_config=dict(table.execution_config),
         attempt=attempt, deadline=deadline,
     ))
+
+
+def build_held(table: MaterializedTable, *, workflow_id: str, workflow_name: str, command_id: str,
+               nominal_time: dt.datetime, attempt: int, reasons: list[HoldReason], held_since: dt.datetime,
+               trigger: str | None = None, trigger_run: RunRef | None = None) -> dict[str, Any]:
+    """The RefreshHeld event of a refresh the scheduler holds instead of publishing it."""
+    schedule = _schedule(workflow_id, command_id, nominal_time, attempt, trigger, trigger_run)
+    hdr = header("RefreshHeld", job_namespace=table.namespace, job_name=table.job_name,
+                 run_id=run_id_for(command_id, attempt),
+                 parent_run=workflow_run_ref(table.namespace, workflow_name, workflow_id), schedule=schedule)
+    return dict(refresh_held(hdr, command_id=command_id, workflow_id=workflow_id, table=table.identifier,
+                             nominal_time=nominal_time, reasons=reasons, held_since=held_since))
 
 
 def build_cancel(*, namespace: str, table: str, workflow_id: str, workflow_name: str, command_id: str,

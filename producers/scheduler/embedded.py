@@ -41,6 +41,7 @@ from .loop import FiringLoop, WorkflowRef
 from .options import SchedulerOptions
 from .store import STORE, make_engine, refreshes, workflows
 from .tables import MISFIRE_POLICIES, TableCatalog
+from .upstream import DbInputs, Inputs
 
 log = logging.getLogger(__name__)
 
@@ -63,14 +64,18 @@ class EmbeddedWorkflowScheduler(FiringLoop, WorkflowScheduler):
     """Persistent workflows in any SQLAlchemy database (SQLite by default).
 
     ``catalog``: the declared tables. ``sink``: where commands go (``KafkaCommandSink`` in the service).
-    ``clock``: returns the current aware UTC time (tests pass their own). Call ``start()`` to run the
-    loop in a thread, or ``tick(now)`` to do one round by hand.
+    ``clock``: returns the current aware UTC time (tests pass their own). ``inputs``: what the tables' inputs
+    say (``upstream.Inputs``): ``True`` (default) reads what the inputs tracker stores in this database,
+    ``None`` never holds and fires no upstream refresh. Call ``start()`` to run the loop in a thread, or
+    ``tick(now)`` to do one round by hand.
     """
 
     def __init__(self, catalog: TableCatalog, *, url: str = "sqlite:///lineagewire-scheduler.db",
                  sink: CommandSink | None = None, options: SchedulerOptions | None = None,
-                 clock: Callable[[], dt.datetime] = _now) -> None:
+                 clock: Callable[[], dt.datetime] = _now, inputs: Inputs | bool | None = True) -> None:
         self.catalog = catalog
+        self.inputs = DbInputs(lambda: self._db) if inputs is True else (inputs or None)
+        self._upstream_due = None
         self.url = url
         self.sink = sink if sink is not None else ListSink()
         self.options = options or SchedulerOptions()
@@ -111,7 +116,8 @@ class EmbeddedWorkflowScheduler(FiringLoop, WorkflowScheduler):
         return WorkflowInfo(id=row.id, name=row.name, table=row.table_name, kind=row.kind, status=row.status,
                             cron=row.cron, time_zone=row.time_zone, misfire_policy=row.misfire_policy,
                             catchup_cap=row.catchup_cap, next_fire=row.next_fire, last_fire=row.last_fire,
-                            created=row.created, updated=row.updated, paused_at=row.paused_at)
+                            created=row.created, updated=row.updated, paused_at=row.paused_at,
+                            refresh_trigger=row.refresh_trigger, force=bool(row.force))
 
     def _row(self, c: sa.Connection, workflow_id: str) -> Any:
         row = c.execute(sa.select(workflows).where(workflows.c.id == workflow_id)).first()
@@ -135,6 +141,8 @@ class EmbeddedWorkflowScheduler(FiringLoop, WorkflowScheduler):
         if cron is not None and not cron.strip():
             raise CronError("cron='' is empty; expected 5 fields, or 6 with seconds first, or leave it out to use "
                             "the table's cron")
+        if cron is None and t.upstream:
+            return self.create_upstream(table, name=name)
         expr = cron or t.cron
         if not expr:
             raise CronError(f"no cron given for table {table!r} and its declaration has neither cron nor freshness; "
@@ -154,10 +162,31 @@ class EmbeddedWorkflowScheduler(FiringLoop, WorkflowScheduler):
         return self._insert_workflow({
             "id": str(uuid.uuid4()), "name": name or t.identifier, "table_name": t.identifier, "kind": "PERIODIC",
             "status": "ACTIVE", "cron": cs.expr, "time_zone": tz, "misfire_policy": policy, "catchup_cap": cap,
-            "next_fire": first, "last_fire": None, "paused_at": None, "created": now, "updated": now})
+            "next_fire": first, "last_fire": None, "paused_at": None, "created": now, "updated": now,
+            "refresh_trigger": "FRESHNESS" if cron is None and t.freshness else "CRON"})
 
-    def create_one_time(self, table: str, *, nominal_time: dt.datetime | None = None,
-                        name: str | None = None) -> WorkflowInfo:
+    def create_upstream(self, table: str, *, name: str | None = None) -> WorkflowInfo:
+        """A workflow that refreshes a ``trigger: upstream`` table when its inputs get new successful writes
+        (written after now: the past fires nothing)."""
+        t = self.catalog.get(table)
+        check_text("name", name, MAX_NAME)
+        if not t.upstream:
+            raise BadRequestError(f"table {table!r} does not declare trigger: upstream; expected a cron for it, "
+                                  "or trigger: upstream in its declaration")
+        if self.inputs is None:
+            raise WorkflowStateError("this scheduler runs without its inputs tracker; an upstream workflow would "
+                                     "never fire")
+        now = self.clock()
+        return self._insert_workflow({
+            "id": str(uuid.uuid4()), "name": name or t.identifier, "table_name": t.identifier, "kind": "UPSTREAM",
+            "status": "ACTIVE", "cron": None, "time_zone": t.time_zone, "misfire_policy": "fire_once",
+            "catchup_cap": 1, "next_fire": None, "last_fire": None, "paused_at": None, "created": now,
+            "updated": now, "refresh_trigger": "UPSTREAM", "upstream_seen": now})
+
+    def create_one_time(self, table: str, *, nominal_time: dt.datetime | None = None, name: str | None = None,
+                        trigger: str = "ONE_TIME", force: bool = False) -> WorkflowInfo:
+        """A one-time refresh; ``trigger`` MANUAL for a person's (``workflows refresh``), ``force``: published
+        whatever holds the table's inputs."""
         t = self.catalog.get(table)
         check_text("name", name, MAX_NAME)
         now = self.clock()
@@ -166,7 +195,20 @@ class EmbeddedWorkflowScheduler(FiringLoop, WorkflowScheduler):
             "id": str(uuid.uuid4()), "name": name or f"{t.identifier} once", "table_name": t.identifier,
             "kind": "ONE_TIME", "status": "ACTIVE", "cron": None, "time_zone": t.time_zone,
             "misfire_policy": "fire_once", "catchup_cap": 1, "next_fire": nominal, "last_fire": None,
-            "paused_at": None, "created": now, "updated": now})
+            "paused_at": None, "created": now, "updated": now, "refresh_trigger": trigger, "force": force})
+
+    def force_refresh(self, table: str, *, nominal_time: dt.datetime | None = None,
+                      name: str | None = None) -> tuple[list[RefreshInfo], WorkflowInfo | None]:
+        """``workflows refresh TABLE --force``: publish the table's HELD refreshes now, whatever holds them
+        (trigger MANUAL, their own command ids); when none is held, a one-time MANUAL refresh that is never held.
+        Returns the released refreshes and the new workflow (None when some were released)."""
+        self.catalog.get(table)
+        held = [r.command_id for r in self.refreshes(table=table, limit=MAX_LIMIT) if r.status == "HELD"]
+        if held:
+            self._release_held(self.clock(), table=table, force=True)
+            return [self.refresh(cid) for cid in held], None
+        w = self.create_one_time(table, nominal_time=nominal_time, name=name, trigger="MANUAL", force=True)
+        return [], w
 
     def _change(self, workflow_id: str, check: Callable[[Any], dict[str, Any] | None]) -> WorkflowInfo:
         with self._db.begin() as c:
@@ -196,6 +238,8 @@ class EmbeddedWorkflowScheduler(FiringLoop, WorkflowScheduler):
             if row.status == "ACTIVE":
                 return None
             values: dict[str, Any] = {"status": "ACTIVE", "paused_at": None}
+            if row.kind == "UPSTREAM" and not catch_up:
+                values["upstream_seen"] = self.clock()  # writes while paused fire nothing
             if row.kind == "PERIODIC":
                 values["next_fire"] = planner.resume_next_fire(CronSchedule(row.cron, row.time_zone), self.clock(),
                                                                row.next_fire, catch_up)
@@ -210,7 +254,8 @@ class EmbeddedWorkflowScheduler(FiringLoop, WorkflowScheduler):
 
         def check(row: Any) -> dict[str, Any] | None:
             if row.kind != "PERIODIC":
-                raise WorkflowStateError(f"workflow {workflow_id} is a one-time refresh; it has no cron to change")
+                raise WorkflowStateError(f"workflow {workflow_id} is {_kind_text(row.kind)}; it has no cron to "
+                                         "change")
             if row.status == "COMPLETED":
                 raise WorkflowStateError(f"workflow {workflow_id} is COMPLETED")
             tz = time_zone or row.time_zone
@@ -241,14 +286,15 @@ class EmbeddedWorkflowScheduler(FiringLoop, WorkflowScheduler):
         start, end = check_time("backfill start", start), check_time("backfill end", end)
         w = self.get(workflow_id)
         if w.kind != "PERIODIC":
-            raise WorkflowStateError(f"workflow {workflow_id} is a one-time refresh; backfill needs a cron")
+            raise WorkflowStateError(f"workflow {workflow_id} is {_kind_text(w.kind)}; backfill needs a cron")
         table = self.catalog.get(w.table)
         times = planner.backfill_times(CronSchedule(w.cron or "", w.time_zone), start, end,
                                        max_backfill=self.options.max_backfill)
         now = self.clock()
         wref = WorkflowRef(w.id, w.name, w.time_zone, w.table)
         claims = [claim_row(command_id_for(w.id, t), workflow_id=w.id, table=table, time_zone=w.time_zone,
-                            nominal_time=t, trigger="BACKFILL", now=now, instance=self.options.instance)
+                            nominal_time=t, trigger="BACKFILL", now=now, instance=self.options.instance,
+                            refresh_trigger=w.refresh_trigger or "CRON", force=w.force)
                   for t in times]
         with self._db.begin() as c:
             claimed = self.claims.insert(c, claims)
@@ -307,6 +353,12 @@ class EmbeddedWorkflowScheduler(FiringLoop, WorkflowScheduler):
             last_success = c.execute(sa.select(sa.func.max(refreshes.c.nominal_time))
                                      .where(mine, refreshes.c.status == "COMPLETED")).scalar()
         healthy, reason = True, "no finished refresh yet"
+        held = next((r for r in recent if r.status == "HELD"), None)
+        if held is not None:
+            why = "; ".join(f"{x['condition']} {x['input']['name']}: {x.get('detail', '')}" for x in held.hold_reasons)
+            return TableStatus(table=table, healthy=False, reason=f"refresh for {held.nominal_time.isoformat()} "
+                               f"HELD: {why}", last_success=last_success, latest=recent[0],
+                               counts={k: int(v) for k, v in counts.items()}, hold_reasons=held.hold_reasons)
         for r in recent:
             if r.status == "COMPLETED":
                 healthy, reason = True, f"last refresh for {r.nominal_time.isoformat()} completed"
@@ -318,10 +370,33 @@ class EmbeddedWorkflowScheduler(FiringLoop, WorkflowScheduler):
                            latest=recent[0] if recent else None, counts={k: int(v) for k, v in counts.items()})
 
 
+    def table_inputs(self, table: str) -> dict[str, Any]:
+        """A table's inputs with their last write and health, what would hold a refresh now, and its HELD
+        refreshes (``GET /tables/{t}/inputs``; docs/scheduler.md has the JSON)."""
+        t = self.catalog.get(table)
+        now = self.clock()
+        states = self.inputs.states(t, now) if self.inputs is not None else []
+        reasons = self.inputs.hold_reasons(t, now) if self.inputs is not None else []
+        held = [r.as_dict() for r in self.refreshes(table=table, limit=MAX_LIMIT) if r.status == "HELD"]
+        return {"table": t.identifier, "trigger": t.trigger, "hold_on": list(t.hold_on), "inputs": states,
+                "hold_reasons": reasons, "held": held}
+
+    def in_flight(self, table: str) -> bool:
+        """Whether ``table`` has a refresh in flight (what an upstream fire waits for)."""
+        return bool(self.claims.in_flight([table]))
+
+
+def _kind_text(kind: str) -> str:
+    return {"ONE_TIME": "a one-time refresh", "UPSTREAM": "an upstream-triggered workflow"}.get(kind, kind)
+
+
 def _refresh_info(row: Any) -> RefreshInfo:
     return RefreshInfo(command_id=row.command_id, workflow_id=row.workflow_id, table=row.table_name,
                        nominal_time=row.nominal_time, trigger=row.trigger, status=row.status, attempt=row.attempt,
                        run_id=row.run_id, claimed_at=row.claimed_at, published_at=row.published_at,
                        started_at=row.started_at, ended_at=row.ended_at, duration_ms=row.duration_ms,
                        error=row.error, next_retry_at=row.next_retry_at, claimed_by=row.claimed_by,
-                       static_partitions=dict(row.static_partitions or {}))
+                       static_partitions=dict(row.static_partitions or {}), refresh_trigger=row.refresh_trigger,
+                       trigger_run=row.trigger_run,
+                       hold_reasons=list(row.hold_reasons or []) if row.status == "HELD" else [],
+                       held_since=row.held_since)

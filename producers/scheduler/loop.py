@@ -12,7 +12,14 @@ statuses move by the pure ``states`` machine.
   one that can never be published (too large) is marked FAILED, and never
   holds back the other commands of its batch;
 * the loop sleeps until the earliest ``next_fire`` (or ``poll_interval``,
-  to see changes made by other instances) and is woken by API changes.
+  to see changes made by other instances) and is woken by API changes;
+* UPSTREAM workflows fire on new successful writes to their table's inputs
+  (``planner.upstream_plan``: debounce, floor, ceiling, one in flight per
+  table); the claim moves the workflow's write cursor in the transaction that
+  inserts the refresh (``Claims.claim_upstream``), so a change fires once;
+* before any command goes out its table's inputs are checked (``inputs``):
+  a refresh an input holds becomes HELD, announced once by a RefreshHeld,
+  and is published with its own command id once no reason is left.
 """
 
 from __future__ import annotations
@@ -29,12 +36,13 @@ from lineagewire.schemas import kind_of
 
 from . import planner
 from .claims import Claims, claim_row
-from .commands import CommandSink, build_command, command_id_for
+from .commands import CommandSink, build_command, build_held, command_id_for
 from .exceptions import CronError, SchedulerError, UnknownTableError
 from .options import SchedulerOptions
-from .states import Current, status_event, transition
+from .states import Current, hold, release, status_event, transition
 from .store import refreshes, workflows
 from .tables import MaterializedTable, TableCatalog
+from .upstream import Inputs
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +81,10 @@ class FiringLoop:
     clock: Callable[[], dt.datetime]
     engine: sa.Engine | None
     claims: Claims
+    inputs: Inputs | None
     fired: int
     _held: list[_Held]
+    _upstream_due: dt.datetime | None
     _wake: threading.Event
     _stop: threading.Event
     _thread: threading.Thread | None
@@ -118,6 +128,8 @@ class FiringLoop:
                     wait = min(wait, (nxt - now).total_seconds() - self.options.lead)
                 if self._held:
                     wait = min(wait, (self._held[0][0] - now).total_seconds())
+                if self._upstream_due is not None:
+                    wait = min(wait, (self._upstream_due - now).total_seconds())
             except Exception:  # noqa: BLE001 - the loop must survive a bad round (db busy, broker down)
                 log.exception("scheduler round failed; retrying in %.1fs", self.options.poll_interval)
             self._wake.wait(max(0.0, wait))
@@ -126,7 +138,7 @@ class FiringLoop:
     def _earliest_next_fire(self) -> dt.datetime | None:
         with self._db.connect() as c:
             return c.execute(sa.select(sa.func.min(workflows.c.next_fire))
-                             .where(workflows.c.status == "ACTIVE")).scalar()
+                             .where(workflows.c.status == "ACTIVE", workflows.c.kind != "UPSTREAM")).scalar()
 
     # -- one round -------------------------------------------------------------------------------------------------
 
@@ -138,6 +150,8 @@ class FiringLoop:
         now = now or self.clock()
         n = self._send_held(now)
         n += self._fire_due(now)
+        n += self._fire_upstream(now)
+        n += self._release_held(now)
         n += self._retry_failed(now)
         n += self._republish_stale(now)
         self.claims.abandon(now, self.options.abandon_after, self.options.run_timeout)
@@ -149,7 +163,8 @@ class FiringLoop:
         for _ in range(10_000):  # bounded: each pass advances next_fire of what it read
             with self._db.connect() as c:
                 rows = c.execute(
-                    sa.select(workflows).where(workflows.c.status == "ACTIVE", workflows.c.next_fire <= horizon)
+                    sa.select(workflows).where(workflows.c.status == "ACTIVE", workflows.c.kind != "UPSTREAM",
+                                               workflows.c.next_fire <= horizon)
                     .order_by(workflows.c.next_fire).limit(self.options.batch_size)
                 ).all()
             if not rows:
@@ -189,7 +204,8 @@ class FiringLoop:
             for t, trigger in p.fires:
                 cid = command_id_for(w.id, t)
                 claims.append(claim_row(cid, workflow_id=w.id, table=table, time_zone=w.time_zone,
-                                        nominal_time=t, trigger=trigger, now=now, instance=self.options.instance))
+                                        nominal_time=t, trigger=trigger, now=now, instance=self.options.instance,
+                                        refresh_trigger=refresh_trigger_of(w), force=bool(w.force)))
                 context[cid] = (w, table)
             updates.append({"b_id": w.id, "b_old": w.next_fire, "b_next": p.next_fire,
                             "b_last": planner.last_fire(w.last_fire, p.fires), "b_status": p.status, "b_now": now})
@@ -221,6 +237,9 @@ class FiringLoop:
         due = [h for h in self._held if h[0] <= now]
         self._held = [h for h in self._held if h[0] > now]
         keep = self._still_standing(due)
+        go = {r["command_id"] for r in self._screen([r for r, _ in keep],
+                                                     {h[1]["command_id"]: h[2] for h in due}, now)}
+        keep = [(r, e) for r, e in keep if r["command_id"] in go]
         delivered: list[dict[str, Any]] = []
         for i in range(0, len(keep), self.options.batch_size):  # a confirmation per chunk: early ones go out early
             chunk = keep[i:i + self.options.batch_size]
@@ -259,7 +278,8 @@ class FiringLoop:
     def _build(row: dict[str, Any], context: tuple[Any, MaterializedTable]) -> dict[str, Any]:
         w, table = context
         return build_command(table, workflow_id=w.id, workflow_name=w.name, nominal_time=row["nominal_time"],
-                             attempt=row["attempt"], time_zone=w.time_zone)
+                             attempt=row["attempt"], time_zone=w.time_zone,
+                             trigger=row.get("refresh_trigger"), trigger_run=row.get("trigger_run"))
 
     def _deliver(self, rows: list[dict[str, Any]], events: list[dict[str, Any]],
                  now: dt.datetime) -> list[dict[str, Any]]:
@@ -285,6 +305,7 @@ class FiringLoop:
     def _publish(self, rows: list[dict[str, Any]], context: dict[str, tuple[Any, MaterializedTable]],
                  now: dt.datetime) -> int:
         """Send commands for claimed rows; mark them QUEUED once the sink confirmed delivery."""
+        rows = self._screen(rows, context, now)
         if not rows:
             return 0
         events = [self._build(r, context[r["command_id"]]) for r in rows]
@@ -306,7 +327,8 @@ class FiringLoop:
             except UnknownTableError as exc:
                 self.claims.finish(r.command_id, r.attempt, "FAILED", now, error=str(exc))
                 continue
-            batch.append({"command_id": r.command_id, "nominal_time": r.nominal_time, "attempt": r.attempt})
+            batch.append({"command_id": r.command_id, "nominal_time": r.nominal_time, "attempt": r.attempt,
+                          "refresh_trigger": r.refresh_trigger, "trigger_run": r.trigger_run, "force": bool(r.force)})
             context[r.command_id] = (WorkflowRef(r.workflow_id, r.wf_name, r.wf_tz), table)
         return self._publish(batch, context, now)
 
@@ -328,6 +350,150 @@ class FiringLoop:
         if todo:
             log.warning("republishing %d refresh command(s) never confirmed as delivered", len(todo))
         return self._republish(todo, now)
+
+    # -- trigger: upstream ------------------------------------------------------------------------------------------
+
+    def _fire_upstream(self, now: dt.datetime) -> int:
+        """Claim and publish the refreshes UPSTREAM workflows owe at ``now`` (``planner.upstream_plan``); remember
+        the earliest one still to come, for the loop's sleep."""
+        self._upstream_due = None
+        if self.inputs is None:
+            return 0
+        with self._db.connect() as c:
+            rows = c.execute(sa.select(workflows).where(workflows.c.status == "ACTIVE",
+                                                        workflows.c.kind == "UPSTREAM")).all()
+        if not rows:
+            return 0
+        tables = {w.id: self._table_or_pause(w, now) for w in rows}
+        busy = self.claims.in_flight(sorted({t.identifier for t in tables.values() if t is not None}))
+        mine: list[dict[str, Any]] = []
+        context: dict[str, tuple[Any, MaterializedTable]] = {}
+        for w in rows:
+            table = tables[w.id]
+            if table is None:
+                continue
+            row = self._upstream_fire(w, table, now, in_flight=table.identifier in busy)
+            if row is not None:
+                busy.add(table.identifier)  # two workflows of one table: one refresh in flight
+                mine.append(row)
+                context[row["command_id"]] = (w, table)
+        return self._publish(mine, context, now)
+
+    def _upstream_fire(self, w: Any, table: MaterializedTable, now: dt.datetime, *,
+                       in_flight: bool) -> dict[str, Any] | None:
+        """The claim row of the refresh ``w`` fires now, if it owes one and this instance won it."""
+        assert self.inputs is not None
+        seen = w.upstream_seen or w.created
+        writes = [(x.recorded_at, x.run) for x in self.inputs.writes_after(table, seen)]
+        state = planner.UpstreamState(seen, w.last_fire, table.debounce, table.min_interval, table.max_staleness)
+        fire, due = planner.upstream_plan(state, writes, now, in_flight=in_flight)
+        if due is not None and not in_flight and (self._upstream_due is None or due < self._upstream_due):
+            self._upstream_due = due
+        if fire is None:
+            return None
+        row = claim_row(command_id_for(w.id, fire.nominal_time), workflow_id=w.id, table=table,
+                        time_zone=w.time_zone, nominal_time=fire.nominal_time, trigger=fire.trigger, now=now,
+                        instance=self.options.instance, refresh_trigger=fire.refresh_trigger,
+                        trigger_run=fire.trigger_run, force=bool(w.force))
+        if not self.claims.claim_upstream(w, row, fire.seen, now):
+            log.debug("upstream fire of %s at %s was claimed by another instance", w.id, fire.nominal_time)
+            return None
+        log.info("%s: %s refresh for writes up to %s (upstream run %s)", table.identifier, fire.trigger,
+                 fire.seen.isoformat(), (fire.trigger_run or {}).get("run_id", "-"))
+        return row
+
+    def _table_or_pause(self, w: Any, now: dt.datetime) -> MaterializedTable | None:
+        """The declared table of ``w``; an undeclared one pauses the workflow, as a cron workflow's does."""
+        try:
+            return self.catalog.get(w.table_name)
+        except UnknownTableError as exc:
+            log.error("workflow %s (%s) cannot fire and is paused: %s", w.id, w.name, exc)
+            with self._db.begin() as c:
+                c.execute(workflows.update().where(workflows.c.id == w.id, workflows.c.status == "ACTIVE")
+                          .values(status="PAUSED", paused_at=now, updated=now))
+            return None
+
+    # -- holds -----------------------------------------------------------------------------------------------------
+
+    def _screen(self, rows: list[dict[str, Any]], context: dict[str, tuple[Any, MaterializedTable]],
+                now: dt.datetime) -> list[dict[str, Any]]:
+        """The claim rows of ``rows`` free to be published; those an input holds become HELD (announced by a
+        RefreshHeld each). A forced refresh is never held."""
+        if self.inputs is None or not rows:
+            return rows
+        reasons: dict[str, list[dict[str, Any]]] = {}
+        free: list[dict[str, Any]] = []
+        for r in rows:
+            table = context[r["command_id"]][1]
+            if r.get("force"):
+                free.append(r)
+                continue
+            if table.identifier not in reasons:
+                reasons[table.identifier] = self.inputs.hold_reasons(table, now)
+            why = reasons[table.identifier]
+            if not why:
+                free.append(r)
+            elif self.claims.set_held(r, hold(why, now), self.options.instance):
+                log.warning("refresh %s of %s is HELD: %s", r["command_id"], table.identifier,
+                            "; ".join(f"{x['condition']} {x['input']['name']}" for x in why))
+                self._announce(r, context[r["command_id"]], why, now, now)
+        return free
+
+    def _announce(self, row: Any, context: tuple[Any, MaterializedTable], reasons: list[dict[str, Any]],
+                  held_since: dt.datetime, now: dt.datetime) -> None:
+        """Publish the RefreshHeld of a hold (once: a failed one is sent again by the next round)."""
+        w, table = context
+        get = row.get if isinstance(row, dict) else (lambda k: getattr(row, k))
+        event = build_held(table, workflow_id=w.id, workflow_name=w.name, command_id=get("command_id"),
+                           nominal_time=get("nominal_time"), attempt=get("attempt"), reasons=reasons,  # type: ignore[arg-type]
+                           held_since=held_since, trigger=get("refresh_trigger"), trigger_run=get("trigger_run"))
+        with self._publish_lock:
+            failed = self.sink.deliver([event])
+        if failed:
+            log.error("RefreshHeld of %s not published (sent again next round): %s", get("command_id"),
+                      failed[0].reason)
+            return
+        self.claims.announced(get("command_id"), get("attempt"), now)
+
+    def _release_held(self, now: dt.datetime, *, table: str | None = None, force: bool = False) -> int:
+        """Check HELD refreshes (of ``table``, or all): announce a hold not announced yet, publish one no reason
+        holds any more (or every one, with ``force``) with its own command id; returns how many were published."""
+        where = refreshes.c.status == "HELD"
+        if table is not None:
+            where = sa.and_(where, refreshes.c.table_name == table)
+        rows = self.claims.with_workflows(where, self.options.batch_size)
+        if not rows:
+            return 0
+        reasons: dict[str, list[dict[str, Any]]] = {}
+        batch: list[dict[str, Any]] = []
+        context: dict[str, tuple[Any, MaterializedTable]] = {}
+        for r in rows:
+            try:
+                t = self.catalog.get(r.table_name)
+            except UnknownTableError as exc:
+                self.claims.finish(r.command_id, r.attempt, "FAILED", now, error=str(exc))
+                continue
+            ctx = (WorkflowRef(r.workflow_id, r.wf_name, r.wf_tz), t)
+            if force or r.force or self.inputs is None:
+                why: list[dict[str, Any]] = []
+            else:
+                if t.identifier not in reasons:
+                    reasons[t.identifier] = self.inputs.hold_reasons(t, now)
+                why = reasons[t.identifier]
+            if why:
+                if r.held_announced is None:
+                    self._announce(r, ctx, why, r.held_since or now, now)
+                if why != r.hold_reasons:
+                    self.claims.update_reasons(r.command_id, r.attempt, why)
+                continue
+            values = release(force=force or bool(r.force))
+            if self.claims.release(r, values, now, self.options.instance, covers=now - planner.SETTLE):
+                log.info("refresh %s of %s released%s", r.command_id, t.identifier, " by --force" if force else "")
+                batch.append({"command_id": r.command_id, "nominal_time": r.nominal_time, "attempt": r.attempt,
+                              "refresh_trigger": values.get("refresh_trigger", r.refresh_trigger),
+                              "trigger_run": r.trigger_run, "force": True})
+                context[r.command_id] = ctx
+        return self._publish(batch, context, now)
 
     # -- status from job events ------------------------------------------------------------------------------------
 
@@ -356,6 +522,13 @@ class FiringLoop:
                                                refreshes.c.attempt == row.attempt).values(**values))
         self._wake.set()
         return str(values["status"])
+
+
+def refresh_trigger_of(w: Any) -> str:
+    """What the commands of workflow ``w`` say fired them; a workflow from before the column existed by its kind."""
+    if getattr(w, "refresh_trigger", None):
+        return str(w.refresh_trigger)
+    return {"ONE_TIME": "ONE_TIME", "UPSTREAM": "UPSTREAM"}.get(w.kind, "CRON")
 
 
 def _stands(now: Any, claimed: Any) -> bool:

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+from typing import Any
 
 from .cron import CronSchedule
 from .exceptions import BadRequestError
 
-__all__ = ["Plan", "Schedule", "backfill_times", "first_fire", "plan", "resume_next_fire"]
+__all__ = ["Plan", "Schedule", "UpstreamFire", "UpstreamState", "backfill_times", "first_fire", "plan",
+           "resume_next_fire", "upstream_plan"]
 
 _US = dt.timedelta(microseconds=1)
 
@@ -115,3 +117,65 @@ def backfill_times(schedule: CronSchedule, start: dt.datetime, end: dt.datetime,
         raise BadRequestError(f"backfill {start.isoformat()}..{end.isoformat()} has more than {max_backfill} "
                               "nominal times; expected a shorter range")
     return times
+
+
+# -- trigger: upstream ----------------------------------------------------------------------------------------------
+
+#: a write stored this recently may still have company in flight (a tracker's transaction stamped earlier and not
+#: yet committed); a fire covers only writes older than this, the rest are the next fire's
+SETTLE = dt.timedelta(seconds=0.25)
+
+
+@dataclass(frozen=True)
+class UpstreamState:
+    """Where an UPSTREAM workflow stands, and its table's bounds (seconds)."""
+
+    seen: dt.datetime  # recorded_at of the newest input write a refresh covered (creation time at first)
+    last_fire: dt.datetime | None
+    debounce: float
+    min_interval: float | None = None
+    max_staleness: float | None = None
+
+
+@dataclass(frozen=True)
+class UpstreamFire:
+    """One refresh to claim: its nominal time, how it fired, the cursor after it and the upstream run."""
+
+    nominal_time: dt.datetime
+    trigger: str  # UPSTREAM | STALENESS (the refresh list's); refresh_trigger UPSTREAM | FRESHNESS (the command's)
+    refresh_trigger: str
+    seen: dt.datetime
+    trigger_run: dict[str, Any] | None = None
+
+
+def upstream_plan(w: UpstreamState, writes: list[tuple[dt.datetime, dict[str, Any] | None]], now: dt.datetime, *,
+                  in_flight: bool) -> tuple[UpstreamFire | None, dt.datetime | None]:
+    """What an UPSTREAM workflow does at ``now``, given the input writes (recorded_at, upstream run) stored after
+    its cursor, oldest first: the fire to claim now (or None), and when it is due next (None: on the next write).
+
+    The first new write opens the debounce window; at its end (and no sooner than ``min_interval`` after the last
+    fire) one refresh covers every settled write. With no write, ``max_staleness`` after the last fire a refresh
+    fires anyway. Nothing fires while the table has a refresh in flight: the writes wait for its end, so a change
+    during a refresh makes exactly one more. Nominal times only grow, so each fire has its own command id.
+    """
+    due = _upstream_due(w, writes[0][0]) if writes else None
+    if due is None and w.max_staleness is not None:
+        due = _later_than_last(w, (w.last_fire or w.seen) + dt.timedelta(seconds=w.max_staleness))
+    if due is None or due > now or in_flight:
+        return None, due
+    if not writes:
+        return UpstreamFire(due, "STALENESS", "FRESHNESS", w.seen), due
+    # due is at least SETTLE after the first write: at least that one is covered
+    covered = [wr for wr in writes if wr[0] <= now - SETTLE]
+    return UpstreamFire(due, "UPSTREAM", "UPSTREAM", covered[-1][0], covered[-1][1]), due
+
+
+def _upstream_due(w: UpstreamState, first: dt.datetime) -> dt.datetime:
+    due = first + max(dt.timedelta(seconds=w.debounce), SETTLE)
+    if w.min_interval is not None and w.last_fire is not None:
+        due = max(due, w.last_fire + dt.timedelta(seconds=w.min_interval))
+    return _later_than_last(w, due)
+
+
+def _later_than_last(w: UpstreamState, due: dt.datetime) -> dt.datetime:
+    return due if w.last_fire is None or due > w.last_fire else w.last_fire + _US

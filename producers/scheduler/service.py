@@ -30,8 +30,10 @@ from .exceptions import SchedulerError
 from .limits import MAX_BODY, MAX_CATCHUP_CAP, MAX_CRON, MAX_LIMIT, MAX_NAME, MAX_REASON, MAX_TABLE, MAX_ZONE
 from .settings import ServiceConfig
 from .tables import TableCatalog
+from .upstream import DbInputs
 
 if TYPE_CHECKING:
+    from .inputs import InputTracker
     from .status import StatusTracker
 
 fastapi = require("fastapi", "scheduler", "The scheduler service")
@@ -63,6 +65,11 @@ class SchedulerService:
             sink = KafkaCommandSink(settings)
         self.scheduler = EmbeddedWorkflowScheduler(self.catalog, url=config.db_url, sink=sink,
                                                    options=config.options())
+        if config.tables and isinstance(self.scheduler.inputs, DbInputs):
+            # the datasets: section beside the tables: the freshness promises INPUT_STALE judges inputs by
+            from lineagewire.freshness import load_promises
+
+            self.scheduler.inputs.promises = load_promises(config.tables)
         try:
             # Now, not when the server starts: a wrong URL or an unreachable database is one clear error.
             self.scheduler.open()
@@ -72,15 +79,20 @@ class SchedulerService:
             raise SchedulerError(f"cannot open the scheduler database {config.safe_db_url()}: "
                                  f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from exc
         self.tracker: StatusTracker | None = None
+        self.inputs_tracker: InputTracker | None = None
         if track_status and settings is not None:
             from lineagewire.consumers.runtime import RetryPolicy
 
+            from .inputs import InputTracker
             from .status import StatusTracker
 
+            retry = RetryPolicy(initial=config.status_retry_initial, maximum=config.status_retry_max)
             self.tracker = StatusTracker(settings, self.scheduler, group_id=config.status_group,
-                                         metrics_port=config.status_metrics_port,
-                                         retry=RetryPolicy(initial=config.status_retry_initial,
-                                                           maximum=config.status_retry_max))
+                                         metrics_port=config.status_metrics_port, retry=retry)
+            # the inputs' writes and writers, for trigger: upstream and holds; in the scheduler's database
+            assert self.scheduler.engine is not None  # opened above
+            self.inputs_tracker = InputTracker(settings, self.scheduler.engine, group_id=config.inputs_group,
+                                               retry=retry)
         if config.token is None:
             self.token = secrets.token_urlsafe(24)
             log.warning("no LINEAGEWIRE_SCHEDULER__TOKEN set; changes need this generated token: %s", self.token)
@@ -88,6 +100,8 @@ class SchedulerService:
             self.token = config.token.get_secret_value()
 
     def start(self) -> None:
+        if self.inputs_tracker is not None:
+            self.inputs_tracker.start()
         self.scheduler.start()
         if self.tracker is not None:
             self.tracker.start()
@@ -95,6 +109,8 @@ class SchedulerService:
     def stop(self) -> None:
         if self.tracker is not None:
             self.tracker.stop()
+        if self.inputs_tracker is not None:
+            self.inputs_tracker.stop()
         self.scheduler.close()
         if self._own_sink:
             self.scheduler.sink.close()
@@ -116,6 +132,8 @@ class CreateWorkflow(BaseModel):
 class OneTime(BaseModel):
     nominal_time: dt.datetime | None = Field(default=None, description="Default: now")
     name: str | None = Field(default=None, max_length=MAX_NAME)
+    force: bool = Field(default=False, description="Override holds: publish the table's HELD refreshes now, or a "
+                        "one-time refresh that is never held")
 
 
 class Resume(BaseModel):
@@ -233,8 +251,11 @@ def create_app(service: SchedulerService, *, manage_lifecycle: bool = True) -> A
 
     @app.get("/health")
     def health() -> dict[str, Any]:
+        inputs = service.inputs_tracker
         return {"status": "ok", "instance": sched.options.instance, "fired": sched.fired,
-                "status_tracker": None if service.tracker is None else service.tracker.alive}
+                "status_tracker": None if service.tracker is None else service.tracker.alive,
+                "inputs_tracker": None if inputs is None else inputs.alive,
+                "inputs_lag": None if inputs is None else inputs.lag}
 
     @app.get("/tables")
     def tables() -> list[dict[str, Any]]:
@@ -244,10 +265,18 @@ def create_app(service: SchedulerService, *, manage_lifecycle: bool = True) -> A
     def table_status(table: str) -> dict[str, Any]:
         return sched.table_status(table).as_dict()
 
+    @app.get("/tables/{table}/inputs")
+    def table_inputs(table: str) -> dict[str, Any]:
+        return sched.table_inputs(table)
+
     @app.post("/tables/{table}/refresh", dependencies=[Depends(auth)], status_code=201)
     def refresh_table(table: str, body: OneTime | None = None) -> dict[str, Any]:
         body = body or OneTime(nominal_time=None)
-        return sched.create_one_time(table, nominal_time=body.nominal_time, name=body.name).as_dict()
+        if body.force:
+            released, w = sched.force_refresh(table, nominal_time=body.nominal_time, name=body.name)
+            return {"released": [r.as_dict() for r in released], "workflow": w.as_dict() if w else None}
+        return sched.create_one_time(table, nominal_time=body.nominal_time, name=body.name,
+                                     trigger="MANUAL").as_dict()
 
     @app.get("/workflows")
     def list_workflows(table: str | None = None) -> list[dict[str, Any]]:

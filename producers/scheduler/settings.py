@@ -59,6 +59,8 @@ class ServiceConfig(SettingsBase, SchedulerOptions):
     status_metrics_port: int | None = Field(None, ge=0, le=65535,
                                             description="/metrics and /healthz of the status tracker on 127.0.0.1 "
                                             "(0 = any free port; default off)")
+    inputs_group: str = Field("lineagewire-scheduler-inputs", min_length=1, max_length=200,
+                              description="consumer group of the inputs tracker (writes to the tables' inputs)")
     status_retry_initial: float = Field(0.5, gt=0, le=3600,
                                         description="First backoff (s) while the database is unavailable")
     status_retry_max: float = Field(30.0, gt=0, le=3600,

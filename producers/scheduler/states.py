@@ -5,9 +5,11 @@ no status yet), then follows the job status events of the run that executes
 it::
 
     PENDING ─publish─► QUEUED ─RUNNING…─► RUNNING ─FINISHED─► COMPLETED
-       │                  │                  ├──FAILED──► FAILED (retry at next_retry_at while attempts remain)
-       │                  │                  └─CANCELED─► CANCELED
-       │                  └─no status within abandon_after──► ABANDONED (a late status still counts)
+       │ ▲                │                  ├──FAILED──► FAILED (retry at next_retry_at while attempts remain)
+       │ │                │                  └─CANCELED─► CANCELED
+       │ │                └─no status within abandon_after──► ABANDONED (a late status still counts)
+       │ └─no hold reason left (an input recovered), or --force──┐
+       ├─an input holds it (``hold``)──► HELD ───────────────────┘
        └─cannot be published (too large)──► FAILED
 
 Rules: a final status is not overwritten by a late ``RUNNING``; a ``FAILED``
@@ -23,12 +25,31 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["RUNNING_STATUSES", "StatusEvent", "transition"]
+__all__ = ["IN_FLIGHT", "RUNNING_STATUSES", "StatusEvent", "hold", "release", "transition"]
 
 #: job statuses (Flink's names) that mean the run is under way
 RUNNING_STATUSES = frozenset({"INITIALIZING", "CREATED", "RUNNING", "RESTARTING", "RECONCILING", "FAILING",
                               "CANCELLING"})
 _MAY_START = frozenset({"PENDING", "QUEUED", "ABANDONED", "RUNNING"})
+#: a refresh in these statuses (or FAILED with a retry pending) is in flight: an upstream table fires no other
+IN_FLIGHT = frozenset({"PENDING", "HELD", "QUEUED", "RUNNING"})
+
+
+def hold(reasons: list[dict[str, Any]], now: dt.datetime, held_since: dt.datetime | None = None) -> dict[str, Any]:
+    """The columns of a PENDING refresh that an input holds: HELD with ``reasons`` (at least one), since
+    ``held_since`` (a refresh held again keeps its first time) or ``now``; its RefreshHeld is still to go out."""
+    if not reasons:
+        raise ValueError("hold() without a reason; expected at least one HoldReason")
+    return {"status": "HELD", "hold_reasons": reasons, "held_since": held_since or now, "held_announced": None}
+
+
+def release(*, force: bool) -> dict[str, Any]:
+    """The columns of a HELD refresh whose inputs recovered (or that ``--force`` overrides): PENDING again, to
+    be published with its own command id; its reasons stay in ``hold_reasons`` history only while held."""
+    values: dict[str, Any] = {"status": "PENDING", "hold_reasons": None}
+    if force:
+        values.update(force=True, refresh_trigger="MANUAL")
+    return values
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,12 @@ workflows = sa.Table(
     sa.Column("paused_at", Micros),
     sa.Column("created", Micros, nullable=False),
     sa.Column("updated", Micros, nullable=False),
+    # 0003: what its commands say fired them (CRON, FRESHNESS, ONE_TIME, MANUAL, UPSTREAM), whether its refresh
+    # overrides holds (`workflows refresh --force`), and for UPSTREAM the input writes already fired
+    # (recorded_at of the newest one a refresh covered): the claim moves it, so one change fires once
+    sa.Column("refresh_trigger", sa.String(16)),
+    sa.Column("force", sa.Boolean),
+    sa.Column("upstream_seen", Micros),
     sa.Index("ix_lw_workflows_due", "status", "next_fire"),
     sa.Index("ix_lw_workflows_table", "table_name"),
 )
@@ -82,6 +88,14 @@ refreshes = sa.Table(
     sa.Column("error", sa.Text),
     sa.Column("next_retry_at", Micros),
     sa.Column("static_partitions", sa.JSON),
+    # 0003: the command's header.schedule.trigger and trigger_run; a HELD refresh's reasons (HoldReason dicts),
+    # since when it is held and when its RefreshHeld went out (once per hold); force: published whatever holds
+    sa.Column("refresh_trigger", sa.String(16)),
+    sa.Column("trigger_run", sa.JSON),
+    sa.Column("hold_reasons", sa.JSON),
+    sa.Column("held_since", Micros),
+    sa.Column("held_announced", Micros),
+    sa.Column("force", sa.Boolean),
     sa.UniqueConstraint("workflow_id", "nominal_time", name="uq_lw_refreshes_fire"),
     sa.Index("ix_lw_refreshes_status", "status"),
     sa.Index("ix_lw_refreshes_table", "table_name", "nominal_time"),
@@ -109,3 +123,7 @@ def make_engine(url: str) -> Engine:
 
 #: the tables above and their migration history (``migrations/`` beside this package's code)
 STORE = Store("scheduler", metadata, "lineagewire.producers.scheduler", baseline="0001")
+
+# The inputs tracker's tables (``inputs.py``, revision 0002_inputs) are this store's too: importing that module
+# puts them on ``metadata``, so STORE describes every table its migrations make whoever loads it first.
+from . import inputs as _inputs  # noqa: E402,F401  (after the names inputs.py imports from here)

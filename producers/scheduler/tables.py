@@ -16,6 +16,13 @@ A file lists tables (Flink's CREATE MATERIALIZED TABLE, as data)::
         execution_config: {spark.sql.shuffle.partitions: "8"}
         namespace: lineagewire                 # job namespace of the refresh runs
         format: parquet                        # used when the runner creates the table
+      - identifier: mart.orders_by_customer
+        query: SELECT customer_id, sum(amount) AS amount FROM raw.orders GROUP BY customer_id
+        trigger: upstream                      # refresh when an input gets a new successful write
+        debounce: 30s                          # writes within 30 s of the first make one refresh (default 30s)
+        min_interval: 5min                     # floor: no upstream refresh sooner than this after the last
+        max_staleness: 1h                      # ceiling: refresh at least this often, writes or not
+        hold_on: [UPSTREAM_FAILED, UPSTREAM_RUNNING]   # default all but INPUT_STALE
 
 A formatter is a Java ``DateTimeFormatter`` pattern (``yyyy``, ``MM``, ``dd``,
 ``HH``, ``mm``, ``ss``, ``yy``, ``D``, ``EEE``, quoted literals ``'T'``) or,
@@ -45,16 +52,26 @@ from .exceptions import CronError, TableDeclarationError, UnknownTableError
 from .limits import MAX_CATCHUP_CAP, MAX_CRON, MAX_TABLE, MAX_ZONE
 
 __all__ = [
+    "DEFAULT_HOLD_ON",
+    "HOLD_CONDITIONS",
     "MaterializedTable",
     "TableCatalog",
     "format_partition",
     "load_tables",
+    "parse_duration",
     "parse_freshness",
     "parse_tables",
     "strftime_pattern",
 ]
 
 MISFIRE_POLICIES = ("skip", "fire_once", "catch_up")
+TRIGGERS = ("upstream",)
+#: the contract's HoldCondition symbols a table may hold on (OTHER is only what old readers see of new ones)
+HOLD_CONDITIONS = ("UPSTREAM_FAILED", "UPSTREAM_RUNNING", "BREAKING_CHANGE", "INPUT_STALE")
+#: staleness is left out: an input late by its own promise is that input's alert, not a reason to keep old numbers
+DEFAULT_HOLD_ON = ("UPSTREAM_FAILED", "UPSTREAM_RUNNING", "BREAKING_CHANGE")
+#: the longest debounce, floor or ceiling (a year): longer overflows nothing but means "never"
+MAX_DURATION = 366 * 86_400.0
 #: longest text per field of a declaration (characters); docs/scheduler.md lists them
 _TEXT_LIMITS = {"identifier": MAX_TABLE, "query": 256 * 1024, "owner": 200, "description": 2000, "namespace": 200,
                 "format": 40, "cron": MAX_CRON, "time_zone": MAX_ZONE, "freshness": 40}
@@ -148,6 +165,20 @@ def parse_freshness(text: str) -> str:
     return "0 0 0 * * *"
 
 
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
+
+
+def parse_duration(text: Any) -> float:
+    """Seconds of a duration such as '30s', '90 s', '15min', '2h', '1d' (any whole number of a unit)."""
+    m = _FRESHNESS.match(str(text))
+    if not m or isinstance(text, bool):
+        raise ValueError(f"{text!r} is not a duration; expected e.g. '30s', '15min', '2h', '1d'")
+    seconds = float(int(m.group(1)) * _UNIT_SECONDS[m.group(2).lower()[0]])
+    if seconds > MAX_DURATION:
+        raise ValueError(f"{text!r} is longer than a year; expected at most 366d")
+    return seconds
+
+
 @dataclass(frozen=True)
 class MaterializedTable:
     """One materialized table: what to compute, how to partition it, and when to refresh it."""
@@ -165,6 +196,23 @@ class MaterializedTable:
     namespace: str = "lineagewire"
     format: str = "parquet"
     description: str | None = None
+    #: "upstream": refresh when an input gets a new successful write; None: only by cron or by hand
+    trigger: str | None = None
+    #: seconds: writes within this of the first make one upstream refresh
+    debounce: float = 30.0
+    #: seconds: floor between upstream refreshes (None: none)
+    min_interval: float | None = None
+    #: seconds: ceiling; an upstream table is refreshed at least this often (None: only on writes)
+    max_staleness: float | None = None
+    #: HoldCondition names that hold a refresh of this table
+    hold_on: tuple[str, ...] = DEFAULT_HOLD_ON
+    #: the freshness the cron was derived from, as declared (its refreshes say trigger FRESHNESS)
+    freshness: str | None = None
+
+    @property
+    def upstream(self) -> bool:
+        """Whether new writes to the inputs trigger refreshes."""
+        return self.trigger == "upstream"
 
     @property
     def job_name(self) -> str:
@@ -201,10 +249,15 @@ class TableDeclaration(BaseModel):
 
     identifier: str = None  # type: ignore[assignment]  # required: its validator says so, in its words
     query: str = None  # type: ignore[assignment]
+    trigger: str | None = None
     time_zone: str = "UTC"
     partition_fields: dict[str, str] = Field(default_factory=dict)
     freshness: Any = None
     cron: str | None = None
+    debounce: float = 30.0
+    min_interval: float | None = None
+    max_staleness: float | None = None
+    hold_on: tuple[str, ...] = DEFAULT_HOLD_ON
     misfire_policy: str = "fire_once"
     catchup_cap: int = 10
     owner: str | None = None
@@ -236,6 +289,23 @@ class TableDeclaration(BaseModel):
         if query.strip().rstrip(";").count(";"):
             raise ValueError("query has more than one statement; expected a single SELECT")
         return _within_limit("query", query).strip().rstrip(";").strip()
+
+    @field_validator("trigger", mode="before")
+    @classmethod
+    def _trigger(cls, trigger: Any, info: ValidationInfo) -> str | None:
+        """``upstream`` needs a query that reads something: with no input, no write can ever trigger it."""
+        if trigger is None:
+            return None
+        if str(trigger).lower() not in TRIGGERS:
+            raise ValueError(f"trigger={trigger!r}; expected {' or '.join(TRIGGERS)} (or leave it out)")
+        if "query" in info.data:  # a bad query is reported as such
+            from .sqlreads import QueryInputsError, query_tables
+
+            try:
+                query_tables(info.data["query"])
+            except QueryInputsError as exc:
+                raise ValueError(f"trigger={trigger!r}: {exc}") from None
+        return str(trigger).lower()
 
     @field_validator("time_zone", mode="before")
     @classmethod
@@ -293,6 +363,53 @@ class TableDeclaration(BaseModel):
         _within_limit("freshness", freshness)
         return str(cron)
 
+    @field_validator("debounce", "min_interval", "max_staleness", mode="before")
+    @classmethod
+    def _duration(cls, value: Any, info: ValidationInfo) -> float | None:
+        """A duration in seconds; ``max_staleness`` of an upstream table defaults to its freshness."""
+        if value is None and info.field_name == "max_staleness" and info.data.get("trigger") \
+                and info.data.get("freshness") is not None:
+            value = info.data["freshness"]
+        if value is None:
+            if info.field_name == "debounce":
+                raise ValueError("debounce=None; expected a duration such as '30s' (or leave it out)")
+            return None
+        if info.field_name != "debounce" and not info.data.get("trigger"):
+            raise ValueError(f"{info.field_name}={value!r} without trigger: upstream; expected trigger: upstream, "
+                             "whose refreshes it bounds (a cron or freshness alone fires on its own times)")
+        try:
+            seconds = float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
+                else parse_duration(value)
+        except ValueError as exc:
+            raise ValueError(f"{info.field_name}: {exc}") from None
+        if not 0 <= seconds <= MAX_DURATION:
+            raise ValueError(f"{info.field_name}={value!r}; expected from 0 seconds to 366d")
+        return seconds
+
+    @field_validator("hold_on", mode="before")
+    @classmethod
+    def _hold_on(cls, value: Any) -> tuple[str, ...]:
+        if value is None:
+            return DEFAULT_HOLD_ON
+        items = [value] if isinstance(value, str) else value
+        if not isinstance(items, list | tuple):
+            raise ValueError(f"hold_on={value!r}; expected a list of {', '.join(HOLD_CONDITIONS)}")
+        out: list[str] = []
+        for item in items:
+            name = str(item).upper()
+            if name not in HOLD_CONDITIONS:
+                raise ValueError(f"hold_on has {item!r}; expected some of {', '.join(HOLD_CONDITIONS)}")
+            if name not in out:
+                out.append(name)
+        return tuple(out)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> TableDeclaration:
+        if self.min_interval is not None and self.max_staleness is not None and self.min_interval > self.max_staleness:
+            raise ValueError(f"min_interval={self.min_interval:g}s is longer than max_staleness="
+                             f"{self.max_staleness:g}s; expected the floor at most the ceiling")
+        return self
+
     @field_validator("misfire_policy", mode="before")
     @classmethod
     def _misfire_policy(cls, policy: Any) -> str:
@@ -323,7 +440,9 @@ class TableDeclaration(BaseModel):
         return {str(k): str(v) for k, v in value.items()}
 
     def table(self) -> MaterializedTable:
-        return MaterializedTable(**self.model_dump(exclude={"freshness"}))
+        values = self.model_dump()
+        values["freshness"] = None if self.freshness is None else str(self.freshness)
+        return MaterializedTable(**values)
 
 
 _KNOWN_KEYS = frozenset(TableDeclaration.model_fields)

@@ -50,7 +50,8 @@ def test_fire_publishes_a_complete_refresh_command(make_scheduler, clock) -> Non
     assert cmd["execution_config"] == {"spark.sql.shuffle.partitions": "2"} and cmd["attempt"] == 1
     h = cmd["header"]
     assert h["job_name"] == "refresh mart.hourly" and h["run_id"] == run_id_for(cid, 1)
-    assert h["schedule"] == {"workflow_id": w.id, "command_id": cid, "nominal_time": t, "attempt": 1}
+    assert h["schedule"] == {"workflow_id": w.id, "command_id": cid, "nominal_time": t, "attempt": 1,
+                             "trigger": "CRON", "trigger_run": None}
     assert h["parent_run"] == {"job_namespace": "lineagewire", "job_name": "workflow hourly", "run_id": w.id}
     Codec().decode(Codec().encode(cmd))  # it is a valid event of the contract
     info = s.get(w.id)

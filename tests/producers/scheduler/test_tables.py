@@ -71,8 +71,9 @@ def test_errors_name_table_field_and_value(doc: dict, words: list[str]) -> None:
         assert w in str(info.value)
 
 
-KNOWN = ("catchup_cap, cron, description, dynamic_options, execution_config, format, freshness, identifier, "
-         "misfire_policy, namespace, owner, partition_fields, query, time_zone")
+KNOWN = ("catchup_cap, cron, debounce, description, dynamic_options, execution_config, format, freshness, hold_on, "
+         "identifier, max_staleness, min_interval, misfire_policy, namespace, owner, partition_fields, query, "
+         "time_zone, trigger")
 
 
 @pytest.mark.parametrize(("raw", "message"), [
@@ -105,7 +106,7 @@ def test_declaration_defaults_and_normalised_values() -> None:
     (t,) = parse_tables({"tables": [{"identifier": "db.t", "query": " select 1 ;", "freshness": "1h",
                                      "misfire_policy": "SKIP", "owner": 7, "dynamic_options": {"a": 1}}]})
     assert t == MaterializedTable(identifier="db.t", query="select 1", cron="0 0 */1 * * *", misfire_policy="skip",
-                                  owner="7", dynamic_options={"a": "1"})
+                                  owner="7", dynamic_options={"a": "1"}, freshness="1h")
 
 
 def test_unreadable_and_bad_yaml(tmp_path: pathlib.Path) -> None:
