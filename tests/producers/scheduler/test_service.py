@@ -94,3 +94,39 @@ def test_cli_without_a_server_says_how_to_start_it() -> None:
 
     result = CliRunner().invoke(main_group, ["workflows", "--url", f"http://127.0.0.1:{free_port()}", "list"])
     assert result.exit_code != 0 and "lineagewire scheduler serve" in result.output
+
+
+def test_held_refresh_and_inputs_in_the_api_and_the_cli(server: ServerThread) -> None:
+    """A held refresh shows HELD with its reasons in the API and the CLI; --force publishes it (trigger MANUAL)."""
+    from lineagewire.schemas import kind_of
+
+    from .test_upstream import FakeInputs, reason
+
+    sched = server.service.scheduler  # type: ignore[attr-defined]
+    inputs = FakeInputs(sched.clock)
+    inputs.holding = [reason()]
+    sched.inputs = inputs
+    code, out = cli(server, "--json", "create", "mart.hourly", "--cron", "0 0 * * * *")
+    wid = json.loads(out)["id"]
+    code, out = cli(server, "backfill", wid, "--start", "2025-12-31T23:00:00Z", "--end", "2025-12-31T23:00:00Z")
+    assert code == 0 and "HELD" in out and "UPSTREAM_FAILED /lake/raw/orders" in out, out
+    with httpx.Client(base_url=server.url) as http:
+        (r,) = http.get("/refreshes", params={"workflow_id": wid}).json()
+        assert r["status"] == "HELD" and r["refresh_trigger"] == "CRON" and r["held_since"]
+        assert r["hold_reasons"] == inputs.holding
+        ins = http.get("/tables/mart.hourly/inputs").json()
+        assert ins["inputs"] == inputs.states(None, None) and ins["hold_reasons"] == inputs.holding
+        assert [h["command_id"] for h in ins["held"]] == [r["command_id"]]
+        assert ins["hold_on"] == ["UPSTREAM_FAILED", "UPSTREAM_RUNNING", "BREAKING_CHANGE"]
+        status = http.get("/tables/mart.hourly/status").json()
+        assert status["held"] is True and status["healthy"] is False
+        assert http.get("/tables/mart.nope/inputs").status_code == 404
+    code, out = cli(server, "show", wid)
+    assert code == 0 and "/lake/raw/orders" in out and "would hold now: UPSTREAM_FAILED" in out
+    assert "held: UPSTREAM_FAILED /lake/raw/orders (run " in out, out
+    held_events = [e for e in server.sink.events if kind_of(e) == "RefreshHeld"]  # type: ignore[attr-defined]
+    assert [e["command_id"] for e in held_events] == [r["command_id"]]
+    code, out = cli(server, "refresh", "mart.hourly", "--force")
+    assert code == 0 and f"released {r['command_id']}" in out, out
+    cmd = server.sink.events[-1]  # type: ignore[attr-defined]
+    assert cmd["command_id"] == r["command_id"] and cmd["header"]["schedule"]["trigger"] == "MANUAL"
