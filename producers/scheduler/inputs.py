@@ -680,7 +680,7 @@ def _health(s: InputState, now: dt.datetime) -> tuple[str, str]:
 # -- reading: new writes, for trigger: upstream ---------------------------------------------------
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True)
 class Write:
     """One successful write of an input: which dataset, by which run (the contract's ``RunRef``, as
     ``ScheduleRef.trigger_run`` takes it), when, and when the scheduler learnt of it."""

@@ -25,7 +25,7 @@ def state(**kw: object) -> InputState:
         writer_error=None, writer_at=NOW - dt.timedelta(minutes=58), streaming_writer=False, breaking_columns=(),
         breaking_run=None, breaking_change="", promise=None, health="ok", detail="")
     base.update(kw)
-    return InputState(**base)  # type: ignore[arg-type]
+    return InputState(**base)
 
 
 def test_a_failed_writer_holds_with_its_run_and_error() -> None:
@@ -40,7 +40,7 @@ def test_a_failed_writer_holds_with_its_run_and_error() -> None:
 def test_running_holds_unless_the_writer_streams() -> None:
     running = state(writer_status="RUNNING", writer_at=dt.datetime(2026, 3, 1, 23, 0, tzinfo=dt.UTC))
     (reason,) = hold_reasons([running], DEFAULT_HOLD_ON, NOW)
-    assert reason["condition"] == "UPSTREAM_RUNNING" and reason["upstream_run"]["run_id"] == "run-5"  # type: ignore[index]
+    assert reason["condition"] == "UPSTREAM_RUNNING" and reason["upstream_run"]["run_id"] == "run-5"
     assert reason["detail"] == "raw.events: writer ingest_events RUNNING since 2026-03-01 23:00 UTC (run run-5)"
     assert hold_reasons([state(writer_status="RUNNING", streaming_writer=True)], DEFAULT_HOLD_ON, NOW) == []
 
@@ -61,7 +61,7 @@ def test_staleness_holds_only_when_asked_and_inside_business_hours() -> None:
     stale = state(last_write_at=NOW - dt.timedelta(hours=3, minutes=50), promise=hourly)
     assert hold_reasons([stale], DEFAULT_HOLD_ON, NOW) == []  # the default leaves staleness out
     (reason,) = hold_reasons([stale], {"INPUT_STALE"}, NOW)
-    assert reason["condition"] == "INPUT_STALE" and reason["upstream_run"]["run_id"] == "run-4"  # type: ignore[index]
+    assert reason["condition"] == "INPUT_STALE" and reason["upstream_run"]["run_id"] == "run-4"
     assert reason["detail"].startswith("raw.events: last written 02:10 UTC by ingest_events, 3h50m ago; promised:")
     fresh = state(last_write_at=NOW - dt.timedelta(minutes=30), promise=hourly)
     assert hold_reasons([fresh], {"INPUT_STALE"}, NOW) == []
