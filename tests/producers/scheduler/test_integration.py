@@ -205,3 +205,21 @@ def test_high_availability_on_postgresql(lw_settings: Settings, tables_file: pat
     assert figures["duplicates"] == 0 and figures["missed"] == 0 and figures["not_on_topic"] == 0, figures
     claims = figures["claims_per_instance"]
     assert claims["a"] > 0 and claims["b"] > 0 and claims["a_restarted"] > 0, figures
+
+
+UPSTREAM_TABLES = {"tables": [{"identifier": "mart.by_customer", "trigger": "upstream", "debounce": "4s",
+                               "query": "SELECT customer, sum(amount) AS amount FROM raw.orders GROUP BY customer"}]}
+
+
+def test_upstream_change_fires_once_when_an_instance_dies_mid_debounce(lw_settings: Settings, tmp_path: pathlib.Path,
+                                                                      procs: list[Proc]) -> None:
+    """issue 41: across instances and restarts, one refresh per upstream change: not zero, not two."""
+    from .ha import run_upstream_ha
+
+    tables = tmp_path / "up.yaml"
+    tables.write_text(yaml.safe_dump(UPSTREAM_TABLES))
+    figures = run_upstream_ha(lw_settings, tables, f"sqlite:///{tmp_path / 'up.db'}", tmp_path,
+                              table="mart.by_customer", upstream_table="raw.orders", procs=procs)
+    assert figures["killed_mid_debounce"] and figures["first_fired_by"] == figures["instances"]["b"], figures
+    assert list(figures["refreshes_per_upstream_run"].values()) == [1, 1], figures
+    assert figures["refreshes"] == 2 and figures["commands"] == 2, figures
