@@ -516,12 +516,15 @@ class Facts:
         js.last_error = f"{error['error_class']}: {error['message']}" if error else None
 
     def _observe_writes(self, event: dict[str, Any], obs: Observation, run: RunState) -> None:
-        """The outputs of a successful action are pending with its run (counted once it ends FINISHED)."""
+        """The outputs of a successful action are pending with its run (counted once it ends FINISHED), or count
+        at once."""
         if event.get("action_status") == "FAILED":
             return
+        # a streaming run never finishes: each micro-batch's write counts at once
+        done = run.status == "FINISHED" or run.job_type == "STREAMING"
         for ds in event.get("outputs") or []:
-            fresh = self.writes.wrote(ds, (run.namespace, run.job), run.run_id, obs.at,
-                                      finished=run.status == "FINISHED", partition=run.partition)
+            fresh = self.writes.wrote(ds, (run.namespace, run.job), run.run_id, obs.at, finished=done,
+                                      partition=run.partition)
             if fresh is not None:
                 obs.fresh_writes.append(fresh)
 
@@ -767,6 +770,7 @@ class Facts:
                 del self.readers[key]
         for key in list(self.changes):
             self._set_changes(key, [c for c in self.changes[key] if c.at >= floor])
+        self.writes.prune(now - REFRESH_TTL)
 
     def mark_dirty(self, kind: str, key: str) -> None:
         self._dirty.add((kind, key))

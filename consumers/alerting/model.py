@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
-    "SEVERITIES", "AlertView", "Notification", "Signal", "fingerprint", "glob_match", "iso", "labels_match",
+    "SEVERITIES", "AlertView", "Notification", "Signal", "fingerprint", "gist", "glob_match", "iso", "labels_match",
     "parse_duration", "parse_time",
 ]
 
@@ -41,6 +41,16 @@ def parse_duration(value: Any, what: str = "duration") -> float:
     if seconds < 0:
         raise ValueError(f"{what}={value!r}: expected a duration >= 0")
     return seconds
+
+
+def gist(message: str) -> str:
+    """The line of an error message that says what went wrong. A Python UDF's error (PythonException) opens with
+    "An exception was thrown from the Python worker" and a traceback; its last line ("ValueError: bad amount 25.0")
+    is the one to read."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    if len(lines) > 1 and any(line.startswith("Traceback (most recent call last)") for line in lines):
+        return lines[-1]
+    return lines[0] if lines else message
 
 
 def fingerprint(labels: dict[str, str]) -> str:

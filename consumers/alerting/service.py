@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from lineagewire.consumers.runtime.base import Handler
+from lineagewire.freshness import Promise
 
 from .catchup import CatchUp, CatchUpPlan, CatchUpProgress, partition_key
 from .channels import Channel
@@ -444,18 +445,14 @@ class AlertingHandler(Handler):
         writer's events are on a partition this one does not own). Those stay flagged here, so the database is
         read once per promise, and only when such an alert would fire with several instances."""
         facts = self.engine.facts
-        never = [s for s in signals if s.firing and s.dataset is not None and s.dataset.startswith("promise:")]
+        never = [s for s in signals if _never(s)]
         if facts.owned is None or not never:
             return signals
-        promises = {p.dataset: p for p in self.config.datasets}
-        written = [WriteState.from_json(doc) for doc in store.written_datasets()]
-        elsewhere = set()
-        for s in never:
-            p = promises.get(s.labels.get("dataset", ""))
-            if p is not None and any(p.matches(w.namespace, w.name, w.tables) for w in written):
-                elsewhere.add(id(s))
-                facts.writes.flag(s.dataset or "", s.rule, s.labels)
-        return [s for s in signals if id(s) not in elsewhere]
+        elsewhere = _written_elsewhere(never, self.config.datasets, store.written_datasets())
+        for s in elsewhere:
+            facts.writes.flag(s.dataset or "", s.rule, s.labels)
+        gone = {id(s) for s in elsewhere}
+        return [s for s in signals if id(s) not in gone]
 
     def _reload(self) -> None:
         pending = set(self.pending.reload)
@@ -523,6 +520,19 @@ def _inhibitors(rules: list[InhibitRule], alerts: Any) -> dict[tuple[int, tuple[
 def _new_groups(dispatcher: Dispatcher, signals: list[Signal]) -> list[Group]:
     """The groups the firing ``signals`` open, once each (the store inserts those without a row yet)."""
     return list({g.key: g for g in (dispatcher.group_of(s) for s in signals if s.firing)}.values())
+
+
+def _never(s: Signal) -> bool:
+    """Is ``s`` a firing "never written" promise alert (``writes.never_key``)?"""
+    return s.firing and s.dataset is not None and s.dataset.startswith("promise:")
+
+
+def _written_elsewhere(never: list[Signal], promises: list[Promise], rows: list[dict[str, Any]]) -> list[Signal]:
+    """The "never written" signals of ``never`` whose promise matches a dataset of ``rows`` (saved write states)."""
+    by_name = {p.dataset: p for p in promises}
+    written = [WriteState.from_json(doc) for doc in rows]
+    return [s for s in never if (p := by_name.get(s.labels.get("dataset", ""))) is not None
+            and any(p.matches(w.namespace, w.name, w.tables) for w in written)]
 
 
 def _upstream_jobs(alert: Alert) -> tuple[tuple[str, str], ...]:

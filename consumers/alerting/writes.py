@@ -149,6 +149,19 @@ class Writes:
             self.dirty.add(("fired", st.dataset))
         return FreshWrite(st, previous, fired)
 
+    def prune(self, before: dt.datetime) -> None:
+        """Forget pending writes from before ``before``: their run's end was never seen (its events were lost)."""
+        for run_id in list(self._by_run):
+            for key in list(self._by_run[run_id]):
+                st = self.states.get(key)
+                if st is None or st.pending.get(run_id, before) < before:
+                    self._by_run[run_id].discard(key)
+                    if st is not None:
+                        del st.pending[run_id]
+                        self.dirty.add(("write", key))
+            if not self._by_run[run_id]:
+                del self._by_run[run_id]
+
     def flag(self, key: str, rule: str, labels: dict[str, str]) -> None:
         """Rule ``rule`` fired for the current window of ``key`` with ``labels`` (a dataset, or ``never_key``)."""
         self.fired.setdefault(key, {})[rule] = dict(labels)

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from lineagewire.consumers.alerting.model import Signal, iso
+from lineagewire.consumers.alerting.model import Signal, gist, iso
 from lineagewire.consumers.alerting.writes import WriteState, never_key
 from lineagewire.freshness import Promise
 
@@ -76,7 +76,7 @@ def when(at: dt.datetime | None) -> str:
 
 
 def _gist(error: str | None) -> str:
-    line = (error or "").strip().splitlines()[0] if error and error.strip() else ""
+    line = gist(error) if error else ""
     return f": {line[:160]}" if line else ""
 
 
@@ -137,22 +137,31 @@ def upstream_causes(facts: Facts, st: WriteState, now: dt.datetime, depth: int,
     seen = {st.dataset}
     frontier = [st]
     for hop in range(1, depth + 1):
-        nxt = []
-        for s in frontier:
-            inputs = set().union(*(facts.reads_of(w) for w in s.writers)) if s.writers else set()
-            for key in sorted(inputs - seen):
-                seen.add(key)
-                u = facts.writes.states.get(key)
-                if u is None:
-                    continue  # a source no job we saw writes: nothing to blame upstream of it
-                cause = input_cause(facts, u, now, promise_of(u), hop)
-                if cause is not None:
-                    out.append(cause)
-                nxt.append(u)
-        frontier = nxt
+        frontier = _inputs(facts, frontier, seen)
+        out += [c for u in frontier if (c := input_cause(facts, u, now, promise_of(u), hop)) is not None]
         if not frontier:
             break
     return out
+
+
+def _inputs(facts: Facts, datasets: list[WriteState], seen: set[str]) -> list[WriteState]:
+    """The inputs not ``seen`` yet of the writers of ``datasets`` (added to ``seen``), of those a job we saw
+    writes (of a source no one writes, there is nothing to blame upstream)."""
+    keys: set[str] = set()
+    for s in datasets:
+        for w in s.writers:
+            keys |= facts.reads_of(w)
+    keys -= seen
+    seen |= keys
+    return [u for key in sorted(keys) if (u := facts.writes.states.get(key)) is not None]
+
+
+def _upstream(causes: list[Cause]) -> dict[str, str | None]:
+    """The jobs to blame (``upstream_jobs``, which the incidents read) and their runs."""
+    jobs = sorted({c.job for c in causes if c.job is not None})
+    runs = [c.run for c in causes if c.run]
+    return {"upstream_jobs": json.dumps([list(j) for j in jobs]) if jobs else None,
+            "upstream_runs": ", ".join(runs) if runs else None}
 
 
 @register
@@ -206,6 +215,12 @@ class DatasetStaleRule(Rule):
             written.add(p)
             if not facts.writes.has_fired(st.dataset, self.name) and p.stale(st.last_success, now):
                 out += self._stale(st, p, now, facts)
+        return out + self._check_never(now, facts, written, unwritten)
+
+    def _check_never(self, now: dt.datetime, facts: Facts, written: set[Promise],
+                     unwritten: dict[Promise, WriteState]) -> list[Signal]:
+        """The promises of datasets without a successful write whose freshness has passed since the first look."""
+        out: list[Signal] = []
         for p in self.promises:
             if p not in written and not facts.writes.has_fired(never_key(p.dataset), self.name) \
                     and p.stale(None, now, facts.started):
@@ -238,11 +253,12 @@ class DatasetStaleRule(Rule):
                                   last_success="never"), dataset=never_key(p.dataset))]
 
     def _annotations(self, head: str, p: Promise, causes: list[Cause]) -> dict[str, str | None]:
-        shown = causes[: self.params.max_causes]
-        more = len(causes) - len(shown)
-        lines = [c.text for c in shown] + ([f"... and {more} more"] if more > 0 else [])
-        jobs = sorted({c.job for c in causes if c.job is not None})
-        return {"summary": head + (f"; stale because {shown[0].text}" if shown else ""), "promise": p.dataset,
-                "freshness": f"{p.freshness:g}s", "owner": p.owner, "causes": "\n".join(lines) or None,
-                "upstream_jobs": json.dumps([list(j) for j in jobs]) if jobs else None,
-                "upstream_runs": ", ".join(c.run for c in causes if c.run) or None}
+        out: dict[str, str | None] = {"summary": head, "promise": p.dataset, "freshness": f"{p.freshness:g}s",
+                                      "owner": p.owner}
+        if causes:
+            shown = causes[: self.params.max_causes]
+            more = len(causes) - len(shown)
+            out["summary"] = f"{head}; stale because {shown[0].text}"
+            out["causes"] = "\n".join([c.text for c in shown] + ([f"... and {more} more"] if more > 0 else []))
+            out.update(_upstream(causes))
+        return out

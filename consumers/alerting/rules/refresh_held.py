@@ -60,17 +60,24 @@ class RefreshHeldRule(Rule):
         labels = self._labels(obs, event["table"])
         if obs.kind == "RefreshCommand":
             return [self.clear(labels, obs.at)]
-        reasons = event.get("reasons") or []
-        runs = [r["upstream_run"] for r in reasons if r.get("upstream_run")]
-        jobs = sorted({(r["job_namespace"], r["job_name"]) for r in runs})
-        lines = [reason_line(r) for r in reasons]
-        nominal = iso(event.get("nominal_time"))
-        return [self.fire(labels, obs.at, summary=f"refresh of {event['table']} for {nominal} held: "
-                          + (lines[0] if lines else "no reason given") + (f" (+{len(lines) - 1} more)"
-                                                                          if len(lines) > 1 else ""),
-                          table=event["table"], nominal_time=nominal, command_id=event.get("command_id"),
-                          workflow_id=event.get("workflow_id"), held_since=iso(event.get("held_since")),
-                          reasons="\n".join(lines) or None,
-                          conditions=", ".join(sorted({r.get("condition") or "OTHER" for r in reasons})) or None,
-                          upstream_runs=", ".join(r["run_id"] for r in runs) or None,
-                          upstream_jobs=json.dumps([list(j) for j in jobs]) if jobs else None)]
+        return [self.fire(labels, obs.at, **{k: v for k, v in held_annotations(event).items() if v and v != "[]"})]
+
+
+def held_annotations(event: dict[str, Any]) -> dict[str, str | None]:
+    """What a RefreshHeld event tells the page: the first reason in the summary, every reason a line, the upstream
+    runs, and their jobs (``upstream_jobs``, which the incidents read)."""
+    reasons = event.get("reasons") or []
+    lines = [reason_line(r) for r in reasons] or ["no reason given"]
+    nominal = iso(event.get("nominal_time"))
+    more = f" (+{len(lines) - 1} more)" if len(lines) > 1 else ""
+    return {"summary": f"refresh of {event['table']} for {nominal} held: {lines[0]}{more}", "table": event["table"],
+            "nominal_time": nominal, "command_id": event.get("command_id"), "workflow_id": event.get("workflow_id"),
+            "held_since": iso(event.get("held_since")), "reasons": "\n".join(lines), **_upstream(reasons)}
+
+
+def _upstream(reasons: list[dict[str, Any]]) -> dict[str, str | None]:
+    """The conditions, the upstream runs and their jobs of a hold's reasons."""
+    runs = [r["upstream_run"] for r in reasons if r.get("upstream_run")]
+    jobs = sorted({(r["job_namespace"], r["job_name"]) for r in runs})
+    return {"conditions": ", ".join(sorted({r.get("condition") or "OTHER" for r in reasons})),
+            "upstream_runs": ", ".join(r["run_id"] for r in runs), "upstream_jobs": json.dumps([list(j) for j in jobs])}

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field
 
-from lineagewire.consumers.alerting.model import Signal
+from lineagewire.consumers.alerting.model import Signal, gist
 
 from . import register
 from .base import STATUS_EVENT, Rule, RuleParams
@@ -35,14 +35,6 @@ class RunFailedRule(Rule):
         message = err.get("message") or "no error message"
         cls = err.get("error_class") or "unknown error"
         run_id = obs.event["header"]["run_id"]
-        return [self.fire(labels, obs.at, summary=f"{obs.namespace}/{obs.job} failed: {cls}: {_gist(message)[:200]}",
+        return [self.fire(labels, obs.at, summary=f"{obs.namespace}/{obs.job} failed: {cls}: {gist(message)[:200]}",
                           error_class=cls, error_message=message, stack="\n".join(stack), run_id=run_id, run=run_id)]
 
-
-def _gist(message: str) -> str:
-    """The line that says what went wrong. A Python UDF's error (PythonException) opens with "An exception was thrown
-    from the Python worker" and a traceback; its last line ("ValueError: bad amount 25.0") is the one to read."""
-    lines = [line.strip() for line in message.splitlines() if line.strip()]
-    if len(lines) > 1 and any(line.startswith("Traceback (most recent call last)") for line in lines):
-        return lines[-1]
-    return lines[0] if lines else message
