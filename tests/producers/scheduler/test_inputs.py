@@ -91,7 +91,8 @@ def refresh_run(minute: float) -> Any:
     return action_lineage(header("ActionLineageEvent", job_namespace="lineagewire", job_name="refresh mart.daily",
                                  run_id="refresh-1", schedule=schedule,
                                  event_time=T0 + dt.timedelta(minutes=minute)),
-                          "a1", "insertInto", inputs=[_events(("id", "int")), _customers()],
+                          "a1", "insertInto", inputs=[_events(("id", "int")), _customers(),
+                                                      dataset("file", "/data/lookup/fx")],
                           column_lineage=cl)
 
 
@@ -109,7 +110,8 @@ def test_tracker_follows_writes_failures_and_breaking_changes_through_the_broker
         tracker.start()
         try:
             # dim.customers is read by a refresh run only: the lineage of the table's own runs names it too
-            for ev in [*ingest_run("r1", 0, [("id", "int"), ("cid", "int"), ("amount", "double")]), refresh_run(5)]:
+            r1 = [("id", "int"), ("cid", "int"), ("amount", "double"), ("note", "string")]
+            for ev in [*ingest_run("r1", 0, r1), refresh_run(5)]:
                 pub.publish(ev)
             pub.flush()
             # two jobs, two partitions: the refresh run's event may come in before or after the writer's
@@ -129,6 +131,8 @@ def test_tracker_follows_writes_failures_and_breaking_changes_through_the_broker
             assert states["dim.customers"].health == "never_written"
             assert states["dim.customers"].dataset == ("file", "/warehouse/dim.db/customers")
             assert states["dim.customers"].columns is not None and "region" in states["dim.customers"].columns
+            # a dataset the query does not name (behind a view, say) that the refresh run read is an input too
+            assert states["/data/lookup/fx"].table is None and states["/data/lookup/fx"].columns is None
             with engine.connect() as conn:
                 first = writes_after(conn, DAILY, None)
             assert [(w.dataset, w.run["run_id"]) for w in first] == [(("file", "/data/raw/events"), "r1")]
@@ -152,7 +156,8 @@ def test_tracker_follows_writes_failures_and_breaking_changes_through_the_broker
             wait_for(lambda: _by_table(engine, later)["raw.events"].health == "breaking")
             s = _by_table(engine, later)["raw.events"]
             assert s.breaking_columns == ("amount", "cid") and s.breaking_run == ("prod", "ingest_events", "r3")
-            assert s.detail == ("raw.events: ingest_events removed amount; retyped cid: int -> string; "
+            # note went too, but the query does not read it
+            assert s.detail == ("raw.events: ingest_events removed amount, note; retyped cid: int -> string; "
                                 "the query reads amount, cid")
             # r4 brings amount back but leaves cid a string: only cid still breaks the table
             for ev in ingest_run("r4", 70, [("id", "int"), ("cid", "string"), ("amount", "double")]):
@@ -219,6 +224,21 @@ def test_lifecycle_changes_and_promises(engine: sa.Engine) -> None:
     for i, ev in enumerate(ingest_run("r10", 40, [("id", "int"), ("amount", "double")])):
         h.handle(Record("jobs", 0, 20 + i, None, 0, ev))
     assert _by_table(engine, T0 + dt.timedelta(hours=1))["raw.events"].health == "ok"
+
+
+def test_an_older_event_delivered_late_changes_nothing(engine: sa.Engine) -> None:
+    h = InputsHandler(engine, clock=lambda: T0)
+    created, write, failed = ingest_run("r1", 0, [("id", "int"), ("amount", "double")], status="FAILED")
+    for i, ev in enumerate([created, write, failed, created]):  # the run's start again, after its end
+        h.handle(Record("jobs", 0, i, None, 0, ev))
+    assert _by_table(engine, T0)["raw.events"].health == "failed"
+    older = ingest_run("r0", -30, [("id", "int")])  # an earlier run, replayed now
+    for i, ev in enumerate(older):
+        h.handle(Record("jobs", 0, 10 + i, None, 0, ev))
+    s = _by_table(engine, T0)["raw.events"]
+    assert (s.health, s.writer, s.last_write_run) == ("failed", ("prod", "ingest_events", "r1"),
+                                                      ("prod", "ingest_events", "r1"))
+    assert s.breaking_columns == ()  # the older schema is not compared with the newer one
 
 
 def test_breaking_change_memory_is_pure() -> None:
