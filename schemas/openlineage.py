@@ -4,10 +4,11 @@ The intake (producers/ingest) turns one OpenLineage event into a few contract ev
 START, a JobStatusChangedEvent for a state change, an ActionLineageEvent for its datasets). The **last** of them
 stands for the OpenLineage event: its ``header.openlineage`` is the JSON text of
 
-    {"v": 1, "kind": "RunEvent" | "DatasetEvent" | "JobEvent", "patch": PATCH}
+    {"v": 1, "kind": "RunEvent" | "DatasetEvent" | "JobEvent", "patch": PATCH[, "facetProducer": URI]}
 
-where ``PATCH`` turns ``regenerate(event)`` (an OpenLineage event rebuilt from the contract event's own fields:
-header, status or datasets, error, SQL) into the original. The others of the group carry
+where ``PATCH`` turns ``regenerate(event, kind, facetProducer)`` (an OpenLineage event rebuilt from the contract
+event's own fields: header, status or datasets, error, SQL; its facets' ``_producer`` is ``facetProducer``, else
+the event's producer) into the original. The others of the group carry
 ``{"v": 1, "derived": true}``: they restate part of the same OpenLineage event for the consumers that read runs
 (registry, alerting, DataHub), and an OpenLineage output skips them. Everything the contract does not model
 (unknown facets, ``_producer`` and ``_schemaURL`` of each facet, the exact ``eventTime`` text) is in the
@@ -74,10 +75,12 @@ _DELETE = ["-"]
 
 # -- header.openlineage -----------------------------------------------------------------------------
 
-def origin_text(kind: str, patch: Any) -> str:
+def origin_text(kind: str, patch: Any, facet_producer: str | None = None) -> str:
     """header.openlineage of the event that stands for an OpenLineage event of ``kind``."""
-    return json.dumps({"v": ORIGIN_VERSION, "kind": kind, "patch": patch}, sort_keys=True, separators=(",", ":"),
-                      ensure_ascii=False)
+    found: dict[str, Any] = {"v": ORIGIN_VERSION, "kind": kind, "patch": patch}
+    if facet_producer is not None:
+        found["facetProducer"] = facet_producer
+    return json.dumps(found, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def origin(event: dict[str, Any]) -> dict[str, Any] | None:
@@ -95,13 +98,16 @@ def restore(event: dict[str, Any]) -> dict[str, Any] | None:
     if found.get("v") != ORIGIN_VERSION:
         raise ValueError(f"header.openlineage v={found.get('v')!r}; expected {ORIGIN_VERSION} (a newer lineagewire "
                          "wrote this event)")
-    return apply_patch(regenerate(event, found["kind"]), found["patch"])
+    return apply_patch(regenerate(event, found["kind"], found.get("facetProducer")), found["patch"])
 
 
 # -- patches ----------------------------------------------------------------------------------------
 
 def diff(original: Any, regenerated: Any) -> Any:
-    """The patch that turns ``regenerated`` into ``original`` (None when they are the same JSON)."""
+    """The patch that turns ``regenerated`` into ``original`` (None when they are the same JSON).
+
+    Values that are ``==`` are the same (1, 1.0 and True among them): ``regenerate`` gives the original's own
+    values or constants of the type the spec gives them, so a spec-valid event never differs from it by that."""
     if type(original) is not type(regenerated):
         return ["=", original]
     # Most of an event is what its fields regenerate: compared at C speed. (``==`` takes 1 for True and 1.0, which
@@ -157,11 +163,13 @@ def event_time_text(when: dt.datetime) -> str:
     return when.astimezone(dt.UTC).isoformat()
 
 
-def regenerate(event: dict[str, Any], kind: str = "RunEvent") -> dict[str, Any]:
-    """The OpenLineage event of ``kind`` rebuilt from the contract event's own fields (version 1)."""
+def regenerate(event: dict[str, Any], kind: str = "RunEvent", facet_producer: str | None = None) -> dict[str, Any]:
+    """The OpenLineage event of ``kind`` rebuilt from the contract event's own fields (version 1); its facets'
+    ``_producer`` is ``facet_producer`` (a client library's URI, when the event's producer is the application's),
+    else the event's producer."""
     h = event["header"]
-    producer = h["producer"]["name"]
-    out: dict[str, Any] = {"eventTime": event_time_text(h["event_time"]), "producer": producer,
+    producer = facet_producer or h["producer"]["name"]
+    out: dict[str, Any] = {"eventTime": event_time_text(h["event_time"]), "producer": h["producer"]["name"],
                            "schemaURL": EVENT_URLS.get(kind, EVENT_URLS["RunEvent"])}
     inputs = [_dataset(d, producer, None) for d in event.get("inputs") or []]
     outputs = [_dataset(d, producer, event.get("column_lineage") or []) for d in event.get("outputs") or []]

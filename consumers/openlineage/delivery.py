@@ -209,10 +209,15 @@ def header_lines(headers: dict[str, str]) -> list[str]:
 
 
 def kafka_message_key(event: Any, message_key: str | None = None) -> str:
-    """The key openlineage-python's kafka transport gives a RunEvent (see the module docstring)."""
+    """The key openlineage-python's kafka transport gives an event (see the module docstring)."""
     if message_key:
         return message_key
+    dataset = getattr(event, "dataset", None)
+    if dataset is not None:  # a DatasetEvent (ingested), keyed as openlineage-python keys it
+        return f"dataset:{dataset.namespace}/{dataset.name}"
     job = event.job
+    if getattr(event, "run", None) is None:  # a JobEvent (ingested)
+        return f"job:{job.namespace}/{job.name}"
     parent = (event.run.facets or {}).get("parent")
     if parent is not None:
         root = getattr(parent, "root", None)

@@ -41,14 +41,18 @@ __all__ = ["JSONFacet", "ingested_events"]
 
 
 class JSONFacet(dict[str, Any]):
-    """A facet as the JSON it came as, whose members also read as attributes (None when absent)."""
+    """A facet as the JSON it came as, whose members also read (None when absent) and are set as attributes, as
+    openlineage-python reads and changes its facet objects (the Kafka transport's key, the client's tags)."""
 
     __slots__ = ()
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        return _facet(self.get(name))
+        return self.get(name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self[name] = value
 
 
 def _facet(value: Any) -> Any:

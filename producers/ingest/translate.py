@@ -36,12 +36,14 @@ import hashlib
 import json
 import re
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 from lineagewire.schemas import action_lineage, dataset, header, job_created, job_spec, job_status_changed
 from lineagewire.schemas.events import (
     ColumnLineage,
     Dataset,
+    DatasetId,
     ErrorInfo,
     EventHeader,
     InputField,
@@ -180,7 +182,9 @@ class _Event:
         for event in out[:-1]:
             event["header"]["openlineage"] = DERIVED
         last = out[-1]
-        last["header"]["openlineage"] = origin_text(self.kind, diff(self.ev, regenerate(last, self.kind)))
+        facet_producer = _facet_producer(self.ev)
+        last["header"]["openlineage"] = origin_text(
+            self.kind, diff(self.ev, regenerate(last, self.kind, facet_producer)), facet_producer)
         return out
 
 
@@ -193,6 +197,25 @@ def _identity(ev: dict[str, Any]) -> str:
     parts = (run.get("runId"), ev.get("eventType"), ev.get("eventTime"), job.get("namespace"), job.get("name"),
              ds.get("namespace"), ds.get("name"))
     return json.dumps(parts)
+
+
+def _facet_producer(ev: dict[str, Any]) -> str | None:
+    """The ``_producer`` of the event's first facet when it is not the event's producer (openlineage-python's
+    facets name the client library, the event the application): regenerated facets get it, the patch need not
+    repeat it for each."""
+    for facet in _all_facets(ev):
+        found = facet.get("_producer")
+        if isinstance(found, str):
+            return None if found == ev.get("producer") else found
+    return None
+
+
+def _all_facets(ev: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    owners = [ev.get("run"), ev.get("job"), ev.get("dataset"), *(ev.get("inputs") or []), *(ev.get("outputs") or [])]
+    for owner in owners:
+        facets = owner.get("facets") if isinstance(owner, dict) else None
+        if isinstance(facets, dict):
+            yield from (f for f in facets.values() if isinstance(f, dict))
 
 
 def _object(parent: dict[str, Any], key: str, where: str = "$", *, required: bool = True) -> dict[str, Any]:
@@ -263,7 +286,8 @@ def _error(run_facets: dict[str, Any]) -> ErrorInfo | None:
 
 
 def _spec(job: dict[str, Any], run_facets: dict[str, Any]) -> JobSpec:
-    engine = run_facets.get("processing_engine") if isinstance(run_facets.get("processing_engine"), dict) else {}
+    found = run_facets.get("processing_engine")
+    engine: dict[str, Any] = found if isinstance(found, dict) else {}
     job_type = _facet(job, "jobType")
     integration = job_type.get("integration")
     sql = _facet(job, "sql").get("query")
@@ -279,18 +303,28 @@ def _spec(job: dict[str, Any], run_facets: dict[str, Any]) -> JobSpec:
 def _tags(job: dict[str, Any], job_type: dict[str, Any]) -> dict[str, str]:
     """The spec's tags: the job's ``tags`` facet, its ``ownership`` (``owner`` = the names, comma-separated) and
     its ``jobType`` (``openlineage.integration``, ``openlineage.jobType``)."""
-    tags: dict[str, str] = {}
-    for tag in _facet(job, "tags").get("tags") or []:
-        if isinstance(tag, dict) and isinstance(tag.get("key"), str):
-            tags[tag["key"]] = str(tag.get("value", ""))
-    owners = [o["name"] for o in _facet(job, "ownership").get("owners") or []
-              if isinstance(o, dict) and isinstance(o.get("name"), str)]
+    tags = {tag["key"]: str(tag.get("value", "")) for tag in _facet(job, "tags").get("tags") or []
+            if isinstance(tag, dict) and isinstance(tag.get("key"), str)}
+    owners = _owners(job)
     if owners:
         tags["owner"] = ",".join(owners)
-    for key in ("integration", "jobType"):
-        if isinstance(job_type.get(key), str):
-            tags[f"openlineage.{key}"] = job_type[key]
+    tags.update({f"openlineage.{key}": job_type[key] for key in ("integration", "jobType")
+                 if isinstance(job_type.get(key), str)})
     return tags
+
+
+def _owners(owner: dict[str, Any]) -> list[str]:
+    return [o["name"] for o in _facet(owner, "ownership").get("owners") or []
+            if isinstance(o, dict) and isinstance(o.get("name"), str)]
+
+
+def _objects(items: Any) -> list[dict[str, Any]]:
+    """The objects of a JSON list (none when it is absent)."""
+    return [i for i in items or () if isinstance(i, dict)]
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _schema_field(f: dict[str, Any]) -> SchemaField:
@@ -303,22 +337,26 @@ def _dataset(d: dict[str, Any], where: str) -> Dataset:
     if not isinstance(d, dict):
         raise TranslationError(where, f"got {type(d).__name__}; expected a dataset object")
     schema, symlinks, storage = _facet(d, "schema"), _facet(d, "symlinks"), _facet(d, "storage")
-    kind, change = _facet(d, "datasetType"), _facet(d, "lifecycleStateChange")
     statistics = (d.get("outputFacets") or {}).get("outputStatistics") or {}
-    before = change.get("previousIdentifier")
+    layer = _str(storage.get("storageLayer"))
+    change, before = _lifecycle(_facet(d, "lifecycleStateChange"))
     return dataset(
         _text(d, "namespace", where), _text(d, "name", where),
-        fields=[_schema_field(f) for f in schema.get("fields") or [] if isinstance(f, dict)],
+        fields=[_schema_field(f) for f in _objects(schema.get("fields"))],
         symlinks=[{"namespace": str(s.get("namespace", "")), "name": str(s.get("name", "")),
-                   "type": str(s.get("type", ""))} for s in symlinks.get("identifiers") or [] if isinstance(s, dict)],
-        format=storage.get("fileFormat") if isinstance(storage.get("fileFormat"), str) else None,
-        properties={"storage_layer": storage["storageLayer"]} if isinstance(storage.get("storageLayer"), str) else {},
-        dataset_type=kind.get("datasetType") if isinstance(kind.get("datasetType"), str) else None,
-        lifecycle_change=change.get("lifecycleStateChange")
-        if isinstance(change.get("lifecycleStateChange"), str) else None,
-        previous_identifier={"namespace": str(before.get("namespace", "")), "name": str(before.get("name", ""))}
-        if isinstance(before, dict) else None,
+                   "type": str(s.get("type", ""))} for s in _objects(symlinks.get("identifiers"))],
+        format=_str(storage.get("fileFormat")), properties={} if layer is None else {"storage_layer": layer},
+        dataset_type=_str(_facet(d, "datasetType").get("datasetType")),
+        lifecycle_change=change, previous_identifier=before,
         row_count=_count(statistics.get("rowCount")), byte_count=_count(statistics.get("size")))
+
+
+def _lifecycle(facet: dict[str, Any]) -> tuple[str | None, DatasetId | None]:
+    """The ``lifecycleStateChange`` facet's change, and the name before a RENAME."""
+    before = facet.get("previousIdentifier")
+    return _str(facet.get("lifecycleStateChange")), {
+        "namespace": str(before.get("namespace", "")), "name": str(before.get("name", ""))} if isinstance(
+        before, dict) else None
 
 
 def _count(value: Any) -> int | None:
@@ -326,7 +364,7 @@ def _count(value: Any) -> int | None:
 
 
 def _column_lineage(d: dict[str, Any], where: str) -> list[ColumnLineage]:
-    fields = _facet(d, "columnLineage").get("fields") or {}
+    fields = _facet(d, "columnLineage").get("fields", {})
     if not isinstance(fields, dict):
         raise TranslationError(f"{where}.facets.columnLineage.fields", "expected an object of output fields")
     return [{"namespace": d["namespace"], "name": d["name"], "field": name,
@@ -342,6 +380,6 @@ def _input_field(i: dict[str, Any]) -> InputField:
 
 def _transformation(t: dict[str, Any]) -> Transformation:
     kind = t.get("type")
-    return {"type": kind if kind in ("DIRECT", "INDIRECT") else "UNKNOWN",  # type: ignore[typeddict-item]
+    return {"type": kind if kind in ("DIRECT", "INDIRECT") else "UNKNOWN",
             "subtype": str(t.get("subtype") or ""), "description": str(t.get("description") or ""),
             "masking": t.get("masking") is True}
