@@ -29,6 +29,7 @@ from ..registry_query import NotFoundError
 from ..registry_store import RegistryStore
 from .alerts import AlertsReader
 from .routes import MAX_DEPTH, UI, cannot_show, duration_text, not_found, router, time_text
+from .scheduler import SchedulerReader, hold_text
 
 __all__ = ["add_ui"]
 
@@ -74,15 +75,17 @@ class _Auth(BaseHTTPMiddleware):
 
 
 def add_ui(app: FastAPI, store: RegistryStore, *, alerts_db: str | None = None, scheduler_url: str | None = None,
-           token: str | None = None) -> FastAPI:
+           token: str | None = None, promises: Any = None) -> FastAPI:
     """Add the UI's pages (``routes.router``) to ``app`` (the registry's REST app over ``store``); with
-    ``token``, every route of the app needs it."""
+    ``token``, every route of the app needs it; ``promises`` (``lineagewire.freshness.Promises``): the freshness
+    promises the dataset pages show."""
     templates = Jinja2Templates(directory=str(_HERE / "templates"))
     env = templates.env
-    env.filters.update(duration=duration_text, time=time_text, sparkline=_sparkline)
+    env.filters.update(duration=duration_text, time=time_text, sparkline=_sparkline, hold=hold_text)
     env.globals.update(statuses=STATUSES, poll_seconds=POLL_SECONDS, alerts_enabled=alerts_db is not None,
-                       max_depth=MAX_DEPTH)
-    app.state.lineagewire_ui = UI(store, templates, AlertsReader(alerts_db), scheduler_url)
+                       max_depth=MAX_DEPTH, scheduler_enabled=bool(scheduler_url))
+    app.state.lineagewire_ui = UI(store, templates, AlertsReader(alerts_db), SchedulerReader(scheduler_url),
+                                  promises)
     app.mount("/ui/static", StaticFiles(directory=str(_HERE / "static")), name="ui-static")
     if token is not None:
         app.add_middleware(_Auth, token=token)

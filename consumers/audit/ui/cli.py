@@ -32,6 +32,9 @@ class UISettings(SettingsBase):
     port: int = Field(8767, ge=0, le=65535, description="port to bind")
     token: str | None = Field(None, description="require this token on every request: 'Authorization: Bearer "
                               "TOKEN', or basic auth with it as password (at least 16 characters)")
+    datasets_file: str | None = Field(None, description="a YAML file with a `datasets:` section of freshness "
+                                      "promises (the scheduler's or the alerting file): each dataset's page shows "
+                                      "its promise and whether it is kept")
 
 
 def _loopback(host: str) -> bool:
@@ -53,9 +56,11 @@ def _loopback(host: str) -> bool:
 @setting(UISettings, "port", "--port", type=click.IntRange(0, 65535), help="Port to bind.")
 @setting(UISettings, "token", "--token", help="Require this token on every request: 'Authorization: Bearer TOKEN', "
          "or basic auth with it as password (at least 16 characters).")
+@setting(UISettings, "datasets_file", "--datasets-file", help="YAML file whose `datasets:` section declares freshness "
+         "promises (the scheduler's or the alerting file); dataset pages show whether each is kept.")
 @click.pass_context
 def ui(ctx: click.Context, db_url: str, alerts_db: str | None, scheduler_url: str | None, host: str | None,
-       port: int | None, token: str | None) -> None:
+       port: int | None, token: str | None, datasets_file: str | None) -> None:
     """Read-only web UI: jobs, runs, datasets, the lineage graph, alerts (http://127.0.0.1:8767/)."""
     import uvicorn
 
@@ -65,8 +70,13 @@ def ui(ctx: click.Context, db_url: str, alerts_db: str | None, scheduler_url: st
     from ..registry_store import RegistryStore
     from .server import build_app
 
-    cfg = settings_of(ctx, UISettings, host=host, port=port, token=token)
+    cfg = settings_of(ctx, UISettings, host=host, port=port, token=token, datasets_file=datasets_file)
     host, port, token = cfg.host, cfg.port, cfg.token
+    promises = None
+    if cfg.datasets_file is not None:
+        from lineagewire.freshness import load_promises  # croniter, for business hours: only with promises
+
+        promises = load_promises(cfg.datasets_file)  # a bad file fails here, naming the entry and the field
     alerts_db = settings_of(ctx, AlertingConfig, database=alerts_db).database
     scheduler_url = settings_of(ctx, SchedulerClientSettings, url=scheduler_url).url
     if token is not None and len(token) < 16:
@@ -76,7 +86,7 @@ def ui(ctx: click.Context, db_url: str, alerts_db: str | None, scheduler_url: st
                           "LINEAGEWIRE_UI__TOKEN) with it, so that the registry is not readable by anyone on the "
                           "network")
     app = build_app(RegistryStore(db_url, engine=_read_only(db_url)), alerts_db=alerts_db,
-                    scheduler_url=scheduler_url, token=token)
+                    scheduler_url=scheduler_url, token=token, promises=promises)
     shown = f"[{host}]" if ":" in host else host
     click.echo(f"lineagewire ui on http://{shown}:{port}/ui/jobs", err=True)
     uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -30,6 +30,7 @@ __all__ = [
     "job_page",
     "job_status",
     "jobs_page",
+    "last_successful_write",
     "run_page",
     "run_status",
     "search",
@@ -415,6 +416,31 @@ def dataset_page(conn: Connection, dataset_id: int) -> dict[str, Any]:
             "schema": schema, "schema_history": list(reversed(history)), "versions": list(reversed(versions)),
             "producers": io["out"], "consumers": io["in"], "columns": sorted(columns), "lifecycle": lifecycle,
             "changes": list(reversed(lifecycle["changes"]))}
+
+
+def last_successful_write(conn: Connection, dataset_id: int) -> dict[str, Any] | None:
+    """The dataset's last write by a run that ended FINISHED (a failed run's overwrite is nothing to read as
+    fresh), as the alerting service's freshness promises count it: ``{"at", "run_id", "job", "job_id"}``, the
+    time of that run's last action that wrote it (its end when no action names it); None when there is none."""
+    rd, r, j = m.run_datasets.c, m.runs.c, m.jobs.c
+    row = conn.execute(sa.select(rd.run_id, rd.seen_at, r.ended_at, j.id, j.namespace, j.name)
+                       .select_from(m.run_datasets.join(m.runs, r.run_id == rd.run_id).join(m.jobs, j.id == r.job_id))
+                       .where(rd.dataset_id == dataset_id, rd.direction == "out", r.status == "FINISHED")
+                       .order_by(rd.seen_at.desc()).limit(1)).first()
+    if row is None:
+        return None
+    ds = conn.execute(sa.select(m.datasets.c.namespace, m.datasets.c.name)
+                      .where(m.datasets.c.id == dataset_id)).one()
+    e = m.run_events.c
+    at = None
+    for when, body in conn.execute(sa.select(e.event_time, e.body).where(e.run_id == row.run_id,
+                                                                          e.kind == "ActionLineageEvent")
+                                   .order_by(e.event_time.desc())):
+        if any((o["namespace"], o["name"]) == (ds.namespace, ds.name) for o in json.loads(body)["outputs"]):
+            at = when
+            break
+    return {"at": utc(at or row.ended_at or row.seen_at), "run_id": row.run_id,
+            "job": f"{row.namespace}/{row.name}", "job_id": row.id}
 
 
 def _states(conn: Connection, dataset_id: int, previous_names: list[dict[str, Any]]) -> list[Any]:

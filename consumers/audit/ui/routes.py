@@ -8,11 +8,9 @@ FastAPI's dependency injection, so the routes are plain functions of this module
 from __future__ import annotations
 
 import datetime as dt
-import json
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-import httpx
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
@@ -23,7 +21,10 @@ from ..registry_query import NotFoundError, resolve_dataset
 from ..registry_store import RegistryStore
 from . import queries as q
 from .alerts import AlertsReader
+from .freshness import promise_state
 from .impact import router as impact_router
+from .scheduler import SchedulerReader
+from .tables import router as tables_router
 
 __all__ = ["MAX_DEPTH", "UI", "cannot_show", "duration_text", "not_found", "router", "time_text"]
 
@@ -34,12 +35,14 @@ _TIME_KEYS = {"event_time", "transition_time", "nominal_time", "deadline"}
 
 @dataclass(frozen=True)
 class UI:
-    """What the pages read: the registry, the alert database (if any), the scheduler (if any), the templates."""
+    """What the pages read: the registry, the alert database (if any), the scheduler (if any), the freshness
+    promises (``lineagewire.freshness.Promises``, if a datasets file was given), the templates."""
 
     store: RegistryStore
     templates: Jinja2Templates
     alerts: AlertsReader
-    scheduler_url: str | None
+    scheduler: SchedulerReader
+    promises: Any = None
 
     def read(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """``fn(connection, *args, **kwargs)`` on a connection of the registry's."""
@@ -60,6 +63,7 @@ PageNo = Annotated[int, Query(alias="page", ge=1)]
 
 router = APIRouter()
 router.include_router(impact_router)  # /ui/impact and its CSV: a router of its own (ui/impact.py)
+router.include_router(tables_router)  # /ui/tables: the scheduler's materialized tables (ui/tables.py)
 
 
 def _is_page(request: Request) -> bool:
@@ -109,7 +113,7 @@ def job(request: Request, ui: Ctx, job_id: int, page_no: PageNo = 1, depth: Dept
     data = ui.read(q.job_page, job_id, page=page_no)
     return ui.page(request, "job.html", title=f"{data['namespace']}/{data['name']}", job=data, depth=depth,
                    alerts=ui.alerts.for_job(data["namespace"], data["name"]) if ui.alerts.enabled else [],
-                   refresh=_refresh_health(ui.scheduler_url, data["workflows"]), timeline=_timeline(data["runs"]))
+                   refresh=ui.scheduler.workflows(data["workflows"]), timeline=_timeline(data["runs"]))
 
 
 @router.get("/ui/runs/{run_id}", response_class=HTMLResponse, tags=["ui"])
@@ -149,7 +153,14 @@ def find(ui: Ctx, dataset: Annotated[str, Query(max_length=5000)], namespace: st
 @router.get("/ui/datasets/{dataset_id}", response_class=HTMLResponse, tags=["ui"])
 def dataset(request: Request, ui: Ctx, dataset_id: int, column: str | None = None, depth: Depth = 2) -> HTMLResponse:
     data = ui.read(q.dataset_page, dataset_id)
-    return ui.page(request, "dataset.html", title=data["name"], ds=data, column=column, depth=depth)
+    promise = None
+    if ui.promises is not None:
+        found = ui.promises.promise_for(data["namespace"], data["name"], [a["name"] for a in data["aliases"]])
+        promise = promise_state(found, ui.read(q.last_successful_write, dataset_id) if found else None,
+                                dt.datetime.now(dt.UTC))
+    return ui.page(request, "dataset.html", title=data["name"], ds=data, column=column, depth=depth,
+                   promises_enabled=ui.promises is not None, promise=promise,
+                   tables=_refreshed_tables(data["producers"]) if ui.scheduler.enabled else [])
 
 
 @router.get("/ui/graph", response_class=HTMLResponse, tags=["ui"])
@@ -254,17 +265,6 @@ def _spans(runs: list[dict[str, Any]], now: dt.datetime
             for r in reversed(runs) if (r["started_at"] or r["created_at"]) is not None]
 
 
-def _refresh_health(scheduler_url: str | None, workflows: list[str]) -> list[dict[str, Any]]:
-    """The scheduler's answer for each refresh workflow of the job (``GET /workflows/{id}``)."""
-    if not scheduler_url or not workflows:
-        return []
-    out = []
-    with httpx.Client(base_url=scheduler_url, timeout=2.0) as client:
-        for wf in workflows[:5]:
-            try:
-                resp = client.get(f"/workflows/{wf}")
-                resp.raise_for_status()
-                out.append({"workflow_id": wf, "info": resp.json(), "error": None})
-            except (httpx.HTTPError, json.JSONDecodeError) as exc:
-                out.append({"workflow_id": wf, "info": None, "error": f"scheduler at {scheduler_url}: {exc}"})
-    return out
+def _refreshed_tables(producers: list[dict[str, Any]]) -> list[str]:
+    """The materialized tables among a dataset's writers: a refresh runner's job is named ``refresh <table>``."""
+    return sorted({p["name"].removeprefix("refresh ") for p in producers if p["name"].startswith("refresh ")})

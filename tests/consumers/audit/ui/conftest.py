@@ -3,6 +3,7 @@ events, the UI served on 127.0.0.1, and Debian's chromium driven by Playwright."
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -17,7 +18,7 @@ import pytest
 from lineagewire.config import Settings
 from lineagewire.kafka.local import free_port
 from lineagewire.kafka.topics import TopicSpec, create_topics, delete_topics
-from tests.consumers.audit.conftest import raw_records
+from tests.consumers.audit.conftest import raw_records, serving
 from tests.consumers.openlineage.test_spark_end_to_end import JOB  # aggregates by key: DIRECT and INDIRECT
 from tests.helpers import wait_for
 
@@ -120,3 +121,75 @@ def spark_registry(kafka_settings: Settings, tmp_path_factory: pytest.TempPathFa
 def spark_ui(spark_registry: str) -> Iterator[UiServer]:
     with UiServer(spark_registry) as srv:
         yield srv
+
+
+#: the table the scheduler stand-in declares (``refresh_run``'s table: its refresh job is ``daily_orders``)
+TABLE = "daily_orders"
+
+
+def scheduler_app(upstream_run: dict[str, str] | None = None) -> Any:
+    """A stand-in for the scheduler's REST API (docs/scheduler.md): the workflow ``wf-1`` of ``TABLE`` and its
+    health, the declared tables, ``TABLE``'s status (HELD) and inputs: ``/data/orders`` (``sales.orders``) whose
+    writer ``upstream_run`` FAILED, which holds the 06:00 refresh, and ``/data/customers``, never written."""
+    from fastapi import FastAPI, HTTPException
+
+    app = FastAPI()
+    upstream = upstream_run or {"job_namespace": "spark", "job_name": "ingest_orders", "run_id": "no-such-run"}
+    orders = {"namespace": "file", "name": "/data/orders"}
+    reason = {"condition": "UPSTREAM_FAILED", "input": orders, "upstream_run": upstream,
+              "detail": f"{upstream['job_name']} FAILED at 2026-11-01T03:00:09Z: Job aborted"}
+
+    def known(table: str) -> None:
+        if table != TABLE:
+            raise HTTPException(404, f"table {table!r} is not declared")
+
+    @app.get("/workflows/{workflow_id}")
+    def show(workflow_id: str) -> dict[str, Any]:
+        if workflow_id != "wf-1":
+            raise HTTPException(404, "unknown")
+        return {"id": "wf-1", "table": TABLE, "kind": "PERIODIC", "status": "ACTIVE", "cron": "0 * * * *",
+                "next_fire": "2026-11-01T01:00:00Z",
+                "refreshes": [{"nominal_time": "2026-11-01T00:00:00Z", "status": "FAILED", "attempt": 3,
+                               "duration_ms": 4000, "error": "no retry left"}],
+                "table_status": {"table": TABLE, "healthy": False, "reason": "newest refresh failed",
+                                 "held": True, "hold_reasons": [reason]}}
+
+    @app.get("/tables")
+    def tables() -> list[dict[str, Any]]:
+        return [{"identifier": TABLE, "trigger": "upstream", "cron": "0 6 * * *", "freshness": None,
+                 "hold_on": ["UPSTREAM_FAILED", "UPSTREAM_RUNNING", "BREAKING_CHANGE"], "owner": "sales"}]
+
+    @app.get("/tables/{table}/status")
+    def status(table: str) -> dict[str, Any]:
+        known(table)
+        return {"table": TABLE, "healthy": False, "reason": "HELD: upstream failed", "last_success": None,
+                "counts": {"HELD": 1}, "latest": None, "held": True, "hold_reasons": [reason]}
+
+    @app.get("/tables/{table}/inputs")
+    def inputs(table: str) -> dict[str, Any]:
+        known(table)
+        return {"table": TABLE, "trigger": "upstream",
+                "hold_on": ["UPSTREAM_FAILED", "UPSTREAM_RUNNING", "BREAKING_CHANGE"],
+                "inputs": [
+                    {"dataset": orders, "table": "sales.orders", "last_write_at": "2026-10-31T03:00:02Z",
+                     "writer": upstream, "writer_status": "FAILED", "writer_error": "Job aborted",
+                     "last_write_run": None, "breaking_columns": [], "breaking_run": None, "freshness_seconds": None,
+                     "columns_read": ["amount", "id"], "health": "failed", "detail": reason["detail"]},
+                    {"dataset": {"namespace": "file", "name": "/data/customers"}, "table": None,
+                     "last_write_at": None, "writer": None, "writer_status": None, "writer_error": None,
+                     "last_write_run": None, "breaking_columns": [], "breaking_run": None, "freshness_seconds": None,
+                     "columns_read": None, "health": "never_written", "detail": "/data/customers: no successful "
+                     "write seen"}],
+                "hold_reasons": [reason],
+                "held": [{"command_id": "c-0600", "workflow_id": "wf-1", "table": TABLE,
+                          "nominal_time": "2026-11-01T06:00:00Z", "status": "HELD",
+                          "held_since": "2026-11-01T06:00:00.120000Z", "hold_reasons": [reason]}]}
+
+    return app
+
+
+@contextlib.contextmanager
+def scheduler_stand_in(upstream_run: dict[str, str] | None = None) -> Iterator[str]:
+    """``scheduler_app`` served on 127.0.0.1; its base URL."""
+    with serving(scheduler_app(upstream_run)) as url:
+        yield url

@@ -262,8 +262,8 @@ def test_alerts_page_and_open_alerts_come_from_the_alerting_database(tmp_path: p
         page.goto(srv.url + "/ui/jobs")
         row = page.locator("table.jobs tbody tr", has_text="nightly")
         expect(row.locator(".status")).to_have_text("FAILED")
-        expect(row.locator("td").nth(6)).to_have_text("1")   # failures in the last 24 h
-        expect(row.locator("td").nth(7)).to_have_text("1")   # open alerts
+        expect(row.locator("td").nth(7)).to_have_text("1")   # failures in the last 24 h
+        expect(row.locator("td").nth(8)).to_have_text("1")   # open alerts (the producer is column 5)
         page.get_by_role("link", name="Alerts").first.click()
         expect(page.locator("main")).to_contain_text("nightly failed: <b>Job aborted</b>")
         expect(page.locator("main")).to_contain_text("job=other_*")

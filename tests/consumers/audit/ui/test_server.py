@@ -19,8 +19,7 @@ from lineagewire.consumers.audit.registry_store import RegistryStore
 from lineagewire.schemas import Codec
 from tests.consumers.openlineage.samples import app_run, refresh_run
 
-from ..conftest import serving
-from .conftest import UiServer
+from .conftest import UiServer, scheduler_stand_in
 
 TOKEN = "ui-token-0123456789abcdef"
 
@@ -131,22 +130,8 @@ def test_a_dataset_is_found_by_path_uri_or_table_name(tmp_path: pathlib.Path) ->
 
 @pytest.fixture
 def scheduler() -> Iterator[str]:
-    """A stand-in for the scheduler's REST API (``GET /workflows/{id}``) on 127.0.0.1."""
-    from fastapi import FastAPI, HTTPException
-
-    app = FastAPI()
-
-    @app.get("/workflows/{workflow_id}")
-    def show(workflow_id: str) -> dict[str, Any]:
-        if workflow_id != "wf-1":
-            raise HTTPException(404, "unknown")
-        return {"id": "wf-1", "table": "daily_orders", "kind": "PERIODIC", "status": "ACTIVE", "cron": "0 * * * *",
-                "next_fire": "2026-11-01T01:00:00Z",
-                "refreshes": [{"nominal_time": "2026-11-01T00:00:00Z", "status": "FAILED", "attempt": 3,
-                               "duration_ms": 4000, "error": "no retry left"}],
-                "table_status": {"table": "daily_orders", "healthy": False, "reason": "newest refresh failed"}}
-
-    with serving(app) as url:
+    """A stand-in for the scheduler's REST API on 127.0.0.1 (``conftest.scheduler_app``)."""
+    with scheduler_stand_in() as url:
         yield url
 
 
