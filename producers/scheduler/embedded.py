@@ -163,7 +163,7 @@ class EmbeddedWorkflowScheduler(FiringLoop, WorkflowScheduler):
             "id": str(uuid.uuid4()), "name": name or t.identifier, "table_name": t.identifier, "kind": "PERIODIC",
             "status": "ACTIVE", "cron": cs.expr, "time_zone": tz, "misfire_policy": policy, "catchup_cap": cap,
             "next_fire": first, "last_fire": None, "paused_at": None, "created": now, "updated": now,
-            "refresh_trigger": "FRESHNESS" if cron is None and t.freshness else "CRON"})
+            "refresh_trigger": _periodic_trigger(cron, t.freshness)})
 
     def create_upstream(self, table: str, *, name: str | None = None) -> WorkflowInfo:
         """A workflow that refreshes a ``trigger: upstream`` table when its inputs get new successful writes
@@ -352,23 +352,10 @@ class EmbeddedWorkflowScheduler(FiringLoop, WorkflowScheduler):
                                     .group_by(refreshes.c.status)).all())
             last_success = c.execute(sa.select(sa.func.max(refreshes.c.nominal_time))
                                      .where(mine, refreshes.c.status == "COMPLETED")).scalar()
-        healthy, reason = True, "no finished refresh yet"
-        held = next((r for r in recent if r.status == "HELD"), None)
-        if held is not None:
-            why = "; ".join(f"{x['condition']} {x['input']['name']}: {x.get('detail', '')}" for x in held.hold_reasons)
-            return TableStatus(table=table, healthy=False, reason=f"refresh for {held.nominal_time.isoformat()} "
-                               f"HELD: {why}", last_success=last_success, latest=recent[0],
-                               counts={k: int(v) for k, v in counts.items()}, hold_reasons=held.hold_reasons)
-        for r in recent:
-            if r.status == "COMPLETED":
-                healthy, reason = True, f"last refresh for {r.nominal_time.isoformat()} completed"
-                break
-            if r.status == "ABANDONED" or (r.status == "FAILED" and r.next_retry_at is None):
-                healthy, reason = False, f"refresh for {r.nominal_time.isoformat()} {r.status}: {r.error}"
-                break
+        healthy, reason = _health(recent)
         return TableStatus(table=table, healthy=healthy, reason=reason, last_success=last_success,
-                           latest=recent[0] if recent else None, counts={k: int(v) for k, v in counts.items()})
-
+                           latest=recent[0] if recent else None, counts={k: int(v) for k, v in counts.items()},
+                           hold_reasons=next((r.hold_reasons for r in recent if r.status == "HELD"), []))
 
     def table_inputs(self, table: str) -> dict[str, Any]:
         """A table's inputs with their last write and health, what would hold a refresh now, and its HELD
@@ -384,6 +371,26 @@ class EmbeddedWorkflowScheduler(FiringLoop, WorkflowScheduler):
     def in_flight(self, table: str) -> bool:
         """Whether ``table`` has a refresh in flight (what an upstream fire waits for)."""
         return bool(self.claims.in_flight([table]))
+
+
+def _health(recent: list[RefreshInfo]) -> tuple[bool, str]:
+    """A table's health from its refreshes, newest first: not while one is HELD, nor when the newest finished
+    one failed with no retry left or was abandoned."""
+    held = next((r for r in recent if r.status == "HELD"), None)
+    if held is not None:
+        why = "; ".join(f"{x['condition']} {x['input']['name']}: {x.get('detail', '')}" for x in held.hold_reasons)
+        return False, f"refresh for {held.nominal_time.isoformat()} HELD: {why}"
+    for r in recent:
+        if r.status == "COMPLETED":
+            return True, f"last refresh for {r.nominal_time.isoformat()} completed"
+        if r.status == "ABANDONED" or (r.status == "FAILED" and r.next_retry_at is None):
+            return False, f"refresh for {r.nominal_time.isoformat()} {r.status}: {r.error}"
+    return True, "no finished refresh yet"
+
+
+def _periodic_trigger(cron: str | None, freshness: str | None) -> str:
+    """What a periodic workflow's commands say fired them: its table's freshness, unless a cron was given."""
+    return "FRESHNESS" if cron is None and freshness else "CRON"
 
 
 def _kind_text(kind: str) -> str:

@@ -236,15 +236,19 @@ class FiringLoop:
             return 0
         due = [h for h in self._held if h[0] <= now]
         self._held = [h for h in self._held if h[0] > now]
-        keep = self._still_standing(due)
-        go = {r["command_id"] for r in self._screen([r for r, _ in keep],
-                                                     {h[1]["command_id"]: h[2] for h in due}, now)}
-        keep = [(r, e) for r, e in keep if r["command_id"] in go]
+        keep = self._unheld(self._still_standing(due), due, now)
         delivered: list[dict[str, Any]] = []
         for i in range(0, len(keep), self.options.batch_size):  # a confirmation per chunk: early ones go out early
             chunk = keep[i:i + self.options.batch_size]
             delivered.extend(self._deliver([r for r, _ in chunk], [e for _, e in chunk], now))
         return self._mark_queued(delivered)
+
+    def _unheld(self, keep: list[tuple[dict[str, Any], dict[str, Any]]], due: list[_Held], now: dt.datetime
+                ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+        """The (claim row, command) pairs of ``keep`` (held fires of ``due``) no input holds now (``_screen``)."""
+        context = {h[1]["command_id"]: h[2] for h in due}
+        go = {r["command_id"] for r in self._screen([r for r, _ in keep], context, now)}
+        return [(r, e) for r, e in keep if r["command_id"] in go]
 
     def _still_standing(self, due: list[_Held]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
         """(claim row, command) of each held fire of ``due`` that still stands (``_stands``); the claims of the
@@ -387,8 +391,8 @@ class FiringLoop:
         writes = [(x.recorded_at, x.run) for x in self.inputs.writes_after(table, seen)]
         state = planner.UpstreamState(seen, w.last_fire, table.debounce, table.min_interval, table.max_staleness)
         fire, due = planner.upstream_plan(state, writes, now, in_flight=in_flight)
-        if due is not None and not in_flight and (self._upstream_due is None or due < self._upstream_due):
-            self._upstream_due = due
+        if not in_flight:
+            self._wake_at(due)
         if fire is None:
             return None
         row = claim_row(command_id_for(w.id, fire.nominal_time), workflow_id=w.id, table=table,
@@ -401,6 +405,11 @@ class FiringLoop:
         log.info("%s: %s refresh for writes up to %s (upstream run %s)", table.identifier, fire.trigger,
                  fire.seen.isoformat(), (fire.trigger_run or {}).get("run_id", "-"))
         return row
+
+    def _wake_at(self, due: dt.datetime | None) -> None:
+        """The loop's next round comes no later than ``due`` (an upstream fire's)."""
+        if due is not None and (self._upstream_due is None or due < self._upstream_due):
+            self._upstream_due = due
 
     def _table_or_pause(self, w: Any, now: dt.datetime) -> MaterializedTable | None:
         """The declared table of ``w``; an undeclared one pauses the workflow, as a cron workflow's does."""
@@ -439,21 +448,23 @@ class FiringLoop:
                 self._announce(r, context[r["command_id"]], why, now, now)
         return free
 
-    def _announce(self, row: Any, context: tuple[Any, MaterializedTable], reasons: list[dict[str, Any]],
+    def _announce(self, row: dict[str, Any], context: tuple[Any, MaterializedTable], reasons: list[dict[str, Any]],
                   held_since: dt.datetime, now: dt.datetime) -> None:
-        """Publish the RefreshHeld of a hold (once: a failed one is sent again by the next round)."""
+        """Publish the RefreshHeld of a hold (once: a failed one is sent again by the next round); ``row`` has the
+        refresh's command_id, nominal_time, attempt, refresh_trigger and trigger_run."""
         w, table = context
-        get = row.get if isinstance(row, dict) else (lambda k: getattr(row, k))
-        event = build_held(table, workflow_id=w.id, workflow_name=w.name, command_id=get("command_id"),
-                           nominal_time=get("nominal_time"), attempt=get("attempt"), reasons=reasons,  # type: ignore[arg-type]
-                           held_since=held_since, trigger=get("refresh_trigger"), trigger_run=get("trigger_run"))
+        event = build_held(table, workflow_id=w.id, workflow_name=w.name, command_id=row["command_id"],
+                           nominal_time=row["nominal_time"], attempt=row["attempt"],
+                           reasons=reasons,  # type: ignore[arg-type]  # HoldReason dicts, as stored
+                           held_since=held_since, trigger=row.get("refresh_trigger"),
+                           trigger_run=row.get("trigger_run"))
         with self._publish_lock:
             failed = self.sink.deliver([event])
         if failed:
-            log.error("RefreshHeld of %s not published (sent again next round): %s", get("command_id"),
+            log.error("RefreshHeld of %s not published (sent again next round): %s", row["command_id"],
                       failed[0].reason)
             return
-        self.claims.announced(get("command_id"), get("attempt"), now)
+        self.claims.announced(row["command_id"], row["attempt"], now)
 
     def _release_held(self, now: dt.datetime, *, table: str | None = None, force: bool = False) -> int:
         """Check HELD refreshes (of ``table``, or all): announce a hold not announced yet, publish one no reason
@@ -461,39 +472,54 @@ class FiringLoop:
         where = refreshes.c.status == "HELD"
         if table is not None:
             where = sa.and_(where, refreshes.c.table_name == table)
-        rows = self.claims.with_workflows(where, self.options.batch_size)
-        if not rows:
-            return 0
         reasons: dict[str, list[dict[str, Any]]] = {}
         batch: list[dict[str, Any]] = []
         context: dict[str, tuple[Any, MaterializedTable]] = {}
-        for r in rows:
+        for r in self.claims.with_workflows(where, self.options.batch_size):
             try:
-                t = self.catalog.get(r.table_name)
+                ctx = (WorkflowRef(r.workflow_id, r.wf_name, r.wf_tz), self.catalog.get(r.table_name))
             except UnknownTableError as exc:
                 self.claims.finish(r.command_id, r.attempt, "FAILED", now, error=str(exc))
                 continue
-            ctx = (WorkflowRef(r.workflow_id, r.wf_name, r.wf_tz), t)
-            if force or r.force or self.inputs is None:
-                why: list[dict[str, Any]] = []
-            else:
-                if t.identifier not in reasons:
-                    reasons[t.identifier] = self.inputs.hold_reasons(t, now)
-                why = reasons[t.identifier]
+            why = [] if force or r.force else self._reasons(ctx[1], now, reasons)
             if why:
-                if r.held_announced is None:
-                    self._announce(r, ctx, why, r.held_since or now, now)
-                if why != r.hold_reasons:
-                    self.claims.update_reasons(r.command_id, r.attempt, why)
+                self._still_held(r, ctx, why, now)
                 continue
-            values = release(force=force or bool(r.force))
-            if self.claims.release(r, values, now, self.options.instance, covers=now - planner.SETTLE):
-                log.info("refresh %s of %s released%s", r.command_id, t.identifier, " by --force" if force else "")
-                batch.append({"command_id": r.command_id, "nominal_time": r.nominal_time, "attempt": r.attempt,
-                              "refresh_trigger": values.get("refresh_trigger", r.refresh_trigger),
-                              "trigger_run": r.trigger_run, "force": True})
+            row = self._released(r, now, force=force or bool(r.force))
+            if row is not None:
+                batch.append(row)
                 context[r.command_id] = ctx
         return self._publish(batch, context, now)
+
+    def _reasons(self, table: MaterializedTable, now: dt.datetime,
+                 cache: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+        """What holds ``table``'s refreshes now (asked once per round and table: ``cache``)."""
+        if self.inputs is None:
+            return []
+        if table.identifier not in cache:
+            cache[table.identifier] = self.inputs.hold_reasons(table, now)
+        return cache[table.identifier]
+
+    def _still_held(self, r: Any, ctx: tuple[Any, MaterializedTable], why: list[dict[str, Any]],
+                    now: dt.datetime) -> None:
+        """A HELD refresh some input still holds: its RefreshHeld if it did not go out yet, its current reasons."""
+        if r.held_announced is None:
+            held = {"command_id": r.command_id, "nominal_time": r.nominal_time, "attempt": r.attempt,
+                    "refresh_trigger": r.refresh_trigger, "trigger_run": r.trigger_run}
+            self._announce(held, ctx, why, r.held_since or now, now)
+        if why != r.hold_reasons:
+            self.claims.update_reasons(r.command_id, r.attempt, why)
+
+    def _released(self, r: Any, now: dt.datetime, *, force: bool) -> dict[str, Any] | None:
+        """The claim row to publish of a HELD refresh this instance released (None: another one did)."""
+        values = release(force=force)
+        if not self.claims.release(r, values, now, self.options.instance, covers=now - planner.SETTLE):
+            return None
+        log.info("refresh %s of %s released%s", r.command_id, r.table_name, " by --force" if force else "")
+        # force: True here only spares it a second check in _screen; its inputs were just checked
+        return {"command_id": r.command_id, "nominal_time": r.nominal_time, "attempt": r.attempt,
+                "refresh_trigger": values.get("refresh_trigger", r.refresh_trigger), "trigger_run": r.trigger_run,
+                "force": True}
 
     # -- status from job events ------------------------------------------------------------------------------------
 

@@ -158,9 +158,7 @@ def upstream_plan(w: UpstreamState, writes: list[tuple[dt.datetime, dict[str, An
     fires anyway. Nothing fires while the table has a refresh in flight: the writes wait for its end, so a change
     during a refresh makes exactly one more. Nominal times only grow, so each fire has its own command id.
     """
-    due = _upstream_due(w, writes[0][0]) if writes else None
-    if due is None and w.max_staleness is not None:
-        due = _later_than_last(w, (w.last_fire or w.seen) + dt.timedelta(seconds=w.max_staleness))
+    due = _upstream_due(w, writes[0][0]) if writes else _stale_due(w)
     if due is None or due > now or in_flight:
         return None, due
     if not writes:
@@ -168,6 +166,13 @@ def upstream_plan(w: UpstreamState, writes: list[tuple[dt.datetime, dict[str, An
     # due is at least SETTLE after the first write: at least that one is covered
     covered = [wr for wr in writes if wr[0] <= now - SETTLE]
     return UpstreamFire(due, "UPSTREAM", "UPSTREAM", covered[-1][0], covered[-1][1]), due
+
+
+def _stale_due(w: UpstreamState) -> dt.datetime | None:
+    """When the ceiling fires a refresh with no write (None: the table has none)."""
+    if w.max_staleness is None:
+        return None
+    return _later_than_last(w, (w.last_fire or w.seen) + dt.timedelta(seconds=w.max_staleness))
 
 
 def _upstream_due(w: UpstreamState, first: dt.datetime) -> dt.datetime:

@@ -65,11 +65,7 @@ class SchedulerService:
             sink = KafkaCommandSink(settings)
         self.scheduler = EmbeddedWorkflowScheduler(self.catalog, url=config.db_url, sink=sink,
                                                    options=config.options())
-        if config.tables and isinstance(self.scheduler.inputs, DbInputs):
-            # the datasets: section beside the tables: the freshness promises INPUT_STALE judges inputs by
-            from lineagewire.freshness import load_promises
-
-            self.scheduler.inputs.promises = load_promises(config.tables)
+        _promises(self.scheduler, config.tables)
         try:
             # Now, not when the server starts: a wrong URL or an unreachable database is one clear error.
             self.scheduler.open()
@@ -81,23 +77,27 @@ class SchedulerService:
         self.tracker: StatusTracker | None = None
         self.inputs_tracker: InputTracker | None = None
         if track_status and settings is not None:
-            from lineagewire.consumers.runtime import RetryPolicy
-
-            from .inputs import InputTracker
-            from .status import StatusTracker
-
-            retry = RetryPolicy(initial=config.status_retry_initial, maximum=config.status_retry_max)
-            self.tracker = StatusTracker(settings, self.scheduler, group_id=config.status_group,
-                                         metrics_port=config.status_metrics_port, retry=retry)
-            # the inputs' writes and writers, for trigger: upstream and holds; in the scheduler's database
-            assert self.scheduler.engine is not None  # opened above
-            self.inputs_tracker = InputTracker(settings, self.scheduler.engine, group_id=config.inputs_group,
-                                               retry=retry)
+            self.tracker, self.inputs_tracker = self._trackers(settings)
         if config.token is None:
             self.token = secrets.token_urlsafe(24)
             log.warning("no LINEAGEWIRE_SCHEDULER__TOKEN set; changes need this generated token: %s", self.token)
         else:
             self.token = config.token.get_secret_value()
+
+    def _trackers(self, settings: Settings) -> tuple[StatusTracker, InputTracker]:
+        """The refresh status tracker, and the inputs tracker (the inputs' writes and writers, for trigger:
+        upstream and holds), both on lineage.jobs and the scheduler's database."""
+        from lineagewire.consumers.runtime import RetryPolicy
+
+        from .inputs import InputTracker
+        from .status import StatusTracker
+
+        config = self.config
+        retry = RetryPolicy(initial=config.status_retry_initial, maximum=config.status_retry_max)
+        assert self.scheduler.engine is not None  # opened by __init__ before
+        return (StatusTracker(settings, self.scheduler, group_id=config.status_group,
+                              metrics_port=config.status_metrics_port, retry=retry),
+                InputTracker(settings, self.scheduler.engine, group_id=config.inputs_group, retry=retry))
 
     def start(self) -> None:
         if self.inputs_tracker is not None:
@@ -114,6 +114,14 @@ class SchedulerService:
         self.scheduler.close()
         if self._own_sink:
             self.scheduler.sink.close()
+
+
+def _promises(scheduler: EmbeddedWorkflowScheduler, tables: str | None) -> None:
+    """The freshness promises of the ``datasets:`` section beside the tables, which INPUT_STALE judges inputs by."""
+    if tables and isinstance(scheduler.inputs, DbInputs):
+        from lineagewire.freshness import load_promises
+
+        scheduler.inputs.promises = load_promises(tables)
 
 
 class CreateWorkflow(BaseModel):

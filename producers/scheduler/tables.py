@@ -238,6 +238,18 @@ def _within_limit(key: str, value: Any) -> Any:
     return value
 
 
+def _seconds(name: str, value: Any) -> float:
+    """Seconds of a declared duration (a number of seconds, or text such as '30s'), from 0 to a year."""
+    try:
+        seconds = float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
+            else parse_duration(value)
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
+    if not 0 <= seconds <= MAX_DURATION:
+        raise ValueError(f"{name}={value!r}; expected from 0 seconds to 366d")
+    return seconds
+
+
 class TableDeclaration(BaseModel):
     """One table as a file declares it. Each field is checked by a validator that raises the message naming
     the field, the value and what was expected (``_table`` adds the file and the table): pydantic's own type
@@ -367,24 +379,17 @@ class TableDeclaration(BaseModel):
     @classmethod
     def _duration(cls, value: Any, info: ValidationInfo) -> float | None:
         """A duration in seconds; ``max_staleness`` of an upstream table defaults to its freshness."""
-        if value is None and info.field_name == "max_staleness" and info.data.get("trigger") \
-                and info.data.get("freshness") is not None:
-            value = info.data["freshness"]
+        name = str(info.field_name)
+        if value is None and name == "max_staleness" and info.data.get("trigger"):
+            value = info.data.get("freshness")
         if value is None:
-            if info.field_name == "debounce":
+            if name == "debounce":
                 raise ValueError("debounce=None; expected a duration such as '30s' (or leave it out)")
             return None
-        if info.field_name != "debounce" and not info.data.get("trigger"):
-            raise ValueError(f"{info.field_name}={value!r} without trigger: upstream; expected trigger: upstream, "
+        if name != "debounce" and not info.data.get("trigger"):
+            raise ValueError(f"{name}={value!r} without trigger: upstream; expected trigger: upstream, "
                              "whose refreshes it bounds (a cron or freshness alone fires on its own times)")
-        try:
-            seconds = float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
-                else parse_duration(value)
-        except ValueError as exc:
-            raise ValueError(f"{info.field_name}: {exc}") from None
-        if not 0 <= seconds <= MAX_DURATION:
-            raise ValueError(f"{info.field_name}={value!r}; expected from 0 seconds to 366d")
-        return seconds
+        return _seconds(name, value)
 
     @field_validator("hold_on", mode="before")
     @classmethod

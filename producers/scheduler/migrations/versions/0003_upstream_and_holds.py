@@ -15,6 +15,8 @@ Revises: 0002_inputs
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 from alembic import op
 
@@ -23,9 +25,11 @@ down_revision = "0002_inputs"
 branch_labels = None
 depends_on = None
 
-_WORKFLOW = [("refresh_trigger", sa.String(length=16)), ("force", sa.Boolean()), ("upstream_seen", sa.BigInteger())]
-_REFRESH = [("refresh_trigger", sa.String(length=16)), ("trigger_run", sa.JSON()), ("hold_reasons", sa.JSON()),
-            ("held_since", sa.BigInteger()), ("held_announced", sa.BigInteger()), ("force", sa.Boolean())]
+_WORKFLOW: list[tuple[str, Any]] = [("refresh_trigger", sa.String(length=16)), ("force", sa.Boolean()),
+                                     ("upstream_seen", sa.BigInteger())]
+_REFRESH: list[tuple[str, Any]] = [("refresh_trigger", sa.String(length=16)), ("trigger_run", sa.JSON()),
+                                   ("hold_reasons", sa.JSON()), ("held_since", sa.BigInteger()),
+                                   ("held_announced", sa.BigInteger()), ("force", sa.Boolean())]
 
 
 def upgrade() -> None:
