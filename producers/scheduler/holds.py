@@ -72,25 +72,40 @@ def _job(run: Run | None) -> str:
 
 def conditions(s: InputState, now: dt.datetime) -> list[tuple[str, Run | None, str]]:
     """Every condition input ``s`` meets at ``now``: (condition, upstream run, detail), in ``CONDITIONS`` order."""
-    out: list[tuple[str, Run | None, str]] = []
-    if s.writer_status == "FAILED":
-        at = f" at {when(s.writer_at, now)}" if s.writer_at else ""
-        out.append(("UPSTREAM_FAILED", s.writer,
-                    f"{s.label}: writer {_job(s.writer)} FAILED{at}: {s.writer_error or 'no error reported'}"))
-    if s.writer_status == "RUNNING" and not s.streaming_writer:
-        since = f" since {when(s.writer_at, now)}" if s.writer_at else ""
-        run = f" (run {s.writer[2]})" if s.writer else ""
-        out.append(("UPSTREAM_RUNNING", s.writer, f"{s.label}: writer {_job(s.writer)} RUNNING{since}{run}"))
-    if s.breaking_columns:
-        cols = "the whole dataset" if s.breaking_columns == ("*",) else ", ".join(s.breaking_columns)
-        out.append(("BREAKING_CHANGE", s.breaking_run,
-                    f"{s.label}: {_job(s.breaking_run)} {s.breaking_change}; the query reads {cols}"))
-    if s.promise is not None and s.last_write_at is not None and s.promise.stale(s.last_write_at, now):
-        age = _age(now - s.last_write_at)
-        out.append(("INPUT_STALE", s.last_write_run,
-                    f"{s.label}: last written {when(s.last_write_at, now)} by {_job(s.last_write_run)}, "
-                    f"{age} ago; promised: {s.promise.describe()}"))
-    return out
+    met = (_failed(s, now), _running(s, now), _breaking(s), _stale(s, now))
+    return [m for m in met if m is not None]
+
+
+def _failed(s: InputState, now: dt.datetime) -> tuple[str, Run | None, str] | None:
+    if s.writer_status != "FAILED":
+        return None
+    at = f" at {when(s.writer_at, now)}" if s.writer_at else ""
+    return ("UPSTREAM_FAILED", s.writer,
+            f"{s.label}: writer {_job(s.writer)} FAILED{at}: {s.writer_error or 'no error reported'}")
+
+
+def _running(s: InputState, now: dt.datetime) -> tuple[str, Run | None, str] | None:
+    if s.writer_status != "RUNNING" or s.streaming_writer:
+        return None
+    since = f" since {when(s.writer_at, now)}" if s.writer_at else ""
+    run = f" (run {s.writer[2]})" if s.writer else ""
+    return ("UPSTREAM_RUNNING", s.writer, f"{s.label}: writer {_job(s.writer)} RUNNING{since}{run}")
+
+
+def _breaking(s: InputState) -> tuple[str, Run | None, str] | None:
+    if not s.breaking_columns:
+        return None
+    cols = "the whole dataset" if s.breaking_columns == ("*",) else ", ".join(s.breaking_columns)
+    return ("BREAKING_CHANGE", s.breaking_run,
+            f"{s.label}: {_job(s.breaking_run)} {s.breaking_change}; the query reads {cols}")
+
+
+def _stale(s: InputState, now: dt.datetime) -> tuple[str, Run | None, str] | None:
+    if s.promise is None or s.last_write_at is None or not s.promise.stale(s.last_write_at, now):
+        return None
+    return ("INPUT_STALE", s.last_write_run,
+            f"{s.label}: last written {when(s.last_write_at, now)} by {_job(s.last_write_run)}, "
+            f"{_age(now - s.last_write_at)} ago; promised: {s.promise.describe()}")
 
 
 def _age(delta: dt.timedelta) -> str:

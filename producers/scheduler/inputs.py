@@ -176,20 +176,33 @@ def next_breaking(current: dict[str, Any] | None, old: dict[str, str] | None, ne
         return {"lifecycle": lifecycle, "old_types": {}, **made}
     if current is not None and current.get("lifecycle"):
         current = None  # written again: whole again
-    expected: dict[str, str] = dict(current["old_types"]) if current else {}
-    fresh = False
-    if old is not None and new is not None:
-        for col, typ in old.items():
-            if new.get(col) != typ and col not in expected:
-                expected[col] = typ
-                fresh = True
-    if new is not None:
-        expected = {c: t for c, t in expected.items() if new.get(c) != t}
+    expected, fresh = _expected_types(current, old, new)
     if not expected:
         return None
     if fresh or current is None:
         return {"lifecycle": None, "old_types": expected, **made}
     return {**current, "old_types": expected}
+
+
+def _gone(old: dict[str, str] | None, new: dict[str, str] | None) -> dict[str, str]:
+    """The columns of ``old`` that ``new`` lacks or types otherwise, with their old types."""
+    if old is None or new is None:
+        return {}
+    return {c: t for c, t in old.items() if new.get(c) != t}
+
+
+def _expected_types(current: dict[str, Any] | None, old: dict[str, str] | None,
+                    new: dict[str, str] | None) -> tuple[dict[str, str], bool]:
+    """The old types of the columns still removed or retyped after a write, and whether the write took away
+    a column the change did not hold yet (it is then the write that broke them)."""
+    expected: dict[str, str] = dict(current["old_types"]) if current else {}
+    gone = _gone(old, new)
+    fresh = any(c not in expected for c in gone)
+    for col, typ in gone.items():
+        expected.setdefault(col, typ)
+    if new is not None:
+        expected = {c: t for c, t in expected.items() if new.get(c) != t}
+    return expected, fresh
 
 
 def renamed_away(run: Run, at: dt.datetime, renamed_to: str) -> dict[str, Any]:
@@ -361,26 +374,39 @@ def _apply_output(conn: sa.Connection, ds: Mapping[str, Any], run: Run, action_i
     if cur.attempt_at is None or at >= cur.attempt_at:
         values.update(attempt_at=at, attempt_namespace=run[0], attempt_job=run[1], attempt_run=run[2],
                       attempt_status=status[:16])
-    lifecycle = ds.get("lifecycle_change")
     if status == "SUCCEEDED":
-        if lifecycle not in _NOT_DATA:
-            insert_ignore(conn, input_writes, [{"dataset_key": key, "run_id": run[2], "action_id": action_id,
-                                                "job_namespace": run[0], "job_name": run[1], "written_at": at,
-                                                "recorded_at": now}])
-            if cur.last_write_at is None or at >= cur.last_write_at:
-                values.update(last_write_at=at, writer_namespace=run[0], writer_job=run[1], writer_run=run[2])
-        if cur.schema_at is None or at > cur.schema_at:
-            new = _flat(ds["fields"]) if ds.get("fields") else None
-            values.update(breaking=next_breaking(cur.breaking, cur.fields, new, lifecycle, run, at),
-                          fields=None if lifecycle in _WHOLE_GONE else (new if new is not None else cur.fields),
-                          schema_at=at)
-        previous = ds.get("previous_identifier")
-        if lifecycle == "RENAME" and previous:
-            _rename_away(conn, previous, f"{ds['namespace']}/{ds['name']}", run, at, now)
+        values.update(_succeeded(conn, cur, ds, run, action_id, at, now))
     if not values:
         return 0
     conn.execute(input_datasets.update().where(input_datasets.c.key == key).values(updated=now, **values))
     return 1
+
+
+def _succeeded(conn: sa.Connection, cur: Any, ds: Mapping[str, Any], run: Run, action_id: str, at: dt.datetime,
+               now: dt.datetime) -> dict[str, Any]:
+    """What a succeeded write changes of its dataset's row ``cur``: its last write, its schema."""
+    values: dict[str, Any] = {}
+    lifecycle = ds.get("lifecycle_change")
+    if lifecycle not in _NOT_DATA:
+        insert_ignore(conn, input_writes, [{"dataset_key": cur.key, "run_id": run[2], "action_id": action_id,
+                                            "job_namespace": run[0], "job_name": run[1], "written_at": at,
+                                            "recorded_at": now}])
+        if cur.last_write_at is None or at >= cur.last_write_at:
+            values.update(last_write_at=at, writer_namespace=run[0], writer_job=run[1], writer_run=run[2])
+    if cur.schema_at is None or at > cur.schema_at:
+        values.update(_schema(cur, ds, lifecycle, run, at))
+    previous = ds.get("previous_identifier")
+    if lifecycle == "RENAME" and previous:
+        _rename_away(conn, previous, f"{ds['namespace']}/{ds['name']}", run, at, now)
+    return values
+
+
+def _schema(cur: Any, ds: Mapping[str, Any], lifecycle: str | None, run: Run, at: dt.datetime) -> dict[str, Any]:
+    """The dataset's schema and breaking change after a write newer than the schema it has."""
+    new = _flat(ds["fields"]) if ds.get("fields") else None
+    kept = None if lifecycle in _WHOLE_GONE else (new if new is not None else cur.fields)
+    return {"breaking": next_breaking(cur.breaking, cur.fields, new, lifecycle, run, at), "fields": kept,
+            "schema_at": at}
 
 
 def _rename_away(conn: sa.Connection, previous: Mapping[str, str], renamed_to: str, run: Run, at: dt.datetime,
@@ -409,22 +435,25 @@ def _record_reads(conn: sa.Connection, event: Mapping[str, Any], run: Run, at: d
     keys = {dataset_key(d["namespace"], d["name"]) for d in event.get("inputs") or []} | set(cols)
     complete = bool(event.get("lineage_complete", True))
     for key in sorted(keys):
-        got: set[str] | None = cols.get(key)
-        row = {"job_namespace": run[0], "job_name": run[1], "dataset_key": key, "run_id": run[2],
-               "columns": sorted(got) if got is not None else None, "complete": complete, "seen": at}
-        if insert_ignore(conn, input_reads, [row], returning=input_reads.c.dataset_key):
-            continue
-        where = ((input_reads.c.job_namespace == run[0]) & (input_reads.c.job_name == run[1])
-                 & (input_reads.c.dataset_key == key))
-        cur = conn.execute(sa.select(input_reads).where(where).with_for_update()).one()
-        if cur.run_id == run[2]:
-            merged = None if cur.columns is None or got is None else sorted(set(cur.columns) | got)
-            conn.execute(input_reads.update().where(where).values(
-                columns=merged, complete=cur.complete and complete, seen=max(cur.seen, at)))
-        elif at > cur.seen:
-            conn.execute(input_reads.update().where(where).values(**{k: v for k, v in row.items()
-                                                                      if k in ("run_id", "columns", "complete",
-                                                                               "seen")}))
+        got = cols.get(key)
+        _store_read(conn, {"job_namespace": run[0], "job_name": run[1], "dataset_key": key, "run_id": run[2],
+                           "columns": sorted(got) if got is not None else None, "complete": complete, "seen": at})
+
+
+def _store_read(conn: sa.Connection, row: dict[str, Any]) -> None:
+    if insert_ignore(conn, input_reads, [row], returning=input_reads.c.dataset_key):
+        return
+    r = input_reads.c
+    where = (r.job_namespace == row["job_namespace"]) & (r.job_name == row["job_name"]) & (
+        r.dataset_key == row["dataset_key"])
+    cur = conn.execute(sa.select(input_reads).where(where).with_for_update()).one()
+    if cur.run_id == row["run_id"]:  # another action of the same run: what both read
+        merged = None if cur.columns is None or row["columns"] is None else sorted({*cur.columns, *row["columns"]})
+        conn.execute(input_reads.update().where(where).values(
+            columns=merged, complete=cur.complete and row["complete"], seen=max(cur.seen, row["seen"])))
+    elif row["seen"] > cur.seen:
+        conn.execute(input_reads.update().where(where).values(
+            run_id=row["run_id"], columns=row["columns"], complete=row["complete"], seen=row["seen"]))
 
 
 # -- reading: a table's inputs -----------------------------------------------------------------
@@ -626,42 +655,43 @@ def _writer_job(row: Any) -> tuple[str, str] | None:
 def _state(ref: InputRef, row: Any, jobs: Mapping[tuple[str, str], Any], promise: Promise | None,
            now: dt.datetime) -> InputState:
     last_run: Run | None = None
-    writer: Run | None = None
-    status = error = None
-    status_at = None
-    streaming = False
+    if row is not None and row.writer_run is not None:
+        last_run = (row.writer_namespace, row.writer_job, row.writer_run)
+    writer, status, error, status_at, streaming = _writer(row, jobs)
     broken: tuple[str, ...] = ()
     breaking_run: Run | None = None
     change = ""
-    last_at = row.last_write_at if row is not None else None
-    if row is not None:
-        if row.writer_run is not None:
-            last_run = (row.writer_namespace, row.writer_job, row.writer_run)
-        who = _writer_job(row)
-        job = jobs.get(who) if who else None
-        if job is not None:
-            writer = (job.job_namespace, job.job_name, job.run_id)
-            status, status_at = writer_status(job.status), job.status_at
-            error = job.error if status == "FAILED" else None
-            if status == "FAILED" and not error:
-                error = job.status.lower()  # canceled or suspended, with no error of its own
-            streaming = job.job_type == "STREAMING"
-        elif who is not None:
-            writer = (who[0], who[1], row.attempt_run or row.writer_run)
-            status = {"SUCCEEDED": "FINISHED", "FAILED": "FAILED"}.get(row.attempt_status or "")
-            status_at = row.attempt_at
-        if row.breaking:
-            broken = breaking_columns(row.breaking, ref.columns)
-            b = row.breaking
-            breaking_run = (b["job_namespace"], b["job_name"], b["run_id"])
-            change = describe_breaking(b, row.fields)
-    state = InputState(dataset=(ref.namespace, ref.name), table=ref.table, last_write_at=last_at,
-                       last_write_run=last_run, writer=writer, writer_status=status, writer_error=error,
-                       writer_at=status_at, streaming_writer=streaming, breaking_columns=broken,
-                       breaking_run=breaking_run, breaking_change=change, promise=promise, health="ok", detail="",
-                       columns=ref.columns)
+    if row is not None and row.breaking:
+        b = row.breaking
+        broken = breaking_columns(b, ref.columns)
+        breaking_run = (b["job_namespace"], b["job_name"], b["run_id"])
+        change = describe_breaking(b, row.fields)
+    state = InputState(dataset=(ref.namespace, ref.name), table=ref.table,
+                       last_write_at=row.last_write_at if row is not None else None, last_write_run=last_run,
+                       writer=writer, writer_status=status, writer_error=error, writer_at=status_at,
+                       streaming_writer=streaming, breaking_columns=broken, breaking_run=breaking_run,
+                       breaking_change=change, promise=promise, health="ok", detail="", columns=ref.columns)
     health, detail = _health(state, now)
     return InputState(**{**state.__dict__, "health": health, "detail": detail})
+
+
+def _writer(row: Any, jobs: Mapping[tuple[str, str], Any]
+            ) -> tuple[Run | None, str | None, str | None, dt.datetime | None, bool]:
+    """(run, status, error, time of the status, streaming) of the dataset's writer: its job's last run when
+    the scheduler saw that job's status, else its last write attempt."""
+    who = _writer_job(row) if row is not None else None
+    if who is None:
+        return None, None, None, None, False
+    job = jobs.get(who)
+    if job is None:
+        status = {"SUCCEEDED": "FINISHED", "FAILED": "FAILED"}.get(row.attempt_status or "")
+        return (who[0], who[1], row.attempt_run or row.writer_run), status, None, row.attempt_at, False
+    status = writer_status(job.status)
+    error = None
+    if status == "FAILED":
+        error = job.error or job.status.lower()  # canceled or suspended, with no error of its own
+    return ((job.job_namespace, job.job_name, job.run_id), status, error, job.status_at,
+            job.job_type == "STREAMING")
 
 
 def _health(s: InputState, now: dt.datetime) -> tuple[str, str]:

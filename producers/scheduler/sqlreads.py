@@ -88,43 +88,70 @@ def _clip(text: str, limit: int = 120) -> str:
 
 def _scope_reads(scope: Any, exp: Any, reads: dict[str, set[str] | None]) -> None:
     """Adds what one SELECT scope reads of its tables to ``reads``."""
-    tables: dict[str, str] = {}  # alias (or name) in scope -> normalised table
-    opaque = False  # a source whose columns sqlglot cannot see (a table-valued function)
-    for alias, source in scope.sources.items():
-        if isinstance(source, exp.Table):
-            if not isinstance(source.this, exp.Identifier):
-                opaque = True  # range(10), a lateral function: no catalog table
-                continue
-            table = normalize_table(".".join(p.name for p in source.parts))
-            tables[alias.lower()] = table
-            reads.setdefault(table, set())
+    tables, opaque = _scope_tables(scope, exp)
     if not tables:
         return
-    unknown: set[str] = set()
-    selected = scope.expression.expressions if isinstance(scope.expression, exp.Select) else []
+    for table in tables.values():
+        reads.setdefault(table, set())
+    selected: list[Any] = getattr(scope.expression, "expressions", None) or []  # a UNION's scope selects nothing
+    unknown = _starred(selected, tables, exp)
+    # ORDER BY and HAVING may name the scope's own output columns: those are not read from a table
+    aliases = {e.alias.lower() for e in selected if isinstance(e, exp.Alias)}
+    only = _only_table(scope, tables, opaque)
+    for column in scope.columns:
+        if not _own_output(column, aliases, exp):
+            _add_column(column, tables, only, reads, unknown)
+    for name in unknown:
+        reads[name] = None
+
+
+def _only_table(scope: Any, tables: dict[str, str], opaque: bool) -> str | None:
+    """The table an unqualified column is of: the scope's only source, when that source is a table."""
+    return next(iter(tables.values())) if not opaque and len(scope.sources) == 1 else None
+
+
+def _own_output(column: Any, aliases: set[str], exp: Any) -> bool:
+    return not column.table and column.name.lower() in aliases and not isinstance(column.parent, exp.Alias)
+
+
+def _scope_tables(scope: Any, exp: Any) -> tuple[dict[str, str], bool]:
+    """Alias (or name) in scope -> normalised table; and whether a source hides its columns (a table-valued
+    function such as ``range(10)``)."""
+    tables: dict[str, str] = {}
+    opaque = False
+    for alias, source in scope.sources.items():
+        if not isinstance(source, exp.Table):
+            continue  # a CTE or subquery: its own scope reads its tables
+        if isinstance(source.this, exp.Identifier):
+            tables[alias.lower()] = normalize_table(".".join(p.name for p in source.parts))
+        else:
+            opaque = True
+    return tables, opaque
+
+
+def _starred(selected: list[Any], tables: dict[str, str], exp: Any) -> set[str]:
+    """The tables a ``*`` or ``t.*`` of the SELECT list reads whole."""
+    whole: set[str] = set()
     if any(isinstance(e, exp.Star) for e in selected):
-        unknown.update(tables.values())
+        whole.update(tables.values())
     for e in selected:  # t.* is a column whose name is a star, not among the scope's columns
         if isinstance(e, exp.Column) and e.is_star:
             owner = _owner(e, tables, None)[0]
-            unknown.update([owner] if owner else tables.values())
-    # ORDER BY and HAVING may name the scope's own output columns: those are not read from a table
-    aliases = {e.alias.lower() for e in selected if isinstance(e, exp.Alias)}
-    only = next(iter(tables.values())) if len(tables) == 1 and not opaque and len(scope.sources) == 1 else None
-    for column in scope.columns:
-        if not column.table and column.name.lower() in aliases and not isinstance(column.parent, exp.Alias):
-            continue
-        owner, path = _owner(column, tables, only)
-        if owner is None:
-            unknown.update(tables.values())  # ambiguous: it may be any of them
-        elif path is None:
-            unknown.add(owner)  # t.*
-        else:
-            cols = reads[owner]
-            if cols is not None:
-                cols.add(path)
-    for name in unknown:
-        reads[name] = None
+            whole.update([owner] if owner else tables.values())
+    return whole
+
+
+def _add_column(column: Any, tables: dict[str, str], only: str | None, reads: dict[str, set[str] | None],
+                unknown: set[str]) -> None:
+    owner, path = _owner(column, tables, only)
+    if owner is None:
+        unknown.update(tables.values())  # ambiguous: it may be any of them
+    elif path is None:
+        unknown.add(owner)  # t.*
+    else:
+        cols = reads[owner]
+        if cols is not None:
+            cols.add(path)
 
 
 def _owner(column: Any, tables: dict[str, str], only: str | None) -> tuple[str | None, str | None]:
