@@ -47,6 +47,7 @@ def _uvicorn_config(app: ReceiverApp, host: str, port: int, log_level: str) -> A
     uvicorn = require("uvicorn", "ingest", "The OpenLineage receiver")
     fast = importlib.util.find_spec("httptools") is not None
     return uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False, lifespan="off",
+                          proxy_headers=False, server_header=False,
                           http="httptools" if fast else "h11",
                           loop="uvloop" if importlib.util.find_spec("uvloop") is not None else "asyncio",
                           # producers keep their connection (openlineage-python's session): keep it open a while

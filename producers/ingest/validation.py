@@ -6,8 +6,13 @@ fetched. ``SpecValidator.errors(event)`` answers what is wrong with an event,
 each problem naming the field by its path (``run/runId: "x" is not a "uuid"``):
 
 * the event against ``RunEvent``, ``DatasetEvent`` or ``JobEvent`` (the kind its
-  ``schemaURL`` names; RunEvent when it names none), formats included
-  (date-time, uuid, uri);
+  ``schemaURL`` names; RunEvent when it names none), with the ``date-time`` and
+  ``uuid`` formats checked. ``uri`` is not: real producers send values that are
+  no RFC 3986 URI (openlineage-spark's ``dataSource`` facet says ``"uri": "file"``
+  for local files), Marquez takes them, and so does the spec's reference
+  validator (``validate_openlineage.py``: the ``jsonschema`` package checks
+  ``uri`` only with ``rfc3987`` installed). Refusing them would refuse those
+  producers' every event;
 * every facet whose ``_schemaURL`` names a facet of the spec against that facet's
   schema, as ``validate_openlineage.py`` does; custom facets only against the base
   facet shape, which the event's schema already checks. A facet marked
@@ -35,6 +40,8 @@ _DRAFT = "https://json-schema.org/draft/2020-12/schema"
 #: where the facets of an event are: (path to the mapping, label)
 _FACET_PLACES = (("run", "facets"), ("job", "facets"), ("dataset", "facets"))
 _DATASET_FACETS = (("inputs", ("facets", "inputFacets")), ("outputs", ("facets", "outputFacets")))
+#: formats taken as any string (see the module docstring)
+_LENIENT_FORMATS = {"uri": lambda _value: True}
 #: errors named per event at most: the first ones tell the producer what to fix
 _MAX_ERRORS = 10
 
@@ -75,7 +82,7 @@ class SpecValidator:
 
         def compiled(ref: str) -> Any:
             return jsonschema_rs.validator_for({"$schema": _DRAFT, "$ref": ref}, registry=registry,
-                                               validate_formats=True)
+                                               validate_formats=True, formats=_LENIENT_FORMATS)
 
         self._events = {kind: compiled(f"{_SPEC_ID}#/$defs/{kind}") for kind in EVENT_KINDS}
         self._facets: dict[str, Any] = {}
