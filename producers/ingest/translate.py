@@ -13,7 +13,8 @@ RunEvent, in publish order (all keyed by the OpenLineage job, ``job_key``):
   null means "whatever it was", and a run whose START never came starts with it), the ``errorMessage`` facet
   as ``error``; OTHER (and no eventType) changes no status;
 * an ``ActionLineageEvent`` with the inputs, outputs, column lineage and the ``sql`` facet, when the event has
-  datasets (or when nothing else would stand for it: an OTHER without datasets).
+  datasets (or when nothing else would stand for it: an OTHER without datasets); every event of a run gives the
+  same action (``ACTION_NAME``), RUNNING until COMPLETE (SUCCEEDED) or FAIL (FAILED).
 
 DatasetEvent and JobEvent have no run: each becomes one ``ActionLineageEvent`` (the shape every consumer reads
 lineage from) of a run that stands for the job's static lineage, ``static_run_id``: a JobEvent's job and its
@@ -67,7 +68,9 @@ _RANK = {"START": 0, "RUNNING": 1, "OTHER": 2, "COMPLETE": 3, "FAIL": 3, "ABORT"
 _ACTION_STATUS = {"START": "RUNNING", "RUNNING": "RUNNING", "COMPLETE": "SUCCEEDED", "FAIL": "FAILED"}
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _VERSION = re.compile(r"/tree/v?([^/]+)/")
-#: the action name of ingested lineage (a constant: the same job's events are the same action job downstream)
+#: the action name and id of ingested lineage: an OpenLineage run is one unit of work (a Spark integration's SQL
+#: execution is a run of its own), so its START and COMPLETE report the same action, whose lifecycle changes the
+#: registry keeps once, whose DataHub run instance is one, and whose job downstream is the same run after run
 ACTION_NAME = "openlineage"
 
 
@@ -172,7 +175,7 @@ class _Event:
         sql = _facet(job, "sql").get("query")
         return dict(action_lineage(
             self._header("ActionLineageEvent", ids, parent, root),
-            action_id=f"{self.event_type}@{_text(self.ev, 'eventTime', '$')}", action_name=ACTION_NAME,
+            action_id=ACTION_NAME, action_name=ACTION_NAME,
             inputs=inputs, outputs=outputs, column_lineage=lineage,
             action_status=_ACTION_STATUS.get(self.event_type, "UNKNOWN"),  # type: ignore[arg-type]
             sql=sql if isinstance(sql, str) else None, error=error))

@@ -161,6 +161,10 @@ def test_dataset_facets_become_the_fields_the_contract_carries() -> None:
     assert amount["inputs"][0]["transformations"] == [
         {"type": "DIRECT", "subtype": "AGGREGATION", "description": "sum", "masking": False}]
     assert action["header"]["root_parent_run"]["job_name"] == "orders_dag"
+    # START and COMPLETE report the run's one action: its lifecycle change is one change, its DataHub run one run
+    start = TRANSLATOR.translate(corpus("spark_sql_start"))[-1]
+    assert (start["action_id"], start["action_status"]) == (action["action_id"], "RUNNING")
+    assert action["action_status"] == "SUCCEEDED"
 
 
 def test_job_facets_become_the_spec_tags() -> None:
