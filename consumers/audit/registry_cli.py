@@ -64,6 +64,13 @@ def _read(db_url: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any
         engine.dispose()
 
 
+def _producer_text(producer: dict[str, Any]) -> str:
+    """``dbt (https://github.com/OpenLineage/...)`` for an OpenLineage producer, ``lineagewire 0.1.0`` for ours."""
+    if producer["name"] != producer["label"]:
+        return f"{producer['label']} ({producer['name']})"
+    return f"{producer['label']} {producer['version'] or ''}".rstrip()
+
+
 def _labelled(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Runs with their producer as its short name (``openlineage-spark``), for a table."""
     return [{**r, "producer": r["producer"]["label"] if r["producer"] else None} for r in runs]
@@ -182,10 +189,8 @@ def runs_show(run_id: str, db_url: str, fmt: str) -> None:
         return
     click.echo(f"run {info['run_id']} of {info['job']}: {info['status']} "
                f"({info['created_at']} .. {info['ended_at'] or 'not ended'}, {info['duration_ms']} ms)")
-    producer = info["producer"]
-    if producer:
-        click.echo(f"producer: {producer['label']}" + (f" ({producer['name']})" if producer["name"] != producer["label"]
-                                                       else f" {producer['version'] or ''}".rstrip()))
+    if info["producer"]:
+        click.echo(f"producer: {_producer_text(info['producer'])}")
     if info["error_class"]:
         click.echo(f"error: {info['error_class']}: {info['error_message']}")
     click.echo("transitions:")

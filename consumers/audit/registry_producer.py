@@ -36,21 +36,29 @@ def producer_label(name: str | None) -> str | None:
         return None
     if "://" not in name:
         return name
+    return _uri_label(name)
+
+
+def _uri_label(name: str) -> str:
+    """The label of a producer named by a URI (``producer_label``)."""
     parts = urlsplit(name)
     path = [p for p in parts.path.split("/") if p]
-    if parts.hostname == "github.com" and len(path) >= 2:
-        repo = (path[0].lower(), path[1].lower())
-        if repo == ("openlineage", "openlineage"):
-            return _openlineage_integration(path[2:])
-        if repo in _REPOSITORIES:
-            return _REPOSITORIES[repo]
-    lowered = name.lower()
-    for word, label in _WORDS.items():
-        if word in lowered:
-            return label
-    if parts.hostname == "github.com" and len(path) >= 2:
-        return path[1]
-    return parts.hostname or name
+    repo = _github_repo(parts.hostname, path)
+    if repo == ("openlineage", "openlineage"):
+        return _openlineage_integration(path[2:])
+    if repo in _REPOSITORIES:
+        return _REPOSITORIES[repo]
+    said = [label for word, label in _WORDS.items() if word in name.lower()]
+    if said:
+        return said[0]
+    return path[1] if repo else (parts.hostname or name)
+
+
+def _github_repo(host: str | None, path: list[str]) -> tuple[str, str] | None:
+    """(owner, name) of a GitHub URI's repository, lower case; None for any other URI."""
+    if host != "github.com" or len(path) < 2:
+        return None
+    return path[0].lower(), path[1].lower()
 
 
 def _openlineage_integration(rest: list[str]) -> str:

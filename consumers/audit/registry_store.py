@@ -180,6 +180,19 @@ def _fill_duration(conn: Connection, run_id: str) -> None:
         conn.execute(m.runs.update().where(r.run_id == run_id).values(duration_ms=ms))
 
 
+def _run_origin(h: dict[str, Any]) -> dict[str, Any]:
+    """What a run's first event says of where it came from: its producer, parent and root parent runs (the root:
+    contract v2, None in v1 events) and its schedule."""
+    row: dict[str, Any] = {}
+    for prefix, ref in (("parent", h.get("parent_run")), ("root_parent", h.get("root_parent_run"))):
+        row.update({f"{prefix}_run_id": ref["run_id"] if ref else None,
+                    f"{prefix}_job_namespace": ref["job_namespace"] if ref else None,
+                    f"{prefix}_job_name": ref["job_name"] if ref else None})
+    schedule, producer = h.get("schedule") or {}, h.get("producer") or {}
+    return {**row, "workflow_id": schedule.get("workflow_id"), "nominal_time": schedule.get("nominal_time"),
+            "producer": producer.get("name"), "producer_version": producer.get("version")}
+
+
 def _spec_json(spec: dict[str, Any]) -> str:
     return json.dumps(to_jsonable(spec), sort_keys=True, indent=1)
 
@@ -254,23 +267,9 @@ class RegistryStore:
         return ds_id
 
     def _run(self, conn: Connection, h: dict[str, Any], job_id: int, kind: str) -> None:
-        parent = h.get("parent_run")
-        root = h.get("root_parent_run")  # contract v2; None in v1 events
-        schedule = h.get("schedule")
-        producer = h.get("producer") or {}
         began = h["event_time"] if kind in _OF_A_RUN else None
-        inserted = insert_ignore(conn, m.runs, [{
-                                      "run_id": h["run_id"], "job_id": job_id, "last_sequence": -1,
-                                      "created_at": began, "producer": producer.get("name"),
-                                      "producer_version": producer.get("version"),
-                                      "parent_run_id": parent["run_id"] if parent else None,
-                                      "parent_job_namespace": parent["job_namespace"] if parent else None,
-                                      "parent_job_name": parent["job_name"] if parent else None,
-                                      "root_parent_run_id": root["run_id"] if root else None,
-                                      "root_parent_job_namespace": root["job_namespace"] if root else None,
-                                      "root_parent_job_name": root["job_name"] if root else None, "restarts": 0,
-                                      "workflow_id": schedule["workflow_id"] if schedule else None,
-                                      "nominal_time": schedule["nominal_time"] if schedule else None}],
+        inserted = insert_ignore(conn, m.runs, [{"run_id": h["run_id"], "job_id": job_id, "last_sequence": -1,
+                                                 "restarts": 0, "created_at": began, **_run_origin(h)}],
                                  returning=m.runs.c.run_id)
         if began is not None and not inserted:
             # An event earlier than every one before it (out of order, START-less) moves the run's beginning back;
@@ -360,15 +359,23 @@ class RegistryStore:
             last_event_time=h["event_time"])).rowcount == 1
         began = ev["new_status"] == "RUNNING" and conn.execute(
             run.where(sa.or_(r.started_at.is_(None), r.started_at > when)).values(started_at=when)).rowcount
-        # the end and the error are the newest event's: a late RUNNING or FAILED does not touch a run ended since
-        ended = newest and ev["new_status"] in TERMINAL_STATUSES
-        if ended:
-            conn.execute(run.values(ended_at=when, duration_ms=ev.get("duration_ms")))
-        if newest and err:
-            conn.execute(run.values(error_class=err["error_class"], error_message=err["message"]))
+        ended = newest and self._ended(conn, ev)
         conn.execute(run.where(r.restarts < ev["restarts"]).values(restarts=ev["restarts"]))
         if began or ended:
             _fill_duration(conn, h["run_id"])
+
+    @staticmethod
+    def _ended(conn: Connection, ev: dict[str, Any]) -> bool:
+        """The end and the error of the run from its newest status event ``ev`` (a late RUNNING or FAILED does not
+        touch a run ended since); whether ``ev`` ended the run."""
+        run = m.runs.update().where(m.runs.c.run_id == ev["header"]["run_id"])
+        err = ev.get("error")
+        if err:
+            conn.execute(run.values(error_class=err["error_class"], error_message=err["message"]))
+        if ev["new_status"] not in TERMINAL_STATUSES:
+            return False
+        conn.execute(run.values(ended_at=ev["transition_time"], duration_ms=ev.get("duration_ms")))
+        return True
 
     def _action(self, conn: Connection, ev: dict[str, Any], job_id: int) -> None:
         h = ev["header"]
