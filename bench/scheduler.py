@@ -1,7 +1,20 @@
-"""The refresh scheduler under load: 10,000 workflows firing every minute.
+"""The refresh scheduler under load: 10,000 workflows firing every minute; and its lineage-aware side.
 
-    .venv/bin/python -m bench.scheduler [--workflows 10000] [--minutes 3] [--sink kafka|counting]
-                                        [--bootstrap-servers HOST:PORT]
+    .venv/bin/python -m bench.scheduler [--part fires|upstream|all] [--workflows 10000] [--minutes 3]
+                                        [--sink kafka|counting] [--bootstrap-servers HOST:PORT]
+                                        [--writes 20] [--debounce 2] [--events 3000]
+
+``--part upstream`` (bench/results/scheduler_upstream.json), on a real broker:
+
+* upstream latency: a ``trigger: upstream`` table; an upstream run's write (its ActionLineageEvent and
+  FINISHED status) is published to ``lineage.jobs``; the inputs tracker stores it, the loop fires after
+  ``--debounce`` and the command is acknowledged by Kafka. Latency = that ack minus the publish, ``--writes``
+  times (each after the previous refresh finished). Target: within 1 s + debounce.
+* inputs follower vs the registry: ``--events`` job events (application runs with 3 actions, as
+  ``bench.registry``) put on a topic, then each consumer (the scheduler's ``InputsHandler``, then the job
+  registry's ``RegistryHandler``, one after the other, on SQLite) catches up from the start in its own group
+  on ``ConsumerRuntime``: events per second and the largest consumer lag seen (the runtime's
+  ``lineagewire_consumer_lag``, sampled every 0.2 s).
 
 The embedded scheduler (SQLite file in a temporary folder) runs its real loop
 thread; every workflow has the cron ``0 * * * * *`` (second 0 of every
@@ -126,13 +139,174 @@ def run(settings: Settings | None, workflows: int, minutes: int, tmp: pathlib.Pa
     }
 
 
+# -- trigger: upstream ------------------------------------------------------------------------------------------------
+
+
+class AckSink(CommandSink):
+    """A Kafka sink that records when each command's delivery was confirmed, by command id."""
+
+    def __init__(self, inner: CommandSink) -> None:
+        self.inner = inner
+        self.acked: dict[str, tuple[float, dict[str, Any]]] = {}
+
+    def deliver(self, events: list[dict[str, Any]], timeout: float = 30.0) -> dict[int, Any]:
+        failed = self.inner.deliver(events, timeout)
+        done = time.monotonic()
+        for i, e in enumerate(events):
+            if i not in failed:
+                self.acked[e["command_id"]] = (done, e)
+        return failed
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def _fresh(settings: Settings, *names: str) -> Settings:
+    from lineagewire.kafka.topics import TopicSpec, create_topics
+
+    topics = {n: f"bench.{n}.{uuid.uuid4().hex[:8]}" for n in names}
+    create_topics(settings, [TopicSpec(t, 3, 3600_000) for t in topics.values()])
+    return settings.model_copy(update={"topics": settings.topics.model_copy(update=topics)})
+
+
+def _wait(predicate: Any, timeout: float) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = predicate()
+        if got:
+            return got
+        time.sleep(0.02)
+    raise TimeoutError(f"not within {timeout}s")
+
+
+def upstream_latency(settings: Settings, tmp: pathlib.Path, writes: int, debounce: float) -> dict[str, Any]:
+    from lineagewire.producers.scheduler.inputs import InputTracker
+    from lineagewire.schemas import header, job_status_changed
+    from tests.producers.scheduler.ha import publish_write
+
+    settings = _fresh(settings, "jobs", "refresh_commands")
+    catalog = TableCatalog(parse_tables({"tables": [{"identifier": "mart.by_customer", "trigger": "upstream",
+                                                     "debounce": f"{debounce:g}s",
+                                                     "query": "SELECT c, sum(a) FROM raw.orders GROUP BY c"}]}))
+    sink = AckSink(KafkaCommandSink(settings))
+    # the service's defaults: poll_interval 1 s (the loop also wakes at the debounce's end), lead 2 s
+    sched = EmbeddedWorkflowScheduler(catalog, url=f"sqlite:///{tmp / 'upstream.db'}", sink=sink,
+                                      options=SchedulerOptions(lead=2.0))
+    sched.open()
+    assert sched.engine is not None
+    tracker = InputTracker(settings, sched.engine, group_id=f"bench-inputs-{uuid.uuid4().hex[:8]}")
+    tracker.start()
+    sched.start()
+    sched.create_upstream("mart.by_customer")
+    lags: list[float] = []
+    try:
+        for i in range(writes + 1):  # the first one warms the tracker's assignment up and is not counted
+            t0 = time.monotonic()
+            run = publish_write(settings, "raw.orders")
+            got = _wait(lambda rid=run["run_id"]: next(
+                (v for v in sink.acked.values() if v[1]["header"]["schedule"]["trigger_run"]["run_id"] == rid),
+                None), timeout=120)
+            if i:
+                lags.append(got[0] - t0)
+            h = got[1]["header"]  # the refresh finished: the table is free for the next write
+            sched.apply_status(job_status_changed(header("JobStatusChangedEvent", job_namespace=h["job_namespace"],
+                                                         job_name=h["job_name"], run_id=h["run_id"],
+                                                         schedule=h["schedule"]), "FINISHED", duration_ms=1))
+    finally:
+        sched.close()
+        tracker.stop()
+        sink.close()
+    over = [x - debounce for x in lags]
+    return {"writes": len(lags), "debounce_s": debounce,
+            "write_to_command_s": {"p50": round(percentile(lags, 50), 3), "p90": round(percentile(lags, 90), 3),
+                                   "max": round(max(lags), 3)},
+            "beyond_debounce_s": {"p50": round(percentile(over, 50), 3), "p90": round(percentile(over, 90), 3),
+                                  "max": round(max(over), 3)},
+            "target": "write to command within 1 s + debounce"}
+
+
+def _catch_up(settings: Settings, handler: Any, n: int) -> dict[str, Any]:
+    """``handler`` on ConsumerRuntime from the start of the jobs topic until it consumed ``n`` events."""
+    from lineagewire.consumers.runtime import ConsumerRuntime
+
+    runtime = ConsumerRuntime(settings, handler, topics=[settings.topics.jobs],
+                              group_id=f"bench-follow-{uuid.uuid4().hex[:8]}")
+    thread = threading.Thread(target=runtime.run, daemon=True)
+    t0 = time.monotonic()
+    thread.start()
+    most = 0.0
+    try:
+        while runtime.stats.consumed < n and time.monotonic() - t0 < 600:
+            for metric in runtime.metrics.registry.collect():
+                if metric.name == "lineagewire_consumer_lag":
+                    most = max(most, sum(x.value for x in metric.samples))
+            time.sleep(0.2)
+        seconds = time.monotonic() - t0
+    finally:
+        runtime.stop()
+        thread.join(60)
+    return {"events": runtime.stats.consumed, "seconds": round(seconds, 2),
+            "events_per_s": round(runtime.stats.consumed / seconds), "max_lag": int(most)}
+
+
+def follower(settings: Settings, tmp: pathlib.Path, events: int) -> dict[str, Any]:
+    import sqlalchemy as sa
+
+    from lineagewire.consumers.audit.registry import RegistryHandler
+    from lineagewire.db import upgrade
+    from lineagewire.kafka.publisher import Publisher
+    from lineagewire.producers.scheduler.inputs import InputsHandler
+    from lineagewire.producers.scheduler.store import STORE, make_engine
+    from tests.consumers.openlineage.samples import app_run
+
+    settings = _fresh(settings, "jobs")
+    evs: list[dict[str, Any]] = []
+    while len(evs) < events:
+        evs += app_run(f"job{len(evs) % 40}", actions=3)
+    with Publisher(settings) as pub:
+        for e in evs[:events]:
+            pub.publish(e)
+        pub.flush(60)
+    engine: sa.Engine = make_engine(f"sqlite:///{tmp / 'inputs.db'}")
+    upgrade(engine, STORE)
+    inputs = _catch_up(settings, InputsHandler(engine), events)
+    engine.dispose()
+    registry = _catch_up(settings, RegistryHandler(f"sqlite:///{tmp / 'registry.db'}"), events)
+    return {"events": events, "inputs_follower": inputs, "registry": registry,
+            "target": "the scheduler follows lineage.jobs at the rate the registry does"}
+
+
+def run_upstream(settings: Settings, tmp: pathlib.Path, args: argparse.Namespace) -> dict[str, Any]:
+    return {"upstream": upstream_latency(settings, tmp, args.writes, args.debounce),
+            "follower": follower(settings, tmp, args.events)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--part", choices=["fires", "upstream", "all"], default="fires")
     ap.add_argument("--workflows", type=int, default=10_000)
     ap.add_argument("--minutes", type=int, default=3)
     ap.add_argument("--sink", choices=["kafka", "counting"], default="kafka")
     ap.add_argument("--bootstrap-servers", default=None)
+    ap.add_argument("--writes", type=int, default=20, help="upstream writes timed (--part upstream)")
+    ap.add_argument("--debounce", type=float, default=2.0, help="debounce of the upstream table, seconds")
+    ap.add_argument("--events", type=int, default=3000, help="job events the followers catch up on")
     args = ap.parse_args()
+    if args.part in ("upstream", "all"):
+        with tempfile.TemporaryDirectory() as tmp_name:
+            tmp = pathlib.Path(tmp_name)
+            if args.bootstrap_servers:
+                result = run_upstream(Settings(bootstrap_servers=args.bootstrap_servers), tmp, args)
+            else:
+                from lineagewire.kafka.local import LocalKafka, free_port
+
+                kafka = LocalKafka("bench-upstream", port=free_port(), controller_port=free_port(),
+                                   base=tmp / "kafka")
+                with kafka:
+                    result = run_upstream(Settings(bootstrap_servers=kafka.bootstrap_servers), tmp, args)
+        save("scheduler_upstream", result)
+        if args.part == "upstream":
+            return
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = pathlib.Path(tmp_name)
         if args.sink == "counting":
