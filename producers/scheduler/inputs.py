@@ -318,21 +318,25 @@ def _apply_status(conn: sa.Connection, event: Mapping[str, Any]) -> int:
 
 def _apply_job(conn: sa.Connection, run: Run, status: str, error: str | None, at: dt.datetime,
                job_type: str | None) -> int:
-    """The job's last run is this one from ``at`` on; an older event (redelivered, replayed) changes nothing,
-    nor does a late non-final status of a run that already ended."""
-    row = {"job_namespace": run[0], "job_name": run[1], "run_id": run[2], "status": status[:16], "error": error,
-           "status_at": at, "job_type": job_type}
-    if insert_ignore(conn, input_jobs, [row], returning=input_jobs.c.run_id):
+    """The job's last run is this one from ``at`` on; an older event (redelivered, replayed) changes nothing.
+    One UPDATE when the job is known (the
+    ordering is its WHERE), an INSERT when it is not."""
+    j = input_jobs.c
+    ended = j.status.in_(sorted(_TERMINAL))
+    if status in _TERMINAL:
+        newer = j.status_at <= at
+    else:
+        # at the same time, an end wins over a start
+        newer = (j.status_at < at) | ((j.status_at == at) & ~ended)
+    values: dict[str, Any] = {"run_id": run[2], "status": status[:16], "error": error, "status_at": at}
+    if job_type is not None:
+        values["job_type"] = job_type
+    done = conn.execute(input_jobs.update().where((j.job_namespace == run[0]) & (j.job_name == run[1]) & newer)
+                        .values(**values)).rowcount
+    if done:
         return 1
-    key = (input_jobs.c.job_namespace == run[0]) & (input_jobs.c.job_name == run[1])
-    cur = conn.execute(sa.select(input_jobs).where(key).with_for_update()).one()
-    if (at, status in _TERMINAL) < (cur.status_at, cur.status in _TERMINAL):
-        return 0
-    if cur.run_id == run[2] and cur.status in _TERMINAL and status not in _TERMINAL:
-        return 0
-    conn.execute(input_jobs.update().where(key).values(
-        run_id=run[2], status=status[:16], error=error, status_at=at, job_type=job_type or cur.job_type))
-    return 1
+    row = {"job_namespace": run[0], "job_name": run[1], "job_type": job_type, **values}
+    return 1 if insert_ignore(conn, input_jobs, [row], returning=j.run_id) else 0
 
 
 def _apply_action(conn: sa.Connection, event: Mapping[str, Any], now: dt.datetime, known: set[str],
