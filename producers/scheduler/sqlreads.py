@@ -14,6 +14,7 @@ column", never as "reads none". Struct fields are dotted paths (``s.x``).
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -55,6 +56,12 @@ def query_reads(query: str) -> dict[str, frozenset[str] | None]:
 
     Raises ``QueryInputsError`` naming the parser's complaint when the query is not Spark SQL.
     """
+    return dict(_reads(query))
+
+
+@functools.lru_cache(maxsize=1024)
+def _reads(query: str) -> tuple[tuple[str, frozenset[str] | None], ...]:
+    # cached: the scheduler asks for the same tables' queries on every round, and parsing takes milliseconds
     sqlglot = _sqlglot()
     from sqlglot import exp
     from sqlglot.optimizer.scope import traverse_scope
@@ -68,7 +75,7 @@ def query_reads(query: str) -> dict[str, frozenset[str] | None]:
     reads: dict[str, set[str] | None] = {}
     for scope in scopes:
         _scope_reads(scope, exp, reads)
-    return {t: (frozenset(c) if c is not None else None) for t, c in reads.items()}
+    return tuple((t, frozenset(c) if c is not None else None) for t, c in reads.items())
 
 
 def query_tables(query: str) -> list[str]:
