@@ -113,32 +113,44 @@ class ReceiverApp:
         limit = self.max_body_bytes
         if length is not None and not gzipped and length.isdigit() and int(length) > limit:
             raise _too_large(int(length), limit)
-        chunks: list[bytes] = []
-        size = 0
-        inflate = zlib.decompressobj(wbits=31) if gzipped else None
+        body = _Body(limit, gzipped)
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
                 raise IngestRejected(400, "the client closed the connection before the body was complete")
-            chunk = message.get("body", b"")
-            if inflate is not None and chunk:
-                try:
-                    # bounded: a small gzip bomb must not inflate past the limit in memory
-                    chunk = inflate.decompress(chunk, limit + 1 - size)
-                except zlib.error as exc:
-                    raise InvalidEvent(f"the body is not valid gzip ({exc}); expected gzip data with "
-                                       "Content-Encoding: gzip") from None
-                if inflate.unconsumed_tail:
-                    raise _too_large(None, limit)
-            size += len(chunk)
-            if size > limit:
-                raise _too_large(size, limit)
-            chunks.append(chunk)
+            body.add(message.get("body", b""))
             if not message.get("more_body", False):
-                break
-        if inflate is not None and not inflate.eof:
+                return body.done()
+
+
+class _Body:
+    """A request body read chunk by chunk, gunzipped on the way when it is gzip, never past ``limit`` bytes."""
+
+    def __init__(self, limit: int, gzipped: bool) -> None:
+        self.limit = limit
+        self.size = 0
+        self.chunks: list[bytes] = []
+        self.inflate = zlib.decompressobj(wbits=31) if gzipped else None
+
+    def add(self, chunk: bytes) -> None:
+        if self.inflate is not None and chunk:
+            try:
+                # bounded: a small gzip bomb must not inflate past the limit in memory
+                chunk = self.inflate.decompress(chunk, self.limit + 1 - self.size)
+            except zlib.error as exc:
+                raise InvalidEvent(f"the body is not valid gzip ({exc}); expected gzip data with "
+                                   "Content-Encoding: gzip") from None
+            if self.inflate.unconsumed_tail:
+                raise _too_large(None, self.limit)
+        self.size += len(chunk)
+        if self.size > self.limit:
+            raise _too_large(self.size, self.limit)
+        self.chunks.append(chunk)
+
+    def done(self) -> bytes:
+        if self.inflate is not None and not self.inflate.eof:
             raise InvalidEvent("the gzip body ends early; expected a complete gzip stream")
-        return b"".join(chunks)
+        return b"".join(self.chunks)
 
 
 def _headers(scope: Scope) -> dict[bytes, bytes]:
