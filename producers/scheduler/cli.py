@@ -88,7 +88,8 @@ def validate(ctx: click.Context, tables_file: str | None) -> None:
 
     for t in load_tables(tables_file):
         parts = ", ".join(f"{k}={v}" for k, v in t.partition_fields.items()) or "-"
-        click.echo(f"{t.identifier}: cron={t.cron or '-'} tz={t.time_zone} partitions: {parts}")
+        up = f" trigger=upstream debounce={t.debounce:g}s" if t.upstream else ""
+        click.echo(f"{t.identifier}: cron={t.cron or '-'}{up} tz={t.time_zone} partitions: {parts}")
 
 
 # -- workflows ---------------------------------------------------------------------------------------------------------
