@@ -271,10 +271,5 @@ def _input_field(i: dict[str, Any]) -> dict[str, Any]:
 
 
 def _transformation(t: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {"type": t["type"]}
-    if t["subtype"]:
-        out["subtype"] = t["subtype"]
-    if t["description"]:
-        out["description"] = t["description"]
-    out["masking"] = t["masking"]
-    return out
+    # as openlineage-spark writes each (the producer of most column lineage): every member, "" for none
+    return {"type": t["type"], "subtype": t["subtype"], "description": t["description"], "masking": t["masking"]}
