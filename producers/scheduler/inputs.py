@@ -401,8 +401,14 @@ def _succeeded(conn: sa.Connection, cur: Any, ds: Mapping[str, Any], run: Run, a
         values.update(_schema(cur, ds, lifecycle, run, at))
     previous = ds.get("previous_identifier")
     if lifecycle == "RENAME" and previous:
-        _rename_away(conn, previous, f"{ds['namespace']}/{ds['name']}", run, at, now)
+        _rename_away(conn, previous, _display_name(ds), run, at, now)
     return values
+
+
+def _display_name(ds: Mapping[str, Any]) -> str:
+    """A dataset as a person names it: its catalog table, else its name."""
+    tables = [s["name"] for s in ds.get("symlinks") or []]
+    return tables[0] if tables else str(ds["name"])
 
 
 def _schema(cur: Any, ds: Mapping[str, Any], lifecycle: str | None, run: Run, at: dt.datetime) -> dict[str, Any]:

@@ -224,6 +224,17 @@ def test_lifecycle_changes_and_promises(engine: sa.Engine) -> None:
     for i, ev in enumerate(ingest_run("r10", 40, [("id", "int"), ("amount", "double")])):
         h.handle(Record("jobs", 0, 20 + i, None, 0, ev))
     assert _by_table(engine, T0 + dt.timedelta(hours=1))["raw.events"].health == "ok"
+    moved = dataset("file", "/data/raw/events_v2", lifecycle_change="RENAME",
+                    symlinks=[{"namespace": "file:/warehouse", "name": "raw.events_v2", "type": "TABLE"}],
+                    previous_identifier={"namespace": "file", "name": "/data/raw/events"})
+    h.handle(Record("jobs", 0, 30, None, 0, action_lineage(_hdr("ActionLineageEvent", "r11", 50, job="admin"), "a1",
+                                                           "AlterTableRename", outputs=[moved])))
+    renamed = _by_table(engine, T0 + dt.timedelta(hours=1))["raw.events"]
+    assert renamed.health == "breaking" and renamed.breaking_change == "renamed to raw.events_v2"
+    # writes older than the retention are pruned by the hourly tick
+    h.tick((T0 + dt.timedelta(days=7, minutes=30)).timestamp())
+    with engine.connect() as conn:
+        assert [w.run["run_id"] for w in writes_after(conn, DAILY, None)] == ["r10"]
 
 
 def test_an_older_event_delivered_late_changes_nothing(engine: sa.Engine) -> None:
