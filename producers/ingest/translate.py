@@ -67,6 +67,8 @@ INGEST_NAMESPACE = uuid.UUID("0b6b1f0e-6a43-5c55-9d1e-4f1a7c2e9a10")
 _RANK = {"START": 0, "RUNNING": 1, "OTHER": 2, "COMPLETE": 3, "FAIL": 3, "ABORT": 3}
 _ACTION_STATUS = {"START": "RUNNING", "RUNNING": "RUNNING", "COMPLETE": "SUCCEEDED", "FAIL": "FAILED"}
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_MAX_LONG = 2**63 - 1
+_MAX_MICROS = _MAX_LONG // 1024 - 1
 _VERSION = re.compile(r"/tree/v?([^/]+)/")
 #: the action name and id of ingested lineage: an OpenLineage run is one unit of work (a Spark integration's SQL
 #: execution is a run of its own), so its START and COMPLETE report the same action, whose lifecycle changes the
@@ -82,7 +84,8 @@ def static_run_id(namespace: str, name: str) -> str:
 def sequence_of(when: dt.datetime, event_type: str, digest: bytes, slot: int) -> int:
     """header.sequence of the ``slot``-th contract event of an OpenLineage event (see the module docstring)."""
     micros = (when - _EPOCH) // dt.timedelta(microseconds=1)
-    return max(micros, 0) * 1024 + _RANK.get(event_type, 2) * 128 + (digest[0] & 0xF) * 8 + slot
+    # An Avro long: times before 1970 count from 0, and after 2255 stay at the last number that fits.
+    return min(max(micros, 0), _MAX_MICROS) * 1024 + _RANK.get(event_type, 2) * 128 + (digest[0] & 0xF) * 8 + slot
 
 
 class OpenLineageTranslator:
@@ -363,7 +366,8 @@ def _lifecycle(facet: dict[str, Any]) -> tuple[str | None, DatasetId | None]:
 
 
 def _count(value: Any) -> int | None:
-    return value if type(value) is int else None
+    # a count past an Avro long (valid JSON, not a count any system reaches) stays in the patch only
+    return value if type(value) is int and 0 <= value <= _MAX_LONG else None
 
 
 def _column_lineage(d: dict[str, Any], where: str) -> list[ColumnLineage]:

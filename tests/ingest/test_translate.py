@@ -280,6 +280,16 @@ def test_patch_and_apply_are_inverse_on_any_json() -> None:
     assert apply_patch({"a": {"b": 1}}, diff({}, {"a": {"b": 1}})) == {}
 
 
+def test_values_past_what_avro_holds_are_kept_in_the_patch_only() -> None:
+    ev = corpus("spark_sql_complete")
+    ev["eventTime"] = "9999-12-31T23:59:59.999999Z"
+    ev["outputs"][0]["outputFacets"]["outputStatistics"]["rowCount"] = 2**64
+    events = TRANSLATOR.translate(ev)
+    decoded = [CODEC.decode(CODEC.encode(e)) for e in events]  # encodes: every number fits a long
+    assert decoded[-1]["outputs"][0]["row_count"] is None and restore(decoded[-1]) == ev
+    assert sorted(e["header"]["sequence"] for e in decoded) == [e["header"]["sequence"] for e in decoded]
+
+
 # -- refusals --------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("change", "field"), [
