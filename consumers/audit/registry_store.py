@@ -7,9 +7,9 @@ sequence, so even an event replayed without its id record (or out of order)
 lands where it belongs: a run's status is the one of its newest event by
 event time, then sequence (a late START never reopens a run that ended).
 
-A run begins with whichever of its events comes first: OpenLineage producers
-may send RUNNING or COMPLETE for a run whose START never comes, and such a run
-is created at the earliest time its status and lineage events give.
+A run begins with its earliest status event when its JobCreatedEvent never
+comes: OpenLineage producers may send RUNNING or COMPLETE for a run whose
+START never does.
 """
 
 from __future__ import annotations
@@ -146,9 +146,10 @@ def _read_only_engine(url: sa.URL, backend: str, missing: str) -> Engine:
 
 #: the kinds of event that can change a run's diff (its status, lineage or spec)
 _DIFFED = frozenset({"JobStatusChangedEvent", "ActionLineageEvent", "JobCreatedEvent"})
-#: the kinds of event that are part of a run itself, so that the first of them begins it when no JobCreatedEvent
-#: came (a RefreshCommand's run id is the command's, a scheduler's record, not a run that began)
-_OF_A_RUN = frozenset({"JobStatusChangedEvent", "ActionLineageEvent", "JobCreatedEvent"})
+#: the kinds of event that say a run began, so that the earliest of them begins it when no JobCreatedEvent came
+#: (an OpenLineage RUNNING or COMPLETE); lineage alone does not: a RefreshCommand's run id is a scheduler's record,
+#: and the lineage of an OpenLineage JobEvent or DatasetEvent stands for a job's static lineage, not a run
+_OF_A_RUN = frozenset({"JobStatusChangedEvent", "JobCreatedEvent"})
 
 
 def _newest(h: dict[str, Any]) -> sa.ColumnElement[bool]:

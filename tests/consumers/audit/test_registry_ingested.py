@@ -17,7 +17,7 @@ from lineagewire.consumers.audit.registry_producer import producer_label
 from lineagewire.consumers.audit.registry_store import RegistryStore
 from lineagewire.consumers.runtime import ConsumerRuntime
 from lineagewire.kafka.publisher import Publisher
-from lineagewire.schemas import action_lineage, dataset, header, job_created, job_spec, job_status_changed
+from lineagewire.schemas import action_lineage, header, job_created, job_spec, job_status_changed
 from tests.consumers.openlineage.samples import app_run
 
 from .conftest import registry_api
@@ -66,45 +66,62 @@ def test_producer_labels_name_the_tool() -> None:
         "etl.example.com", None]
 
 
+def openlineage(event_type: str, run_id: str, second: int, producer: str, job: tuple[str, str],
+                **datasets: list[dict[str, str]]) -> dict[str, Any]:
+    """An OpenLineage RunEvent as a producer posts it."""
+    return {"eventType": event_type, "eventTime": (T0 + dt.timedelta(seconds=second)).isoformat(),
+            "producer": producer, "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/definitions/RunEvent",
+            "run": {"runId": run_id}, "job": {"namespace": job[0], "name": job[1]}, **datasets}
+
+
 @pytest.mark.integration
 def test_ingested_runs_begin_without_start_keep_event_time_order_and_their_producer(  # noqa: ANN001
         settings, group_id, tmp_path) -> None:
+    """OpenLineage events as the receiver translates and publishes them (``producers.ingest``), then the registry
+    service on the broker."""
+    from lineagewire.producers.ingest.translate import OpenLineageTranslator
+
+    translate = OpenLineageTranslator().translate
     ours = app_run("daily_orders")  # lineagewire's own run writes /data/daily_orders_out
     # Spark under openlineage-spark: RUNNING is the first event that comes; its START never does.
-    spark = IngestedRun("orders_enrich", SPARK_OL, namespace="spark://cluster")
-    spark_running = spark.status(1, "RUNNING")
-    # dbt: COMPLETE comes first, then the RUNNING and the START sent before it (later sequences, earlier times);
-    # its model reads our run's output, named as our emitter names it, and writes a duckdb table.
-    dbt = IngestedRun("orders_summary", DBT_OL)
-    summary = dataset("duckdb://warehouse", "main.orders_summary")
-    complete = dbt.status(9, "FINISHED")
-    dbt_events = [dbt.lineage(8, [dataset("file", "/data/daily_orders_out")], [summary]), complete,
-                  dbt.status(3, "RUNNING"), dbt.start(2)]
-    # the same COMPLETE again (the receiver's deterministic event id for a producer's retry)
-    events = [*ours, spark_running, *dbt_events, complete]
+    spark_run, dbt_run = str(uuid.uuid4()), str(uuid.uuid4())
+    spark = translate(openlineage("RUNNING", spark_run, 1, SPARK_OL, ("spark://cluster", "orders_enrich")))
+    # dbt: COMPLETE comes first, then the RUNNING and the START sent before it; its model reads our run's output,
+    # named as our emitter names it, and writes a duckdb table
+    job = ("dbt://warehouse", "orders_summary")
+    complete = translate(openlineage("COMPLETE", dbt_run, 9, DBT_OL, job,
+                                     inputs=[{"namespace": "file", "name": "/data/daily_orders_out"}],
+                                     outputs=[{"namespace": "duckdb://warehouse", "name": "main.orders_summary"}]))
+    dbt = [*complete, *translate(openlineage("RUNNING", dbt_run, 3, DBT_OL, job)),
+           *translate(openlineage("START", dbt_run, 2, DBT_OL, job))]
+    # the producer's retry of COMPLETE: the receiver translates it to the same events, ids and all
+    again = translate(openlineage("COMPLETE", dbt_run, 9, DBT_OL, job,
+                                  inputs=[{"namespace": "file", "name": "/data/daily_orders_out"}],
+                                  outputs=[{"namespace": "duckdb://warehouse", "name": "main.orders_summary"}]))
+    events = [*ours, *spark, *dbt, *again]
     with Publisher(settings) as pub:
         for e in events:
             pub.publish(e)
     db = f"sqlite:///{tmp_path / 'registry.db'}"
     handler = RegistryHandler(db)
     ConsumerRuntime(settings, handler, group_id=group_id).run(max_events=len(events))
-    assert handler.applied == len(events) - 1  # the repeated COMPLETE changed nothing
+    assert handler.applied == len(events) - len(again)  # the retried COMPLETE changed nothing
 
     runs = {r["run_id"]: r for r in json.loads(cli(db, "jobs", "show", "orders_enrich", "--format", "json").stdout)[
         "runs"] + json.loads(cli(db, "jobs", "show", "orders_summary", "--format", "json").stdout)["runs"]}
-    begun = runs[spark.run_id]
+    begun = runs[spark_run]
     assert (begun["status"], begun["created_at"], begun["started_at"]) == ("RUNNING", "2026-11-01T05:00:01Z",
                                                                            "2026-11-01T05:00:01Z")
     assert begun["producer"] == {"label": "openlineage-spark", "name": SPARK_OL, "version": "1.40.0"}
-    done = runs[dbt.run_id]
-    # the late START (sequence 4, after COMPLETE's 2) did not reopen the run; the run began when it started
+    done = runs[dbt_run]
+    # the late START did not reopen the run (CREATED, then RUNNING); the run began when it started
     assert (done["status"], done["created_at"], done["started_at"], done["ended_at"], done["duration_ms"]) == (
-        "FINISHED", "2026-11-01T05:00:02Z", "2026-11-01T05:00:03Z", "2026-11-01T05:00:09Z", 6000)
+        "FINISHED", "2026-11-01T05:00:02Z", "2026-11-01T05:00:02Z", "2026-11-01T05:00:09Z", 7000)
 
-    shown = cli(db, "runs", "show", dbt.run_id)
+    shown = cli(db, "runs", "show", dbt_run)
     assert f"producer: dbt ({DBT_OL})" in shown.stdout
     transitions = shown.stdout.split("transitions:\n")[1].split("inputs:")[0].splitlines()
-    assert [line.split()[-2] for line in transitions] == ["RUNNING", "FINISHED"]  # by time, not as they came
+    assert [line.split()[-2] for line in transitions] == ["RUNNING", "RUNNING", "FINISHED"]  # by time, not arrival
     table = cli(db, "jobs", "show", "orders_summary").stdout.splitlines()
     assert table[1].split()[5] == "producer" and table[2].split()[5] == "dbt"
     listed = {j["job"]: j["last_producer"] for j in json.loads(cli(db, "jobs", "list", "--format", "json").stdout)}
@@ -120,14 +137,14 @@ def test_ingested_runs_begin_without_start_keep_event_time_order_and_their_produ
 
     # everything again, from the start in another group: nothing changes
     before = _snapshot(db)
-    again = RegistryHandler(db)
-    ConsumerRuntime(settings, again, group_id=group_id + "-again").run(max_events=len(events))
-    assert again.applied == 0 and _snapshot(db) == before
+    replayed = RegistryHandler(db)
+    ConsumerRuntime(settings, replayed, group_id=group_id + "-again").run(max_events=len(events))
+    assert replayed.applied == 0 and _snapshot(db) == before
 
     store = RegistryStore(db)
     try:
         with registry_api(store) as url:
-            assert httpx.get(f"{url}/runs/{dbt.run_id}").json()["producer"]["label"] == "dbt"
+            assert httpx.get(f"{url}/runs/{dbt_run}").json()["producer"]["label"] == "dbt"
     finally:
         store.close()
 
@@ -148,8 +165,8 @@ def test_a_late_failure_does_not_end_a_run_again_and_our_sequence_breaks_ties(tm
     store = RegistryStore(f"sqlite:///{tmp_path / 'r.db'}")
     try:
         run = IngestedRun("flaky", AIRFLOW_OL, namespace="airflow")
-        late = run.status(5, "FAILED", error=True)
-        for e in (run.status(1, "RUNNING"), run.status(7, "FINISHED"), late):
+        # in the order they come, each with a higher sequence than the one before: a FAILED of 05:00:05 last
+        for e in (run.status(1, "RUNNING"), run.status(7, "FINISHED"), run.status(5, "FAILED", error=True)):
             store.apply(e)
         tie = app_run("ties", actions=0)
         for e in tie:
