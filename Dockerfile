@@ -1,6 +1,7 @@
 # Two images, one Dockerfile (docs: README "Deploy"):
-#   --target service  every consumer service, the scheduler, the registry and the UI: all their extras in one
-#                     image (one build, one layer cache; the extras share most of their dependencies)
+#   --target service  every consumer service, the scheduler, the OpenLineage receiver, the registry and the UI: all
+#                     their extras in one image (one build, one layer cache; the extras share most of their
+#                     dependencies)
 #   --target spark    the refresh runner, and spark-submit users: Java 17, PySpark and our emitter
 # No cargo in either: the compiled Avro reader (native/) is optional and the install goes on without it,
 # so events are decoded by fastavro (docs/consumers.md, "Avro decoding").
@@ -14,7 +15,7 @@ WORKDIR /app
 COPY . /app
 
 FROM base AS service
-RUN pip install ".[consumers,openlineage,datahub,alerting,audit,s3,registry,postgres,scheduler]"
+RUN pip install ".[consumers,openlineage,datahub,alerting,audit,s3,registry,postgres,scheduler,ingest]"
 USER lineagewire
 ENTRYPOINT []
 

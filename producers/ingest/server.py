@@ -43,15 +43,15 @@ def build(ingest: IngestSettings, settings: Settings, *, translator: Translator 
     return ReceiverApp(intake, sink, token=ingest.token, max_body_bytes=ingest.max_body_bytes)
 
 
-def _uvicorn_config(app: ReceiverApp, host: str, port: int, log_level: str) -> Any:
-    uvicorn = require("uvicorn", "ingest", "The OpenLineage receiver")
+def _uvicorn_options(host: str, port: int, log_level: str) -> dict[str, Any]:
+    """uvicorn's options for the receiver (``uvicorn.run`` and ``uvicorn.Config`` take the same)."""
+    require("uvicorn", "ingest", "The OpenLineage receiver")
     fast = importlib.util.find_spec("httptools") is not None
-    return uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False, lifespan="off",
-                          proxy_headers=False, server_header=False,
-                          http="httptools" if fast else "h11",
-                          loop="uvloop" if importlib.util.find_spec("uvloop") is not None else "asyncio",
-                          # producers keep their connection (openlineage-python's session): keep it open a while
-                          timeout_keep_alive=30, backlog=2048)
+    return {"host": host, "port": port, "log_level": log_level, "access_log": False, "lifespan": "off",
+            "proxy_headers": False, "server_header": False, "http": "httptools" if fast else "h11",
+            "loop": "uvloop" if importlib.util.find_spec("uvloop") is not None else "asyncio",
+            # producers keep their connection (openlineage-python's session): keep it open a while
+            "timeout_keep_alive": 30, "backlog": 2048}
 
 
 @contextlib.contextmanager
@@ -62,7 +62,7 @@ def serve(ingest: IngestSettings, settings: Settings, *, translator: Translator 
     import uvicorn
 
     app = build(ingest, settings, translator=translator)
-    server = uvicorn.Server(_uvicorn_config(app, ingest.host, ingest.port, "warning"))
+    server = uvicorn.Server(uvicorn.Config(app, **_uvicorn_options(ingest.host, ingest.port, "warning")))
     thread = threading.Thread(target=server.run, name="lineagewire-ingest-http", daemon=True)
     try:
         thread.start()
@@ -89,7 +89,7 @@ def run(ingest: IngestSettings, settings: Settings, *, log_level: str = "warning
                     "" if ingest.token else ", with no token required")
     app = build(ingest, settings)
     try:
-        uvicorn.Server(_uvicorn_config(app, ingest.host, ingest.port, log_level)).run()
+        uvicorn.run(app, **_uvicorn_options(ingest.host, ingest.port, log_level))
     finally:
         app.sink.close()
     return app

@@ -29,7 +29,8 @@ class IngestSettings(SettingsBase):
     title = "ingest settings"
 
     host: str = Field("127.0.0.1", description="address to listen on (0.0.0.0: every interface)")
-    port: int = Field(5000, ge=0, le=65535, description="port to listen on (Marquez's; 0 = any free port)")
+    port: int = Field(5055, ge=0, le=65535, description="port to listen on (0 = any free port; not Marquez's "
+                      "5000, so both can run on one host)")
     token: SecretStr | None = Field(None, description="bearer token every request must carry (an OpenLineage "
                                     "transport's api_key); default: none required")
     max_body_bytes: int = Field(16 << 20, ge=1024, description="largest request body taken, after gunzip; a "
