@@ -19,7 +19,8 @@ from openlineage.client.serde import Serde
 
 from lineagewire.consumers.openlineage import Translator
 from lineagewire.consumers.openlineage.delivery import kafka_message_key
-from lineagewire.consumers.openlineage.handler import _HandBack
+from lineagewire.consumers.openlineage.handler import Enrichment, _HandBack
+from lineagewire.consumers.openlineage.render import Renderer
 from lineagewire.producers.ingest.translate import OpenLineageTranslator
 from lineagewire.schemas import Codec
 from tests.ingest.test_translate import python_client_events
@@ -79,6 +80,24 @@ def test_an_ingested_event_is_keyed_and_enriched_as_openlineage_python_does_it()
     client.emit(round_trip(by_name["airflow_task_start"], translator)[0])
     tags = json.loads(Serde.to_json(handback.events[0]))["job"]["facets"]["tags"]["tags"]
     assert [(t["key"], t["value"]) for t in tags] == [("tier", "gold"), ("team", "platform")]
+
+
+def test_the_service_enriches_and_renders_ingested_events_as_the_client_sends_them(monkeypatch) -> None:  # noqa: ANN001
+    monkeypatch.setenv("LINEAGEWIRE_TEST_TEAM", "data-eng")
+    config = {"tags": {"run": {"tier": "gold"}, "job": {"team": "platform"}},
+              "facets": {"environment_variables": ["LINEAGEWIRE_TEST_TEAM"]}}
+    theirs_back, ours_back = _HandBack(), _HandBack()
+    theirs = OpenLineageClient(transport=theirs_back, config=config)  # type: ignore[arg-type]
+    renderer = Renderer()
+    enrich = Enrichment(OpenLineageClient(transport=ours_back, config=config), ours_back,  # type: ignore[arg-type]
+                        share=renderer.share)
+    assert enrich.public
+    ours = []
+    for ev in originals():
+        theirs.emit(round_trip(ev, Translator())[0])
+        ours.append(json.loads(renderer.to_json(enrich(round_trip(ev, Translator())[0]))))
+    assert ours == [json.loads(Serde.to_json(e)) for e in theirs_back.events]
+    assert all(o["run"]["facets"]["environmentVariables"] for o in ours if "run" in o)
 
 
 def test_events_of_lineagewire_producers_are_translated_as_before() -> None:
