@@ -382,9 +382,7 @@ class Facts:
         out = Facts()
         out.jobs, out.datasets, out.started = self.jobs, self.datasets, self.started
         out.readers, out._reads_of = self.readers, self._reads_of
-        out.writes.fired = self.writes.fired
-        out.writes.states = {k: s for k, s in self.writes.states.items()
-                             if s.partition is None or s.partition in self.owned}
+        out.writes = self.writes.shared(self.owned)
         out.runs = {k: r for k, r in self.runs.items() if self.mine(r)}
         out.refreshes = {k: r for k, r in self.refreshes.items() if self.mine(r)}
         return out

@@ -102,8 +102,20 @@ class Writes:
         #: dataset key, or ``never_key(promise)`` -> rule name -> the labels it fired with for the current window
         self.fired: dict[str, dict[str, dict[str, str]]] = {}
         self._by_run: dict[str, set[str]] = {}
-        #: keys changed since the last ``take_dirty``: ("write", dataset) or ("fired", key)
+        #: keys changed since the last save: ("write", dataset) or ("fired", key)
         self.dirty: set[tuple[str, str]] = set()
+        #: the partitions whose datasets this instance checks (None: all); the others are kept for walking lineage
+        self.owned: set[str] | None = None
+
+    def checks(self, st: WriteState) -> bool:
+        """Does this instance check the promise of ``st``: do its partitions hold its writer's events?"""
+        return self.owned is None or st.partition is None or st.partition in self.owned
+
+    def shared(self, owned: set[str] | None) -> Writes:
+        """The same states and flags, checked only for ``owned`` partitions (what the clock's rules look at)."""
+        out = Writes()
+        out.states, out.fired, out.owned = self.states, self.fired, owned
+        return out
 
     def wrote(self, ds: dict[str, Any], job: JobKey, run_id: str, at: dt.datetime, *, finished: bool,
               partition: str | None) -> FreshWrite | None:

@@ -205,7 +205,8 @@ class DatasetStaleRule(Rule):
         out: list[Signal] = []
         written: set[Promise] = set()
         unwritten: dict[Promise, WriteState] = {}
-        for st in facts.writes.states.values():
+        writes = facts.writes
+        for st in writes.states.values():
             p = self.promise(st)
             if p is None:
                 continue
@@ -213,8 +214,8 @@ class DatasetStaleRule(Rule):
                 unwritten.setdefault(p, st)
                 continue
             written.add(p)
-            if not facts.writes.has_fired(st.dataset, self.name) and p.stale(st.last_success, now):
-                out += self._stale(st, p, now, facts)
+            if writes.checks(st) and not writes.has_fired(st.dataset, self.name) and p.stale(st.last_success, now):
+                out += self._stale(st, st.last_success, p, now, facts)
         return out + self._check_never(now, facts, written, unwritten)
 
     def _check_never(self, now: dt.datetime, facts: Facts, written: set[Promise],
@@ -230,18 +231,19 @@ class DatasetStaleRule(Rule):
     def _never_labels(self, p: Promise) -> dict[str, str]:
         return self.alert_labels("", "", {}, dataset=p.dataset, window="never")
 
-    def _stale(self, st: WriteState, p: Promise, now: dt.datetime, facts: Facts) -> list[Signal]:
+    def _stale(self, st: WriteState, last: dt.datetime, p: Promise, now: dt.datetime, facts: Facts) -> list[Signal]:
+        """The alert of ``st``, stale since its last successful write ``last``, if the rule watches its writer."""
         ns, job = st.last_job or (st.writers[-1] if st.writers else ("", ""))
         js = facts.jobs.get((ns, job))
         tags = js.tags if js is not None else {}
         if not self.matches(ns, job, tags):
             return []
         causes = upstream_causes(facts, st, now, self.params.depth, self.promise)
-        labels = self.alert_labels(ns, job, tags, dataset=st.dataset, window=iso(st.last_success) or "never")
-        head = (f"{st.label} is stale: last written {when(st.last_success)} by run {st.last_run} of job {job}; "
-                f"promised {p.describe()}")
-        return [replace(self.fire(labels, now, **self._annotations(head, p, causes), last_success=iso(st.last_success),
-                                  last_run=st.last_run, writer=f"{ns}/{job}", due=iso(p.due(st.last_success))),
+        labels = self.alert_labels(ns, job, tags, dataset=st.dataset, window=iso(last) or "never")
+        head = f"{st.label} is stale: last written {when(last)} by run {st.last_run} of job {job}; promised " \
+               f"{p.describe()}"
+        return [replace(self.fire(labels, now, **self._annotations(head, p, causes), last_success=iso(last),
+                                  last_run=st.last_run, writer=f"{ns}/{job}", due=iso(p.due(last))),
                         dataset=st.dataset)]
 
     def _never(self, p: Promise, st: WriteState | None, now: dt.datetime, facts: Facts) -> list[Signal]:

@@ -21,7 +21,7 @@ from lineagewire.consumers.alerting.service import AlertingHandler
 from lineagewire.schemas import action_lineage, dataset, header, job_created, job_spec, job_status_changed
 
 from .events import at, error
-from .fakes import Clock, Recorder
+from .fakes import Clock, Recorder, record
 from .test_incidents import feed, told
 
 H = 3600.0
@@ -220,3 +220,23 @@ def test_the_stale_dataset_is_attached_to_the_incident_of_its_upstream_failure(t
     (inc,) = h.store.incidents()
     assert [m.labels["alertname"] for m in inc.members.values()] == ["stale"]
     h.close()
+
+
+def test_with_two_instances_the_writers_instance_pages_and_the_other_does_not_call_it_never_written(
+        tmp_path) -> None:  # noqa: ANN001
+    clock, rec_a, rec_b = Clock(), Recorder(), Recorder()
+    a = handler(tmp_path, clock, rec_a, [{"name": "stale", "kind": "dataset_stale"}])
+    b = handler(tmp_path, clock, rec_b, [{"name": "stale", "kind": "dataset_stale"}])
+    a.on_assign([("lineage.jobs", 0)])
+    b.on_assign([("lineage.jobs", 1)])  # the sessions job's events are on partition 1
+    for h in (a, b):
+        tick(h, clock, 0)
+    for offset, ev in enumerate(run("sessions", 0)):
+        b.handle(record(ev, offset, partition=1))
+    b.batch_done()
+    clock.advance(H + 60)
+    for h in (a, b):
+        tick(h, clock, 0)
+    assert (told(rec_a), told(rec_b)) == ([], [("sessions", "firing")])
+    a.close()
+    b.close()
