@@ -4,6 +4,7 @@ events, the UI served on 127.0.0.1, and Debian's chromium driven by Playwright."
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import os
 import shutil
 import subprocess
@@ -130,14 +131,39 @@ TABLE = "daily_orders"
 def scheduler_app(upstream_run: dict[str, str] | None = None) -> Any:
     """A stand-in for the scheduler's REST API (docs/scheduler.md): the workflow ``wf-1`` of ``TABLE`` and its
     health, the declared tables, ``TABLE``'s status (HELD) and inputs: ``/data/orders`` (``sales.orders``) whose
-    writer ``upstream_run`` FAILED, which holds the 06:00 refresh, and ``/data/customers``, never written."""
+    writer ``upstream_run`` FAILED, which holds the 06:00 refresh, and ``/data/customers``, never written.
+
+    The answers are the scheduler's own objects' JSON (``MaterializedTable``, ``TableStatus``, ``RefreshInfo``,
+    ``InputState``), so a change of the scheduler's JSON shows here."""
     from fastapi import FastAPI, HTTPException
+
+    from lineagewire.producers.scheduler.api import RefreshInfo, TableStatus
+    from lineagewire.producers.scheduler.inputs import InputState
+    from lineagewire.producers.scheduler.tables import MaterializedTable
 
     app = FastAPI()
     upstream = upstream_run or {"job_namespace": "spark", "job_name": "ingest_orders", "run_id": "no-such-run"}
+    run = (upstream["job_namespace"], upstream["job_name"], upstream["run_id"])
     orders = {"namespace": "file", "name": "/data/orders"}
-    reason = {"condition": "UPSTREAM_FAILED", "input": orders, "upstream_run": upstream,
-              "detail": f"{upstream['job_name']} FAILED at 2026-11-01T03:00:09Z: Job aborted"}
+    detail = f"{upstream['job_name']} FAILED at 2026-11-01T03:00:09Z: Job aborted"
+    reason = {"condition": "UPSTREAM_FAILED", "input": orders, "upstream_run": upstream, "detail": detail}
+    declared = MaterializedTable(identifier=TABLE, query="SELECT * FROM sales.orders JOIN customers", cron="0 6 * * *",
+                                 owner="sales", trigger="upstream")
+    at = dt.datetime(2026, 11, 1, 6, 0, tzinfo=dt.UTC)
+    held = RefreshInfo(command_id="c-0600", workflow_id="wf-1", table=TABLE, nominal_time=at, trigger="SCHEDULED",
+                       status="HELD", attempt=1, run_id="r-0600", claimed_at=at, refresh_trigger="CRON",
+                       hold_reasons=[reason], held_since=at + dt.timedelta(milliseconds=120))
+    status = TableStatus(table=TABLE, healthy=False, reason="HELD: upstream failed", last_success=None, latest=held,
+                         counts={"HELD": 1}, hold_reasons=[reason])
+    none: dict[str, Any] = {"last_write_run": None, "writer_at": None, "streaming_writer": False,
+                            "breaking_columns": (), "breaking_run": None, "breaking_change": "", "promise": None}
+    inputs = [InputState(dataset=("file", "/data/orders"), table="sales.orders",
+                         last_write_at=dt.datetime(2026, 10, 31, 3, 0, 2, tzinfo=dt.UTC), writer=run,
+                         writer_status="FAILED", writer_error="Job aborted", health="failed", detail=detail,
+                         columns=frozenset({"amount", "id"}), **none),
+              InputState(dataset=("file", "/data/customers"), table=None, last_write_at=None, writer=None,
+                         writer_status=None, writer_error=None, health="never_written",
+                         detail="/data/customers: no successful write seen", **none)]
 
     def known(table: str) -> None:
         if table != TABLE:
@@ -151,39 +177,22 @@ def scheduler_app(upstream_run: dict[str, str] | None = None) -> Any:
                 "next_fire": "2026-11-01T01:00:00Z",
                 "refreshes": [{"nominal_time": "2026-11-01T00:00:00Z", "status": "FAILED", "attempt": 3,
                                "duration_ms": 4000, "error": "no retry left"}],
-                "table_status": {"table": TABLE, "healthy": False, "reason": "newest refresh failed",
-                                 "held": True, "hold_reasons": [reason]}}
+                "table_status": {**status.as_dict(), "reason": "newest refresh failed"}}
 
     @app.get("/tables")
     def tables() -> list[dict[str, Any]]:
-        return [{"identifier": TABLE, "trigger": "upstream", "cron": "0 6 * * *", "freshness": None,
-                 "hold_on": ["UPSTREAM_FAILED", "UPSTREAM_RUNNING", "BREAKING_CHANGE"], "owner": "sales"}]
+        return [declared.as_dict()]
 
     @app.get("/tables/{table}/status")
-    def status(table: str) -> dict[str, Any]:
+    def table_status(table: str) -> dict[str, Any]:
         known(table)
-        return {"table": TABLE, "healthy": False, "reason": "HELD: upstream failed", "last_success": None,
-                "counts": {"HELD": 1}, "latest": None, "held": True, "hold_reasons": [reason]}
+        return status.as_dict()
 
     @app.get("/tables/{table}/inputs")
-    def inputs(table: str) -> dict[str, Any]:
+    def table_inputs(table: str) -> dict[str, Any]:
         known(table)
-        return {"table": TABLE, "trigger": "upstream",
-                "hold_on": ["UPSTREAM_FAILED", "UPSTREAM_RUNNING", "BREAKING_CHANGE"],
-                "inputs": [
-                    {"dataset": orders, "table": "sales.orders", "last_write_at": "2026-10-31T03:00:02Z",
-                     "writer": upstream, "writer_status": "FAILED", "writer_error": "Job aborted",
-                     "last_write_run": None, "breaking_columns": [], "breaking_run": None, "freshness_seconds": None,
-                     "columns_read": ["amount", "id"], "health": "failed", "detail": reason["detail"]},
-                    {"dataset": {"namespace": "file", "name": "/data/customers"}, "table": None,
-                     "last_write_at": None, "writer": None, "writer_status": None, "writer_error": None,
-                     "last_write_run": None, "breaking_columns": [], "breaking_run": None, "freshness_seconds": None,
-                     "columns_read": None, "health": "never_written", "detail": "/data/customers: no successful "
-                     "write seen"}],
-                "hold_reasons": [reason],
-                "held": [{"command_id": "c-0600", "workflow_id": "wf-1", "table": TABLE,
-                          "nominal_time": "2026-11-01T06:00:00Z", "status": "HELD",
-                          "held_since": "2026-11-01T06:00:00.120000Z", "hold_reasons": [reason]}]}
+        return {"table": TABLE, "trigger": declared.trigger, "hold_on": list(declared.hold_on),
+                "inputs": [x.as_json() for x in inputs], "hold_reasons": [reason], "held": [held.as_dict()]}
 
     return app
 

@@ -241,3 +241,31 @@ def test_the_openlineage_page_leaves_the_gc_and_interpreter_settings_alone(
     assert rendered and all(ev["job"]["name"].startswith("rendered") for ev in rendered)
     assert (gc.get_threshold(), sys.getswitchinterval()) == known_process_settings
     assert gc.get_freeze_count() == 0
+
+
+def test_a_table_page_says_what_the_scheduler_could_not_answer(tmp_path: pathlib.Path, scheduler: str) -> None:
+    db = filled(tmp_path, app_run("plain"))
+    with UiServer(db) as srv:  # no scheduler given: no Tables link, and the page says how to get one
+        assert 'href="/ui/tables"' not in httpx.get(srv.url + "/ui/jobs").text
+        page = httpx.get(srv.url + "/ui/tables/daily_orders")
+        assert page.status_code == 404 and "no scheduler was given: start the UI with --scheduler-url" in page.text
+    with UiServer(db, scheduler_url=scheduler) as srv, httpx.Client(base_url=srv.url) as client:
+        assert 'href="/ui/tables/daily_orders"' in client.get("/ui/tables").text
+        page = client.get("/ui/tables/no_such_table")
+        assert page.status_code == 404 and "table &#39;no_such_table&#39; is not declared" in page.text
+    with UiServer(db, scheduler_url="http://127.0.0.1:9") as srv:  # nobody listens: each section says so
+        page = httpx.get(srv.url + "/ui/tables/daily_orders")
+        assert page.status_code == 200 and page.text.count('<p class="error">scheduler at http://127.0.0.1:9:') == 2
+
+
+def test_the_command_names_a_bad_promise_in_its_datasets_file(tmp_path: pathlib.Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from lineagewire.cli import main
+
+    bad = tmp_path / "promises.yaml"
+    bad.write_text("datasets:\n  - {dataset: sales.orders, freshness: soon}\n")
+    with pytest.raises(SystemExit) as info:
+        main(["ui", "--db-url", f"sqlite:///{tmp_path / 'none.db'}", "--datasets-file", str(bad)])
+    assert info.value.code == 2
+    assert f"file {str(bad)!r}: datasets[0] (sales.orders): freshness='soon': expected a duration" in \
+        capsys.readouterr().err
