@@ -240,3 +240,20 @@ def test_with_two_instances_the_writers_instance_pages_and_the_other_does_not_ca
     assert (told(rec_a), told(rec_b)) == ([], [("sessions", "firing")])
     a.close()
     b.close()
+
+
+def test_write_states_and_fired_alerts_survive_a_save_and_load_of_the_facts() -> None:
+    e = engine([{"dataset": "mart.sessions", "freshness": "1h"}])
+    feed_engine(e, run("producer", 0) + run("sessions", 60) + run("producer", 1800, "FAILED"))
+    pending = Run("sessions")
+    feed_engine(e, [*pending.start(1900), pending.action(1901)])  # writing, not ended
+    (fired,) = e.check(at(H + 120))
+    rows = [(kind, key, doc) for kind, key, doc in e.facts.dump_dirty() if doc is not None]
+    again = engine([{"dataset": "mart.sessions", "freshness": "1h"}])
+    again.facts.load(rows)
+    again.facts.started = e.facts.started
+    assert again.facts.writes.states == e.facts.writes.states and again.facts.writes.fired == e.facts.writes.fired
+    assert again.facts.jobs[("prod", "producer")].last_status == "FAILED"
+    assert again.check(at(H + 180)) == []  # fired already, for this window
+    (cleared,) = feed_engine(again, [pending.end(H + 200)])  # the pending write counts when its run ends
+    assert not cleared.firing and cleared.fingerprint == fired.fingerprint
