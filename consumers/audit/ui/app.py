@@ -83,7 +83,8 @@ def add_ui(app: FastAPI, store: RegistryStore, *, alerts_db: str | None = None, 
     env = templates.env
     env.filters.update(duration=duration_text, time=time_text, sparkline=_sparkline, hold=hold_text)
     env.globals.update(statuses=STATUSES, poll_seconds=POLL_SECONDS, alerts_enabled=alerts_db is not None,
-                       max_depth=MAX_DEPTH, scheduler_enabled=bool(scheduler_url))
+                       max_depth=MAX_DEPTH, scheduler_enabled=bool(scheduler_url),
+                       promises_given=promises is not None)
     app.state.lineagewire_ui = UI(store, templates, AlertsReader(alerts_db), SchedulerReader(scheduler_url),
                                   promises)
     app.mount("/ui/static", StaticFiles(directory=str(_HERE / "static")), name="ui-static")

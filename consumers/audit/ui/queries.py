@@ -31,6 +31,7 @@ __all__ = [
     "job_status",
     "jobs_page",
     "last_successful_write",
+    "promised_datasets",
     "run_page",
     "run_status",
     "search",
@@ -441,6 +442,38 @@ def last_successful_write(conn: Connection, dataset_id: int) -> dict[str, Any] |
             break
     return {"at": utc(at or row.ended_at or row.seen_at), "run_id": row.run_id,
             "job": f"{row.namespace}/{row.name}", "job_id": row.id}
+
+
+#: datasets a freshness promise's name is looked for among (a table name without its database may match many)
+_PROMISED_MAX = 20
+
+
+def promised_datasets(conn: Connection, promise: Any) -> list[dict[str, Any]]:
+    """The registry's datasets a freshness promise (``lineagewire.freshness.Promise``) names, as its ``matches``
+    decides: by URI (namespace and name), by path (the name, in any namespace) or by table name (a catalog-table
+    alias or the name, ``orders`` matching ``sales.orders``); ``{"id", "namespace", "name"}``, at most
+    ``_PROMISED_MAX``."""
+    from lineagewire.freshness import dataset_id  # only with promises: it needs croniter
+
+    d, a = m.datasets.c, m.dataset_aliases.c
+    if promise.form == "uri":
+        ns, name = dataset_id(promise.dataset)
+        where = sa.and_(d.namespace == ns, d.name == name)
+    elif promise.form == "path":
+        where = d.name == (promise.dataset.rstrip("/") or "/")
+    else:
+        text = promise.dataset.lower()
+        named = sa.or_(sa.func.lower(a.name) == text, sa.func.lower(a.name).endswith("." + text, autoescape=True))
+        where = sa.or_(d.id.in_(sa.select(a.dataset_id).where(named)), sa.func.lower(d.name) == text,
+                       sa.func.lower(d.name).endswith("." + text, autoescape=True))
+    rows = conn.execute(sa.select(d.id, d.namespace, d.name).where(where).order_by(d.namespace, d.name)
+                        .limit(_PROMISED_MAX)).fetchall()
+    aliases: dict[int, list[str]] = {}
+    for part in _chunks({x.id for x in rows}):
+        for x in conn.execute(sa.select(a.dataset_id, a.name).where(a.dataset_id.in_(part))):
+            aliases.setdefault(x.dataset_id, []).append(x.name)
+    return [{"id": x.id, "namespace": x.namespace, "name": x.name} for x in rows
+            if promise.matches(x.namespace, x.name, aliases.get(x.id, []))]
 
 
 def _states(conn: Connection, dataset_id: int, previous_names: list[dict[str, Any]]) -> list[Any]:

@@ -163,6 +163,24 @@ def dataset(request: Request, ui: Ctx, dataset_id: int, column: str | None = Non
                    tables=_refreshed_tables(data["producers"]) if ui.scheduler.enabled else [])
 
 
+@router.get("/ui/promises", response_class=HTMLResponse, tags=["ui"])
+def promises(request: Request, ui: Ctx) -> HTMLResponse:
+    """Every freshness promise of the datasets file and whether it is kept, a promise of a dataset the registry
+    has not seen included ("never written")."""
+    if ui.promises is None:
+        raise NotFoundError("no freshness promises were given: start the UI with --datasets-file "
+                            "(LINEAGEWIRE_UI__DATASETS_FILE), a file with a datasets: section")
+    now = dt.datetime.now(dt.UTC)
+    rows = []
+    with ui.store.engine.connect() as conn:
+        for p in ui.promises:
+            found = q.promised_datasets(conn, p)
+            states = [{"dataset": ds, **(promise_state(p, q.last_successful_write(conn, ds["id"]), now) or {})}
+                      for ds in found] or [{"dataset": None, **(promise_state(p, None, now) or {})}]
+            rows += [{"promise": p, **x} for x in states]
+    return ui.page(request, "promises.html", title="Freshness promises", rows=rows)
+
+
 @router.get("/ui/graph", response_class=HTMLResponse, tags=["ui"])
 def graph_page(request: Request, ui: Ctx, dataset: int | None = None, job: int | None = None,
                column: str | None = None, depth: Depth = 2, color: str = "status") -> HTMLResponse:

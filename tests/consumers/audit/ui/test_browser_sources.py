@@ -59,7 +59,8 @@ def sources(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sources]:
         "datasets:\n"
         "  - {dataset: /data/fresh_writer_out, freshness: 1h, owner: sales-data}\n"
         "  - {dataset: sales.orders, freshness: 1d}\n"              # by its table name: read, never written
-        "  - {dataset: 'file:/data/daily_orders_out', freshness: 1h}\n")  # written on 2026-11-01: stale
+        "  - {dataset: 'file:/data/daily_orders_out', freshness: 1h}\n"  # written on 2026-11-01: stale
+        "  - {dataset: raw.clicks, freshness: 1h}\n")  # a table the registry has never seen
     with scheduler_stand_in(upstream) as scheduler, \
             UiServer(db, scheduler_url=scheduler, promises=load_promises(tmp / "promises.yaml")) as srv:
         yield Sources(srv.url, upstream, dbt)
@@ -117,3 +118,14 @@ def test_a_datasets_freshness_promise_and_whether_it_is_kept(sources: Sources, p
     expect(promise).to_contain_text("stale since 2026-11-01 04:00:02 UTC")
     page.goto(f"{sources.url}/ui/find?dataset=main.orders_summary")
     expect(page.locator("section.promise")).to_contain_text("No freshness promise names this dataset.")
+
+
+def test_every_promise_and_whether_it_is_kept_an_unknown_dataset_too(sources: Sources, page: Any) -> None:
+    page.goto(sources.url + "/ui/jobs")
+    page.get_by_role("link", name="Promises").click()
+    rows = page.locator("table.promises tbody tr")
+    expect(rows.locator(".status")).to_have_text(["kept", "never written", "not kept", "never written"])
+    expect(rows.nth(1)).to_contain_text("file /data/orders")  # sales.orders, found by its table name
+    expect(rows.nth(3)).to_contain_text("raw.clicks (not in the registry)")
+    rows.nth(0).get_by_role("link", name="spark/fresh_writer").click()
+    expect(page.locator("h1")).to_have_text("fresh_writer")
