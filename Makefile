@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: setup system-deps kafka-jars test test-main test-services test-producers test-spark-lines test-upstream test-fast test-spark-newest test-spark-35 demo lint layers installed-layout bench settings-doc clean
+.PHONY: setup system-deps kafka-jars test test-main test-services test-producers test-spark-lines test-upstream test-ingest-producers test-fast test-spark-newest test-spark-35 demo lint layers installed-layout bench settings-doc clean
 
 setup: $(VENV)/.installed
 
@@ -57,23 +57,26 @@ installed-layout:
 	rm -rf build/layers && mkdir -p build/layers
 	cp -r lineagewire build/layers/ && for d in schemas producers consumers; do cp -r $$d build/layers/lineagewire/$$d; done
 
-# Sets everything up, then runs every test (each pytest session starts its own broker) in four runs side by side:
+# Sets everything up, then runs every test (each pytest session starts its own broker) in five runs side by side:
 # the services' tests, the producers' (emitter, lineage, scheduler, refresh runner), the Spark tests again on
-# PySpark 3.5 and on the newest PySpark 4.x (the main venv has the oldest), and the comparison tests on the
-# newest openlineage-python and acryl-datahub (test-upstream: about a minute, mostly pip). A failure of any fails.
+# PySpark 3.5 and on the newest PySpark 4.x (the main venv has the oldest), the comparison tests on the
+# newest openlineage-python and acryl-datahub (test-upstream: about a minute, mostly pip), and the OpenLineage
+# receiver with the real producers (test-ingest-producers). A failure of any fails.
 # The cluster tests (YARN, standalone: four minutes) run once, on 3.5, the Spark of EMR, Dataproc and Glue.
 # The runs mostly wait (on brokers, JVMs, servers): one after another they took 35 minutes here, 14 of them CPU.
 # Each run's output is printed whole when it ends.
 test: system-deps kafka-jars lint layers
-	@echo "make test: four runs side by side (services, producers, the other Spark lines, upstream drift);"
-	@echo "each prints its output when it ends"
-	$(MAKE) --no-print-directory -j4 --output-sync=target test-services test-producers test-spark-lines test-upstream
+	@echo "make test: five runs side by side (services, producers, the other Spark lines, upstream drift,"
+	@echo "the real OpenLineage producers); each prints its output when it ends"
+	$(MAKE) --no-print-directory -j5 --output-sync=target test-services test-producers test-spark-lines test-upstream \
+	  test-ingest-producers
 
 # The main venv's tests, in two sessions (`make -j2 test-main` runs them side by side).
 test-main: test-services test-producers
 
+# The real OpenLineage producers' tests (marker producers) run in test-ingest-producers, where their venvs are.
 test-services: kafka-jars
-	$(BIN)/pytest -p no:cacheprovider -m "not cluster" --ignore=tests/producers
+	$(BIN)/pytest -p no:cacheprovider -m "not cluster and not producers" --ignore=tests/producers
 
 test-producers: kafka-jars
 	$(BIN)/pytest -p no:cacheprovider -m "not cluster" tests/producers
@@ -91,6 +94,12 @@ test-spark-lines: kafka-jars
 # versions it names as those installed today when there is one).
 test-upstream:
 	PYTHON=$(PYTHON) bash tests/upstream.sh
+
+# The OpenLineage receiver (issue 42) end to end with the real producers: openlineage-python (HTTP and its Kafka
+# transport) and the openlineage-spark jar from the main venv, dbt-ol and Airflow 3 from venvs of their own, made
+# once and kept outside the work tree (~/.cache/lineagewire/venvs; see the script), so a fresh clone reuses them.
+test-ingest-producers: kafka-jars
+	PYTHON=$(PYTHON) bash tests/ingest_producers.sh
 
 # The edit loop: every test that needs no SparkSession, browser or PostgreSQL and is not marked slow (the
 # session still starts its own broker). `make test` is what CI runs.

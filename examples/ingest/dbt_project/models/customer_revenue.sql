@@ -1,0 +1,3 @@
+select customer_id, sum(amount) as revenue
+from {{ source('lake', 'orders') }}
+group by customer_id
