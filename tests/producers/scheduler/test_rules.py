@@ -108,3 +108,49 @@ def test_canceled_and_unknown_statuses() -> None:
     assert move("RUNNING", "CANCELED") == {"status": "CANCELED", "ended_at": at(1), "next_retry_at": None}
     assert move("RUNNING", "SUSPENDED")["status"] == "CANCELED"  # type: ignore[index]
     assert move("RUNNING", "SOMETHING_NEW") is None
+
+
+# -- trigger: upstream (planner.upstream_plan) and holds (states.hold / release) --------------------------------------
+
+def s_(seconds: float) -> dt.datetime:
+    return T0 + dt.timedelta(seconds=seconds)
+
+
+RUN = {"job_namespace": "spark", "job_name": "ingest", "run_id": "r"}
+
+
+def test_upstream_debounce_covers_the_settled_writes_and_names_the_newest_run() -> None:
+    w = planner.UpstreamState(seen=T0, last_fire=None, debounce=5)
+    writes = [(s_(1), {**RUN, "run_id": "a"}), (s_(3), {**RUN, "run_id": "b"}), (s_(6), {**RUN, "run_id": "c"})]
+    assert planner.upstream_plan(w, writes, s_(5.9), in_flight=False) == (None, s_(6))
+    fire, due = planner.upstream_plan(w, writes, s_(6.1), in_flight=False)
+    assert fire is not None and due == s_(6)
+    # the write stored 0.1 s ago is left to the next fire (a commit stamped before it may still come)
+    assert (fire.nominal_time, fire.seen, fire.trigger_run, fire.trigger) == (s_(6), s_(3), writes[1][1], "UPSTREAM")
+    assert planner.upstream_plan(w, writes, s_(60), in_flight=True) == (None, s_(6))  # one in flight: wait
+
+
+def test_upstream_floor_ceiling_and_growing_nominal_times() -> None:
+    w = planner.UpstreamState(seen=T0, last_fire=s_(100), debounce=0, min_interval=60, max_staleness=600)
+    fire, due = planner.upstream_plan(w, [(s_(110), RUN)], s_(120), in_flight=False)
+    assert fire is None and due == s_(160)  # the floor
+    fire, _ = planner.upstream_plan(w, [], s_(700), in_flight=False)
+    assert fire is not None and (fire.trigger, fire.refresh_trigger, fire.nominal_time) == ("STALENESS", "FRESHNESS",
+                                                                                            s_(700))
+    w = planner.UpstreamState(seen=s_(50), last_fire=s_(100), debounce=1)  # a write before the last fire
+    fire, _ = planner.upstream_plan(w, [(s_(60), RUN)], s_(200), in_flight=False)
+    assert fire is not None and fire.nominal_time > s_(100)  # its own command id
+    assert planner.upstream_plan(planner.UpstreamState(T0, None, 30), [], s_(10**6), in_flight=False) == (None, None)
+
+
+def test_hold_and_release_columns() -> None:
+    from lineagewire.producers.scheduler.states import hold, release
+
+    why = [{"condition": "UPSTREAM_FAILED", "input": {"namespace": "f", "name": "x"}, "upstream_run": RUN,
+            "detail": "d"}]
+    assert hold(why, s_(1)) == {"status": "HELD", "hold_reasons": why, "held_since": s_(1), "held_announced": None}
+    assert hold(why, s_(9), held_since=s_(1))["held_since"] == s_(1)
+    with pytest.raises(ValueError, match="at least one"):
+        hold([], s_(1))
+    assert release(force=False) == {"status": "PENDING", "hold_reasons": None}
+    assert release(force=True)["refresh_trigger"] == "MANUAL"
