@@ -34,7 +34,7 @@ class UISettings(SettingsBase):
                               "TOKEN', or basic auth with it as password (at least 16 characters)")
     datasets_file: str | None = Field(None, description="a YAML file with a `datasets:` section of freshness "
                                       "promises (the scheduler's or the alerting file): each dataset's page shows "
-                                      "its promise and whether it is kept")
+                                      "its promise and whether it is kept (default: `alerting.datasets`)")
 
 
 def _loopback(host: str) -> bool:
@@ -57,7 +57,8 @@ def _loopback(host: str) -> bool:
 @setting(UISettings, "token", "--token", help="Require this token on every request: 'Authorization: Bearer TOKEN', "
          "or basic auth with it as password (at least 16 characters).")
 @setting(UISettings, "datasets_file", "--datasets-file", help="YAML file whose `datasets:` section declares freshness "
-         "promises (the scheduler's or the alerting file); dataset pages show whether each is kept.")
+         "promises (the scheduler's or the alerting file); dataset pages show whether each is kept (default: the "
+         "alerting settings' datasets).")
 @click.pass_context
 def ui(ctx: click.Context, db_url: str, alerts_db: str | None, scheduler_url: str | None, host: str | None,
        port: int | None, token: str | None, datasets_file: str | None) -> None:
@@ -72,12 +73,9 @@ def ui(ctx: click.Context, db_url: str, alerts_db: str | None, scheduler_url: st
 
     cfg = settings_of(ctx, UISettings, host=host, port=port, token=token, datasets_file=datasets_file)
     host, port, token = cfg.host, cfg.port, cfg.token
-    promises = None
-    if cfg.datasets_file is not None:
-        from lineagewire.freshness import load_promises  # croniter, for business hours: only with promises
-
-        promises = load_promises(cfg.datasets_file)  # a bad file fails here, naming the entry and the field
-    alerts_db = settings_of(ctx, AlertingConfig, database=alerts_db).database
+    alerting = settings_of(ctx, AlertingConfig, database=alerts_db)
+    alerts_db = alerting.database
+    promises = _promises(cfg.datasets_file, alerting)
     scheduler_url = settings_of(ctx, SchedulerClientSettings, url=scheduler_url).url
     if token is not None and len(token) < 16:
         raise ConfigError(f"--token is {len(token)} characters; expected at least 16")
@@ -90,6 +88,17 @@ def ui(ctx: click.Context, db_url: str, alerts_db: str | None, scheduler_url: st
     shown = f"[{host}]" if ":" in host else host
     click.echo(f"lineagewire ui on http://{shown}:{port}/ui/jobs", err=True)
     uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+def _promises(datasets_file: str | None, alerting: Any) -> Any:
+    """The freshness promises the UI shows: the datasets file's (a bad one fails here, naming the entry and the
+    field), else those the alerting service checks (``alerting.datasets``: the page and the page-out agree), else
+    None (no promise section)."""
+    if datasets_file is not None:
+        from lineagewire.freshness import load_promises
+
+        return load_promises(datasets_file)
+    return alerting.promises() if alerting.datasets else None
 
 
 def _read_only(db_url: str) -> Any:

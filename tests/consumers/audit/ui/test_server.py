@@ -269,3 +269,23 @@ def test_the_command_names_a_bad_promise_in_its_datasets_file(tmp_path: pathlib.
     assert info.value.code == 2
     assert f"file {str(bad)!r}: datasets[0] (sales.orders): freshness='soon': expected a duration" in \
         capsys.readouterr().err
+
+
+def test_the_command_shows_the_alerting_settings_promises_without_a_datasets_file(
+        tmp_path: pathlib.Path, clean_env: pytest.MonkeyPatch) -> None:
+    """``ui`` builds its app with the promises ``dataset_stale`` checks (``alerting.datasets``) when no file is
+    given, and a datasets file's instead when one is."""
+    import uvicorn
+
+    from lineagewire.cli import main
+
+    built: list[Any] = []
+    # the app the command would serve, not served
+    clean_env.setattr(uvicorn, "run", lambda app, **kw: built.append(app.state.lineagewire_ui.promises))
+    clean_env.setenv("LINEAGEWIRE_ALERTING__DATASETS", '[{"dataset": "sales.orders", "freshness": "1h"}]')
+    db = filled(tmp_path, app_run("promised"))
+    main(["ui", "--db-url", db])
+    (tmp_path / "file.yaml").write_text("datasets:\n  - {dataset: /data/x, freshness: 2h}\n")
+    main(["ui", "--db-url", db, "--datasets-file", str(tmp_path / "file.yaml")])
+    assert [[(p.dataset, p.freshness) for p in promises] for promises in built] == [[("sales.orders", 3600.0)],
+                                                                                  [("/data/x", 7200.0)]]
