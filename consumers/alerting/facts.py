@@ -14,6 +14,15 @@ duration to a baseline and no second restart to a storm window. A run keeps
 its highest and lowest sequence numbers and the gaps between them, the gaps
 only within ``SEQ_WINDOW`` of the highest (at most ``MAX_GAPS``): bounded
 however long a streaming run lives.
+
+Events ingested from OpenLineage (``header.openlineage`` set) are numbered
+otherwise: their sequence is the event time in microseconds x 1024 plus a few
+bits, so consecutive events of a run are millions apart and gaps mean nothing.
+For them a run keeps the ids of its last ``MAX_EVENT_IDS`` events (a
+redelivered id returns None) and its highest sequence; an event below it is
+out of order, which by that numbering is earlier in event time (ties go START,
+RUNNING, OTHER, end). The cost per event does not depend on the gap, and a
+late event is folded in as late rather than taken as seen.
 """
 
 from __future__ import annotations
@@ -48,6 +57,9 @@ MAX_CHANGES = 20
 SEQ_WINDOW = 10_000
 #: at most this many missing numbers (gaps) are remembered per run, the most recent ones
 MAX_GAPS = 1_000
+#: ingested (OpenLineage) events: the ids of a run's latest events kept to drop redeliveries (a producer's retry
+#: or a replay after a restart is a second or two of a run's events, far fewer than this)
+MAX_EVENT_IDS = 256
 
 _REFRESH_STATUS = {"FINISHED": "COMPLETED", "FAILED": "FAILED", "CANCELED": "CANCELED", "SUSPENDED": "CANCELED"}
 
@@ -82,10 +94,35 @@ class RunState:
     partition: str | None = None
     #: its lineage so far: None (no action seen), "complete", or "incomplete" (an action's lineage was cut)
     lineage: str | None = None
+    #: its events came from OpenLineage (``header.openlineage``): deduplicated by id (``event_ids``) and ordered by
+    #: ``ol_seq``, the highest sequence of them; ``started``: its START (a JobCreatedEvent) was seen, so
+    #: ``created`` is when it began (an OpenLineage run may have no START)
+    ingested: bool = False
+    event_ids: dict[str, None] = field(default_factory=dict)
+    ol_seq: int = -1
+    started: bool = False
 
     @property
     def terminal(self) -> bool:
         return self.status in TERMINAL_STATUSES
+
+    @property
+    def has_lifecycle(self) -> bool:
+        """Does it have a status to end with? An ingested run with no status event (only OTHER events, or the
+        static lineage of an OpenLineage JobEvent or DatasetEvent) never ends, and is not expected to."""
+        return not self.ingested or self.status is not None
+
+    def seen_ingested(self, event_id: str, seq: int) -> bool:
+        """Was this ingested event folded in already? By its id among the latest ``MAX_EVENT_IDS``, or by its
+        sequence equal to the highest (a sequence names one OpenLineage event of a run: its time, type and slot),
+        so the run's latest event, its end, is never folded in twice however late the copy."""
+        return event_id in self.event_ids or seq == self.ol_seq
+
+    def add_ingested(self, event_id: str, seq: int) -> None:
+        self.event_ids[event_id] = None
+        if len(self.event_ids) > MAX_EVENT_IDS:
+            del self.event_ids[next(iter(self.event_ids))]  # the oldest: a dict keeps insertion order
+        self.ol_seq = max(self.ol_seq, seq)
 
     def seen(self, seq: int) -> bool:
         """Was ``seq`` folded in already? Numbers more than ``SEQ_WINDOW`` below the highest count as seen."""
@@ -120,14 +157,17 @@ class RunState:
                 "last_seen": _s(self.last_seen), "status": self.status, "restarts": self.restarts,
                 "max_seq": self.max_seq, "min_seq": self.min_seq, "gaps": sorted(self.gaps), "job_type": self.job_type,
                 "command_id": self.command_id, "flags": sorted(self.flags), "partition": self.partition,
-                "lineage": self.lineage}
+                "lineage": self.lineage, "ingested": self.ingested, "event_ids": list(self.event_ids),
+                "ol_seq": self.ol_seq, "started": self.started}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> RunState:
         run = cls(run_id=d["run_id"], namespace=d["namespace"], job=d["job"], created=_t(d["created"]),  # type: ignore[arg-type]
                   last_seen=_t(d["last_seen"]), status=d["status"], restarts=d["restarts"],  # type: ignore[arg-type]
                   max_seq=d["max_seq"], job_type=d["job_type"], command_id=d["command_id"], flags=set(d["flags"]),
-                  partition=d.get("partition"), lineage=d.get("lineage"))
+                  partition=d.get("partition"), lineage=d.get("lineage"), ingested=d.get("ingested", False),
+                  event_ids=dict.fromkeys(d.get("event_ids") or []), ol_seq=d.get("ol_seq", -1),
+                  started=d.get("started", False))
         if "seqs" in d:  # a row saved before the window: every number seen
             seqs = set(d["seqs"])
             run.min_seq = min(seqs, default=-1)
@@ -265,6 +305,11 @@ class Observation:
         return self.job_state.tags
 
     @property
+    def ingested(self) -> bool:
+        """The event came from another tool's OpenLineage (``lineagewire ingest openlineage``)."""
+        return self.event["header"].get("openlineage") is not None
+
+    @property
     def new_status(self) -> str | None:
         return self.event.get("new_status") if self.kind == "JobStatusChangedEvent" else None
 
@@ -342,6 +387,26 @@ def _column_change(made: Change, old: dict[str, str], new: dict[str, str]) -> Ch
         return None
     gone = set(removed) | {r.split(": ", 1)[0] for r in retyped}
     return replace(made, removed=removed, retyped=retyped, old_types={c: old[c] for c in sorted(gone)})
+
+
+def _arrival(run: RunState, h: dict[str, Any], at: dt.datetime) -> bool | None:
+    """None when the run has folded in the event of header ``h`` already, else whether it is out of order (see
+    the module docstring: the emitter's events by sequence number, ingested ones by id and event time)."""
+    seq = h["sequence"]
+    if h.get("openlineage") is None:
+        return None if run.seen(seq) else seq < run.max_seq
+    if run.seen_ingested(h["event_id"], seq):
+        return None
+    run.ingested = True
+    run.created = min(run.created, at)  # ordered by event time: it began at its earliest event, not its first read
+    return seq < run.ol_seq
+
+
+def _add_arrival(run: RunState, h: dict[str, Any]) -> None:
+    if h.get("openlineage") is None:
+        run.add_seq(h["sequence"])
+    else:
+        run.add_ingested(h["event_id"], h["sequence"])
 
 
 class Facts:
@@ -434,17 +499,17 @@ class Facts:
                      partition: str | None) -> Observation | None:
         """Fold in an event of a run (not a refresh command); None for a sequence number it has seen."""
         h = event["header"]
-        ns, name, run_id, seq = h["job_namespace"], h["job_name"], h["run_id"], h["sequence"]
+        ns, name, run_id = h["job_namespace"], h["job_name"], h["run_id"]
         run = self.runs.get(run_id)
         if run is None:
             run = self.runs[run_id] = RunState(run_id, ns, name, created=at, last_seen=at)
-        if run.seen(seq):
+        late = _arrival(run, h, at)
+        if late is None:
             return None
         if partition is not None:
             run.partition = js.partition = partition
-        obs = Observation(event, kind, ns, name, at, js, run, previous_status=run.status,
-                          out_of_order=seq < run.max_seq)
-        run.add_seq(seq)
+        obs = Observation(event, kind, ns, name, at, js, run, previous_status=run.status, out_of_order=late)
+        _add_arrival(run, h)
         run.last_seen = max(run.last_seen, at)
         self._dirty.add(("run", run_id))
         self._dirty.add(("job", f"{ns}\x1f{name}"))
@@ -472,6 +537,7 @@ class Facts:
             self.writes.wrote(ds, (run.namespace, run.job), run.run_id, at, finished=False, partition=run.partition)
         run.job_type = spec.get("job_type") or "BATCH"
         run.created = min(run.created, at)
+        run.started = True
         if run.status is None:
             run.status = event.get("status") or "CREATED"
 
@@ -534,6 +600,8 @@ class Facts:
         """A successful run's duration (from its start when the event has none), against the job's earlier
         successful ones, and added to them once."""
         ms = event.get("duration_ms")
+        if ms is None and run.ingested and not run.started:
+            return  # an OpenLineage run whose START never came: when it began is unknown, so is its duration
         if ms is None:
             ms = int((obs.at - run.created).total_seconds() * 1000)
         obs.duration_ms = int(ms)
@@ -749,10 +817,7 @@ class Facts:
 
     def prune(self, now: dt.datetime) -> None:
         """Forget terminal runs and settled refreshes long past (bounded memory on a long-running service)."""
-        for rid in [r.run_id for r in self.runs.values() if r.terminal and now - r.last_seen > RUN_TTL
-                    and self.mine(r)]:
-            del self.runs[rid]
-            self._dirty.add(("run", rid))
+        self._prune_runs(now)
         for cid in [c.command_id for c in self.refreshes.values()
                     if c.status in ("COMPLETED", "CANCELED") and c.updated and now - c.updated > REFRESH_TTL
                     and self.mine(c)]:
@@ -769,6 +834,14 @@ class Facts:
         for key in list(self.changes):
             self._set_changes(key, [c for c in self.changes[key] if c.at >= floor])
         self.writes.prune(now - REFRESH_TTL)
+
+    def _prune_runs(self, now: dt.datetime) -> None:
+        """Terminal runs, and ingested runs that will not end (no status event), ``RUN_TTL`` after their last
+        event."""
+        for rid in [r.run_id for r in self.runs.values() if (r.terminal or not r.has_lifecycle)
+                    and now - r.last_seen > RUN_TTL and self.mine(r)]:
+            del self.runs[rid]
+            self._dirty.add(("run", rid))
 
     def mark_dirty(self, kind: str, key: str) -> None:
         self._dirty.add((kind, key))

@@ -1,6 +1,7 @@
 """``illegal_transition``: a status change Flink's JobStatus state machine (and Ververica's Job lifecycle)
 forbids, an ``old_status`` that contradicts the run's last known status, or an event out of per-run
-sequence order. A later run of the job that finishes cleanly clears it."""
+sequence order. A later run of the job that finishes cleanly clears it. Events ingested from OpenLineage are held
+to what OpenLineage allows (``ingested_violation``): a repeated status or a late event is not a transition."""
 
 from __future__ import annotations
 
@@ -44,6 +45,16 @@ def violation(previous: str | None, old: str | None, new: str) -> str | None:
     return None
 
 
+def ingested_violation(obs: Observation) -> str | None:
+    """Why an ingested OpenLineage status event is illegal, or None. OpenLineage producers repeat RUNNING (every
+    event of a run may say it) and send events out of order (the facts order a run's events by event time, and a
+    late status changes nothing), so neither is a transition; what is left is the state machine."""
+    new = obs.event["new_status"]
+    if obs.out_of_order or new == obs.previous_status:
+        return None
+    return violation(obs.previous_status, None, new)
+
+
 @register
 class IllegalTransitionRule(Rule):
     kind = "illegal_transition"
@@ -54,7 +65,9 @@ class IllegalTransitionRule(Rule):
         h = obs.event["header"]
         run = obs.run
         why: str | None
-        if obs.out_of_order:
+        if obs.ingested:
+            why = ingested_violation(obs)
+        elif obs.out_of_order:
             why = f"event sequence {h['sequence']} arrived after {run.max_seq if run else '?'} (out of order)"
         else:
             why = violation(obs.previous_status, obs.event.get("old_status"), obs.event["new_status"])

@@ -1,6 +1,8 @@
 """``run_stuck``: a run with no terminal status ``max_duration`` after it began, or (streaming queries)
 no event at all for ``heartbeat``. Checked on the service's clock, so it fires on a quiet topic too;
-the run's terminal status (or, for the heartbeat, its next event) clears it."""
+the run's terminal status (or, for the heartbeat, its next event) clears it. An ingested OpenLineage run
+with no status event at all (only OTHER events, or a JobEvent's or DatasetEvent's static lineage) has no
+end to wait for and is never stuck."""
 
 from __future__ import annotations
 
@@ -61,7 +63,7 @@ class RunStuckRule(Rule):
     def check(self, now: dt.datetime, facts: Facts) -> list[Signal]:
         out = []
         for run in facts.runs.values():
-            if run.terminal or self.name in run.flags:
+            if run.terminal or self.name in run.flags or not run.has_lifecycle:
                 continue
             js = facts.jobs.get((run.namespace, run.job))
             tags = js.tags if js else {}
