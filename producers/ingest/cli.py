@@ -39,6 +39,8 @@ def ingest() -> None:
          help="Outbox folder for events Kafka cannot take now.")
 @setting(IngestSettings, "outbox_max_mb", "--outbox-max-mb", type=float,
          help="Outbox size limit (MiB); when full, requests are answered 503.")
+@setting(IngestSettings, "workers", "--workers", type=click.IntRange(1, 64),
+         help="Receiver processes sharing the port (one Python process uses one core).")
 @setting(IngestSettings, "from_topic", "--from-topic", metavar="TOPIC",
          help="Read OpenLineage JSON from this topic (OpenLineage's Kafka transport) instead of serving HTTP.")
 @setting(IngestSettings, "group_id", "--group", help="Consumer group of --from-topic.")
@@ -61,8 +63,14 @@ def openlineage(ctx: click.Context, log_level: str, **flags: Any) -> None:
         return
     from .server import run
 
-    click.echo(f"OpenLineage receiver on http://{cfg.host}:{cfg.port}/api/v1/lineage -> "
+    click.echo(f"OpenLineage receiver on http://{cfg.host}:{cfg.port}/api/v1/lineage ({cfg.workers} process(es)) -> "
                f"{cfg.topic or settings.topics.jobs} on {settings.bootstrap_servers} "
                f"({'token required' if cfg.token else 'no token'}; outbox {cfg.outbox_path()})", err=True)
-    app = run(cfg, settings, log_level=log_level)
-    click.echo(f"stopped; {app.accepted} request(s) taken, {app.rejected} refused; {app.sink.stats()}", err=True)
+    root = ctx.find_root().obj or {}
+    sources = {"config_file": root.get("config_file"),
+               "ingest": {k: v for k, v in flags.items() if v is not None},
+               "kafka": {k: root[k] for k in ("bootstrap_servers", "schema_registry_url", "connect_timeout")
+                         if root.get(k) is not None}}
+    app = run(cfg, settings, log_level=log_level, sources=sources)
+    if app is not None:
+        click.echo(f"stopped; {app.accepted} request(s) taken, {app.rejected} refused; {app.sink.stats()}", err=True)

@@ -62,6 +62,9 @@ class ReceiverApp:
         self.rejected = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
         if scope["type"] != "http":
             return
         path, method = scope["path"], scope["method"]
@@ -75,6 +78,17 @@ class ReceiverApp:
                                       "rejected_requests": self.rejected, **self.sink.stats()})
         else:
             await _answer(send, 404, {"error": f"{method} {path}: no such resource; expected POST {LINEAGE_PATH}"})
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        """The server's start and stop: at stop (its requests answered) the sink hands what is left to the outbox."""
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                self.sink.close()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
 
     async def _lineage(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:

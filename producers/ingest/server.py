@@ -5,7 +5,9 @@ translate, encode), the ``DurableSink`` on the outbox folder, the ASGI
 ``ReceiverApp``, served by uvicorn with httptools' parser and uvloop when they
 are installed (the ``ingest`` extra brings both). One process, one Kafka
 producer, one outbox folder: a second receiver on the same folder spools into
-a folder of its own inside it (``lineagewire.kafka.outbox``).
+a folder of its own inside it (``lineagewire.kafka.outbox``). ``workers`` > 1
+starts that many processes on the one port (uvicorn's workers), each its own
+receiver, so the receiver uses more than one core.
 
     with serve(IngestSettings(port=0, token="k"), kafka_settings) as url:
         # url: "http://127.0.0.1:PORT"; OpenLineage clients post to url + "/api/v1/lineage"
@@ -16,7 +18,9 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import json
 import logging
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -32,7 +36,10 @@ from .sink import DurableSink, StrictOutbox
 
 log = logging.getLogger(__name__)
 
-__all__ = ["build", "run", "serve"]
+__all__ = ["WORKER_ENV", "build", "run", "serve", "worker_app"]
+
+#: where ``run`` tells its worker processes which config file and flags the command was given
+WORKER_ENV = "LINEAGEWIRE_INGEST_WORKER_SOURCES"
 
 
 def build(ingest: IngestSettings, settings: Settings, *, translator: Translator | None = None) -> ReceiverApp:
@@ -80,16 +87,45 @@ def serve(ingest: IngestSettings, settings: Settings, *, translator: Translator 
         app.sink.close()
 
 
-def run(ingest: IngestSettings, settings: Settings, *, log_level: str = "warning") -> ReceiverApp:
-    """Serve until SIGINT/SIGTERM (uvicorn finishes the requests in flight), then flush; the app, for its counters."""
+def run(ingest: IngestSettings, settings: Settings, *, log_level: str = "warning",
+        sources: dict[str, Any] | None = None) -> ReceiverApp | None:
+    """Serve until SIGINT/SIGTERM (uvicorn finishes the requests in flight), then flush; the app, for its counters
+    (None with several workers, whose apps live in their own processes).
+
+    ``sources``: where the settings came from (``{"config_file", "ingest", "kafka"}``: the config file and the
+    flags given), which each worker process loads again under the same rule when ``ingest.workers`` > 1.
+    """
     import uvicorn
+
+    from lineagewire.consumers.runtime import tune_gc
 
     if ingest.host not in ("127.0.0.1", "localhost", "::1"):
         log.warning("serving the OpenLineage receiver on %s: reachable from other machines%s", ingest.host,
                     "" if ingest.token else ", with no token required")
+    options = _uvicorn_options(ingest.host, ingest.port, log_level)
+    if ingest.workers > 1:
+        # uvicorn starts each worker from an import string: the worker builds its app from the same sources.
+        os.environ[WORKER_ENV] = json.dumps(sources or {})
+        uvicorn.run(f"{__name__}:worker_app", factory=True, workers=ingest.workers, **{**options, "lifespan": "on"})
+        return None
     app = build(ingest, settings)
+    tune_gc()
     try:
-        uvicorn.run(app, **_uvicorn_options(ingest.host, ingest.port, log_level))
+        uvicorn.run(app, **options)
     finally:
         app.sink.close()
+    return app
+
+
+def worker_app() -> ReceiverApp:
+    """The app of one worker process of ``run`` (uvicorn's factory): the settings loaded again from the sources the
+    command was given (``WORKER_ENV``); its sink closes at the server's shutdown (ASGI lifespan)."""
+    from lineagewire.config import load_settings
+    from lineagewire.consumers.runtime import tune_gc
+
+    sources = json.loads(os.environ.get(WORKER_ENV) or "{}")
+    config_file = sources.get("config_file")
+    ingest = IngestSettings.load(config_file, **sources.get("ingest", {}))
+    app = build(ingest, load_settings(config_file, **sources.get("kafka", {})))
+    tune_gc()
     return app

@@ -43,6 +43,8 @@ class IngestSettings(SettingsBase):
                                    "$LINEAGEWIRE_HOME/outbox/ingest-openlineage-<port>)")
     outbox_max_mb: float = Field(256.0, gt=0, description="outbox size limit (MiB); when full, requests are "
                                  "answered 503 and the producer retries")
+    workers: int = Field(1, ge=1, le=64, description="receiver processes sharing the port, each with its own Kafka "
+                         "producer and outbox subfolder (one Python process uses one core)")
     from_topic: str | None = Field(None, description="read OpenLineage JSON events from this topic (OpenLineage's "
                                    "Kafka transport) instead of serving HTTP")
     group_id: str = Field("lineagewire-ingest-openlineage", min_length=1,

@@ -95,6 +95,7 @@ class DurableSink:
         self._ticking = False
         self.delivered = 0
         self.spooled = 0
+        self._closed = False
 
     @property
     def outage(self) -> bool:
@@ -215,7 +216,10 @@ class DurableSink:
 
     def close(self, timeout: float = 10.0) -> None:
         """Stop; what the cluster has not confirmed stays in the outbox for the next start (within ``timeout``,
-        the outbox's publisher delivers what it can first)."""
+        the outbox's publisher delivers what it can first). A second call does nothing."""
+        if self._closed:
+            return
+        self._closed = True
         # Every request was answered after its reports came (the server drains its requests before this), so the
         # direct producer holds nothing anyone waits for: no long flush, which a down cluster would run out.
         try:

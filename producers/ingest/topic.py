@@ -26,11 +26,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
 
 from lineagewire.config import Settings
 from lineagewire.consumers.runtime import Handler, OutputError, PermanentError, Record, Rejected
-from lineagewire.kafka.publisher import Outgoing, Publisher
+from lineagewire.kafka.publisher import Outgoing, Publisher, Undelivered
 
 from .http_errors import IngestRejected
 from .intake import Intake, Translator
@@ -98,9 +97,9 @@ class OpenLineageTopicHandler(Handler):
             flat += h.messages
             owner += [h] * len(h.messages)
         failed = self._publisher.deliver(flat, self.delivery_timeout)
-        broken: dict[int, Any] = {}
-        for i, why in failed.items():
-            broken.setdefault(id(owner[i]), why)
+        broken: dict[int, Undelivered] = {}
+        for i, undelivered in failed.items():
+            broken.setdefault(id(owner[i]), undelivered)
         emitted = 0
         retry: list[str] = []
         for h in todo:

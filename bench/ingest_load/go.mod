@@ -1,0 +1,3 @@
+module lineagewire/bench/ingest_load
+
+go 1.22
