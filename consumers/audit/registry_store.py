@@ -2,10 +2,11 @@
 
 ``apply(event)`` runs in one transaction: an event id already in
 ``applied_events`` is a no-op; every other write is an insert that ignores
-its natural key's conflict or an update guarded by the event's time and
-sequence, so even an event replayed without its id record (or out of order)
-lands where it belongs: a run's status is the one of its newest event by
-event time, then sequence (a late START never reopens a run that ended).
+its natural key's conflict, or, for a run's status and times, one update
+decided from the run's row as it is (read locked), so even an event replayed
+without its id record (or out of order) lands where it belongs: a run's
+status is the one of its newest event by event time, then sequence (a late
+START never reopens a run that ended).
 
 A run begins with its earliest status event when its JobCreatedEvent never
 comes: OpenLineage producers may send RUNNING or COMPLETE for a run whose
@@ -152,33 +153,75 @@ _DIFFED = frozenset({"JobStatusChangedEvent", "ActionLineageEvent", "JobCreatedE
 _OF_A_RUN = frozenset({"JobStatusChangedEvent", "JobCreatedEvent"})
 
 
-def _newest(h: dict[str, Any]) -> sa.ColumnElement[bool]:
-    """Whether the event of header ``h`` is newer than the one the run's status is from: by event time, then by
-    sequence; a run from before event times were kept (``last_event_time`` None) by sequence alone."""
+def _aware(value: dt.datetime | None) -> dt.datetime | None:
+    """A stored time as an aware UTC datetime (SQLite hands them back without their zone; they were stored in UTC)."""
+    return value.replace(tzinfo=dt.UTC) if value is not None and value.tzinfo is None else value
+
+
+def _current(conn: Connection, run_id: str) -> Any:
+    """The run's row as the status and creation events change it (locked on PostgreSQL until the commit)."""
     r = m.runs.c
-    when, seq = h["event_time"], h["sequence"]
-    return sa.or_(r.last_event_time < when, sa.and_(r.last_event_time == when, r.last_sequence < seq),
-                  sa.and_(r.last_event_time.is_(None), r.last_sequence < seq))
+    return conn.execute(sa.select(r.created_at, r.started_at, r.ended_at, r.duration_ms, r.restarts, r.last_sequence,
+                                  r.last_event_time).where(r.run_id == run_id).with_for_update()).one()
 
 
-def _fill_duration(conn: Connection, run_id: str) -> None:
+def _newest(cur: Any, h: dict[str, Any], **status: Any) -> dict[str, Any]:
+    """``status`` (the run's status columns) with the event's order, when the event of header ``h`` is newer than
+    the one the run's status is from (``cur``: ``_current``): by event time, then by sequence; a run from before
+    event times were kept (``last_event_time`` None) by sequence alone. Else nothing to change."""
+    last, when, seq = _aware(cur.last_event_time), h["event_time"], h["sequence"]
+    newer = cur.last_sequence < seq if last is None else (last < when or (last == when and cur.last_sequence < seq))
+    return {**status, "last_sequence": seq, "last_event_time": when} if newer else {}
+
+
+def _began(cur: Any, ev: dict[str, Any]) -> dict[str, Any]:
+    """The run's creation and start moved back to a status event ``ev`` earlier than every one before it: a run whose
+    START never came begins with its first status event (a JobCreatedEvent sets its creation outright)."""
+    out: dict[str, Any] = {}
+    when, created, started = ev["transition_time"], _aware(cur.created_at), _aware(cur.started_at)
+    if created is None or created > ev["header"]["event_time"]:
+        out["created_at"] = ev["header"]["event_time"]
+    if ev["new_status"] == "RUNNING" and (started is None or started > when):
+        out["started_at"] = when
+    return out
+
+
+def _ended(ev: dict[str, Any]) -> dict[str, Any]:
+    """The end and the error of a run from its newest status event ``ev``."""
+    out: dict[str, Any] = {}
+    err = ev.get("error")
+    if err:
+        out.update(error_class=err["error_class"], error_message=err["message"])
+    if ev["new_status"] in TERMINAL_STATUSES:
+        out.update(ended_at=ev["transition_time"], duration_ms=ev.get("duration_ms"))
+    return out
+
+
+def _duration(conn: Connection, run_id: str, cur: Any, values: dict[str, Any]) -> dict[str, Any]:
     """The duration of an ended run whose end gave none (an OpenLineage run's COMPLETE), from its start (or
     creation) to its end, again whenever an earlier start becomes known (events out of order); a run whose only
-    known time is its end keeps None. A duration the ending event gave is kept."""
-    r, t = m.runs.c, m.transitions.c
-    row = conn.execute(sa.select(r.started_at, r.created_at, r.ended_at, r.duration_ms)
-                       .where(r.run_id == run_id)).first()
-    if row is None or row.ended_at is None:
-        return
-    if row.duration_ms is not None and conn.execute(
-            sa.select(t.duration_ms).where(t.run_id == run_id, t.transition_time == row.ended_at,
-                                           t.new_status.in_(TERMINAL_STATUSES))
-            .order_by(t.sequence.desc()).limit(1)).scalar() is not None:
-        return
-    began = row.started_at or row.created_at
-    ms = int((row.ended_at - began).total_seconds() * 1000) if began is not None and began < row.ended_at else None
-    if ms != row.duration_ms:
-        conn.execute(m.runs.update().where(r.run_id == run_id).values(duration_ms=ms))
+    known time is its end keeps None. A duration the ending event gave is kept. ``values``: what the event changes
+    in the run's row ``cur``."""
+    ended = _aware(values.get("ended_at", cur.ended_at))
+    if ended is None:
+        return {}
+    if "ended_at" in values:
+        if values["duration_ms"] is not None:
+            return {}
+    elif not {"created_at", "started_at"} & values.keys() or _given_duration(conn, run_id, cur):
+        return {}
+    began = _aware(values.get("started_at", cur.started_at)) or _aware(values.get("created_at", cur.created_at))
+    return {"duration_ms": int((ended - began).total_seconds() * 1000) if began and began < ended else None}
+
+
+def _given_duration(conn: Connection, run_id: str, cur: Any) -> bool:
+    """Whether the event that ended the run (``cur``) gave its duration."""
+    if cur.duration_ms is None:
+        return False
+    t = m.transitions.c
+    return conn.execute(sa.select(t.duration_ms).where(t.run_id == run_id, t.transition_time == cur.ended_at,
+                                                       t.new_status.in_(TERMINAL_STATUSES))
+                        .order_by(t.sequence.desc()).limit(1)).scalar() is not None
 
 
 def _run_origin(h: dict[str, Any]) -> dict[str, Any]:
@@ -268,18 +311,9 @@ class RegistryStore:
         return ds_id
 
     def _run(self, conn: Connection, h: dict[str, Any], job_id: int, kind: str) -> None:
-        began = h["event_time"] if kind in _OF_A_RUN else None
-        inserted = insert_ignore(conn, m.runs, [{"run_id": h["run_id"], "job_id": job_id, "last_sequence": -1,
-                                                 "restarts": 0, "created_at": began, **_run_origin(h)}],
-                                 returning=m.runs.c.run_id)
-        if began is not None and not inserted:
-            # An event earlier than every one before it (out of order, START-less) moves the run's beginning back;
-            # a JobCreatedEvent sets it outright (``_created``).
-            r = m.runs.c
-            if conn.execute(m.runs.update().where(r.run_id == h["run_id"], sa.or_(r.created_at.is_(None),
-                                                                                  r.created_at > began))
-                            .values(created_at=began)).rowcount:
-                _fill_duration(conn, h["run_id"])
+        insert_ignore(conn, m.runs, [{"run_id": h["run_id"], "job_id": job_id, "last_sequence": -1, "restarts": 0,
+                                      "created_at": h["event_time"] if kind in _OF_A_RUN else None,
+                                      **_run_origin(h)}])
 
     # -- events -----------------------------------------------------------------------------------
 
@@ -334,11 +368,10 @@ class RegistryStore:
                                        "first_run_id": h["run_id"], "first_seen": h["event_time"]}])
         spec_id = conn.execute(sa.select(m.specs.c.id).where(m.specs.c.job_id == job_id,
                                                              m.specs.c.sha256 == digest)).scalar_one()
-        r = m.runs.c
-        conn.execute(m.runs.update().where(r.run_id == h["run_id"]).values(spec_id=spec_id, created_at=h["event_time"]))
-        conn.execute(m.runs.update().where(r.run_id == h["run_id"], _newest(h))
-                     .values(status=ev["status"], last_sequence=h["sequence"], last_event_time=h["event_time"]))
-        _fill_duration(conn, h["run_id"])
+        cur = _current(conn, h["run_id"])
+        values = {"spec_id": spec_id, "created_at": h["event_time"], **_newest(cur, h, status=ev["status"])}
+        values.update(_duration(conn, h["run_id"], cur, values))  # a START after the end: the run's whole length
+        conn.execute(m.runs.update().where(m.runs.c.run_id == h["run_id"]).values(**values))
         lin = ev["lineage"]
         self._io(conn, h["run_id"], job_id, h["event_time"], lin["sources"], lin["sinks"], lin["column_lineage"])
         self._changes(conn, h, "", lin["sinks"])
@@ -353,30 +386,16 @@ class RegistryStore:
             "transition_time": when, "restarts": ev["restarts"], "duration_ms": ev.get("duration_ms"),
             "error_class": err["error_class"] if err else None, "error_message": err["message"] if err else None,
             "error_stack": err["stack_trace"] if err else None}])
-        r = m.runs.c
-        run = m.runs.update().where(r.run_id == h["run_id"])
-        newest = conn.execute(run.where(_newest(h)).values(
-            status=ev["new_status"], lifecycle_state=ev["lifecycle_state"], last_sequence=h["sequence"],
-            last_event_time=h["event_time"])).rowcount == 1
-        began = ev["new_status"] == "RUNNING" and conn.execute(
-            run.where(sa.or_(r.started_at.is_(None), r.started_at > when)).values(started_at=when)).rowcount
-        ended = newest and self._ended(conn, ev)
-        conn.execute(run.where(r.restarts < ev["restarts"]).values(restarts=ev["restarts"]))
-        if began or ended:
-            _fill_duration(conn, h["run_id"])
-
-    @staticmethod
-    def _ended(conn: Connection, ev: dict[str, Any]) -> bool:
-        """The end and the error of the run from its newest status event ``ev`` (a late RUNNING or FAILED does not
-        touch a run ended since); whether ``ev`` ended the run."""
-        run = m.runs.update().where(m.runs.c.run_id == ev["header"]["run_id"])
-        err = ev.get("error")
-        if err:
-            conn.execute(run.values(error_class=err["error_class"], error_message=err["message"]))
-        if ev["new_status"] not in TERMINAL_STATUSES:
-            return False
-        conn.execute(run.values(ended_at=ev["transition_time"], duration_ms=ev.get("duration_ms")))
-        return True
+        cur = _current(conn, h["run_id"])
+        values = _newest(cur, h, status=ev["new_status"], lifecycle_state=ev["lifecycle_state"])
+        if values:  # the end and the error are the newest event's: a late RUNNING or FAILED leaves an ended run
+            values.update(_ended(ev))
+        values.update(_began(cur, ev))
+        if ev["restarts"] > cur.restarts:
+            values["restarts"] = ev["restarts"]
+        values.update(_duration(conn, h["run_id"], cur, values))
+        if values:
+            conn.execute(m.runs.update().where(m.runs.c.run_id == h["run_id"]).values(**values))
 
     def _action(self, conn: Connection, ev: dict[str, Any], job_id: int) -> None:
         h = ev["header"]

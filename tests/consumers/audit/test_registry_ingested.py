@@ -160,13 +160,18 @@ def _snapshot(db: str) -> list[Any]:
 
 
 def test_a_late_failure_does_not_end_a_run_again_and_our_sequence_breaks_ties(tmp_path) -> None:  # noqa: ANN001
-    """Two terminal events: the run's end, status and error are the newer one's, whichever came last; events of
-    one time (the emitter's within a microsecond) are ordered by their sequence."""
+    """Two terminal events: the run's end, status and error are the newer one's, whichever came last; a RUNNING
+    after the end moves the run's beginning back; events of one time (the emitter's within a microsecond) are
+    ordered by their sequence."""
     store = RegistryStore(f"sqlite:///{tmp_path / 'r.db'}")
     try:
         run = IngestedRun("flaky", AIRFLOW_OL, namespace="airflow")
         # in the order they come, each with a higher sequence than the one before: a FAILED of 05:00:05 last
         for e in (run.status(1, "RUNNING"), run.status(7, "FINISHED"), run.status(5, "FAILED", error=True)):
+            store.apply(e)
+        # no START at all, its RUNNING after its COMPLETE: the run began when it started, and lasted until its end
+        lagging = IngestedRun("lagging", AIRFLOW_OL, namespace="airflow")
+        for e in (lagging.status(9, "FINISHED"), lagging.status(4, "RUNNING")):
             store.apply(e)
         tie = app_run("ties", actions=0)
         for e in tie:
@@ -174,14 +179,16 @@ def test_a_late_failure_does_not_end_a_run_again_and_our_sequence_breaks_ties(tm
         for e in (tie[0], tie[2], tie[1]):  # created, FINISHED, then RUNNING of the same instant
             store.apply(e)
         with store.engine.connect() as conn:
-            rows = {r.run_id: r for r in conn.execute(sa.text("SELECT run_id, status, ended_at, error_class "
-                                                              "FROM runs"))}
+            rows = {r.run_id: r for r in conn.execute(sa.text("SELECT run_id, status, created_at, ended_at, "
+                                                              "duration_ms, error_class FROM runs"))}
     finally:
         store.close()
     flaky = rows[run.run_id]
     assert (flaky.status, flaky.error_class) == ("FINISHED", None)
     assert str(flaky.ended_at).startswith("2026-11-01 05:00:07")
     assert rows[tie[0]["header"]["run_id"]].status == "FINISHED"
+    late = rows[lagging.run_id]
+    assert (late.status, str(late.created_at)[:19], late.duration_ms) == ("FINISHED", "2026-11-01 05:00:04", 5000)
 
 
 def test_migration_0006_keeps_each_runs_order_from_its_stored_events(tmp_path) -> None:  # noqa: ANN001
