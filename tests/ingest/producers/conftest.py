@@ -23,7 +23,7 @@ import subprocess
 import sys
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -245,11 +245,19 @@ class Outputs:
         assert r.exit_code == 0, r.output
         return r.stdout
 
-    def datahub(self) -> list[dict[str, Any]]:
-        try:
-            return json.loads(self.datahub_file.read_text())  # type: ignore[no-any-return]
-        except (OSError, json.JSONDecodeError):
-            return []
+    def datahub(self, holds: Callable[[list[dict[str, Any]]], Any] = bool, timeout: float = 30) -> list[
+            dict[str, Any]]:
+        """The DataHub output's records once ``holds`` is true of them (the file sink writes after the consumer
+        counted the event); those there at ``timeout`` else, for the caller's assert to show."""
+        def read() -> list[dict[str, Any]]:
+            try:
+                return json.loads(self.datahub_file.read_text())  # type: ignore[no-any-return]
+            except (OSError, json.JSONDecodeError):
+                return []
+
+        with contextlib.suppress(AssertionError):
+            return wait_for(lambda: (lambda got: got if holds(got) else None)(read()), timeout=timeout)  # type: ignore[no-any-return]
+        return read()
 
 
 @pytest.fixture(scope="session")

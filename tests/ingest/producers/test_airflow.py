@@ -60,6 +60,8 @@ def test_the_airflow_task_run_is_the_parent_of_the_spark_run_it_started(estate: 
                                                                         dag_run: DagRun) -> None:
     outputs.settle()
     estate.check_receiver()
+    producers = {j["job"]: j["last_producer"] for j in outputs.registry("jobs", "list")}
+    assert (producers[f"{NAMESPACE}/{TASK}"], producers[f"{NAMESPACE}/{DAG}"]) == ("Airflow", "Airflow"), producers
     task_runs = _runs(outputs, f"{NAMESPACE}/{TASK}")
     assert [r["status"] for r in task_runs] == ["FINISHED"], task_runs
     dag_runs = _runs(outputs, f"{NAMESPACE}/{DAG}")
@@ -70,7 +72,7 @@ def test_the_airflow_task_run_is_the_parent_of_the_spark_run_it_started(estate: 
     assert [c["job"] for c in children if c["job"].endswith("/customer_totals")], children
     spark = next(c for c in children if c["job"].endswith("/customer_totals"))
     assert (spark["parent_job"], spark["root_parent_job"]) == (f"{NAMESPACE}/{TASK}", f"{NAMESPACE}/{DAG}"), spark
-    assert spark["status"] == "FINISHED", spark
+    assert spark["status"] == "FINISHED" and producers[spark["job"]] == "lineagewire", (spark, producers)
     # the DAG run is the root of the chain: its Spark runs are listed by it too
     assert spark["run_id"] in {c["run_id"] for c in outputs.registry("runs", "children", dag_runs[0]["run_id"])["runs"]}
 
@@ -84,10 +86,15 @@ def test_the_airflow_task_run_is_the_parent_of_the_spark_run_it_started(estate: 
     task_events = [e for e in got if e["job"]["name"] == TASK]
     assert task_events and all("airflow" in e["run"]["facets"] for e in task_events), task_events
 
-    records = outputs.datahub()
-    rels = [r for r in records if r["aspectName"] == "dataProcessInstanceRelationships"
-            and "customer_totals" in json.dumps(r)]
-    assert any(TASK in json.dumps(r["aspect"]) for r in rels), rels
+    # DataHub: the Spark run's instance has the Airflow task run's (DataHub's OpenLineage converter's URN, the
+    # OpenLineage run id) as its parent instance
+    task_instance = f"urn:li:dataProcessInstance:{task_run}"
+
+    def linked(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [r for r in records if r["aspectName"] == "dataProcessInstanceRelationships"
+                and r["entityUrn"] != task_instance and r["aspect"]["json"].get("parentInstance") == task_instance]
+
+    assert linked(outputs.datahub(linked)), f"no DataHub run instance with {task_instance} as its parent instance"
 
 
 def test_the_spark_job_started_by_airflow_reads_what_openlineage_spark_wrote(outputs: Outputs,
@@ -95,6 +102,7 @@ def test_the_spark_job_started_by_airflow_reads_what_openlineage_spark_wrote(out
                                                                              dag_run: DagRun) -> None:
     """Our emitter and openlineage-spark name the same Parquet folder the same way: one node in the graph."""
     outputs.settle()
-    nodes = outputs.registry("lineage", "downstream", str(orders_landed.orders))["nodes"]
-    names = {n["name"] for n in nodes}
-    assert os.path.join(os.path.dirname(orders_landed.orders), "customer_totals") in names, nodes
+    graph = outputs.registry("lineage", "downstream", str(orders_landed.orders))
+    totals = os.path.join(os.path.dirname(orders_landed.orders), "customer_totals")
+    edges = {(e["source"], e["sink"]): e["jobs"] for e in graph["edges"]}
+    assert edges.get((f"file {orders_landed.orders}", f"file {totals}")) == ["spark/customer_totals"], graph

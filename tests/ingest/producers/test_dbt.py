@@ -10,6 +10,7 @@ ours), run once for the module in each of dbt-ol's two ways:
 
 from __future__ import annotations
 
+import json
 import pathlib
 import re
 import shutil
@@ -93,7 +94,8 @@ def test_dbt_models_arrive_with_their_status_parent_and_lineage(estate: Estate, 
     estate.check_receiver()
     for namespace in (NAMESPACE, f"{NAMESPACE}-logs"):
         for model, status in MODELS.items():
-            assert _job(outputs, model, namespace)["last_status"] == status, (namespace, model)
+            job = _job(outputs, model, namespace)
+            assert (job["last_status"], job["last_producer"]) == (status, "dbt"), (namespace, job)
         # each model's run is a child of the dbt command's run (dbt-ol's ParentRunFacet)
         command = _only_run(outputs, f"{namespace}/dbt-run-{PROJECT}")
         children = {c["job"].rsplit(".", 1)[-1]: c["status"]
@@ -115,11 +117,13 @@ def test_dbt_models_arrive_with_their_status_parent_and_lineage(estate: Estate, 
     # dbt's own facets come back out unchanged (lossless OpenLineage in and out)
     assert all("dbt_version" in e["run"]["facets"] for e in got if e["job"]["namespace"] == NAMESPACE)
 
-    records = outputs.datahub()
+    def failed_in_datahub(records: list[dict[str, Any]]) -> bool:
+        return any(r["aspectName"] == "dataProcessInstanceRunEvent" and "customer_margin" in json.dumps(r)
+                   and (r["aspect"]["json"].get("result") or {}).get("type") == "FAILURE" for r in records)
+
+    records = outputs.datahub(failed_in_datahub)
+    assert failed_in_datahub(records), "no failed run of customer_margin in DataHub"
     assert any(r["entityType"] == "dataJob" and "customer_margin" in r["entityUrn"] for r in records)
-    failures = [r for r in records if r["aspectName"] == "dataProcessInstanceRunEvent"
-                and (r["aspect"]["json"].get("result") or {}).get("type") == "FAILURE"]
-    assert failures, "no failed run in DataHub"
 
 
 def _duckdb(run: DbtRun) -> str:

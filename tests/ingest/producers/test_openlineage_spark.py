@@ -26,10 +26,12 @@ def test_an_openlineage_spark_job_arrives_in_every_output(estate: Estate, output
     # The application and its write action, both from openlineage-spark (namespace spark-ol), none from our
     # emitter: it was off (spark.lineagewire.enabled=false).
     assert jobs and all(j["job"].startswith("spark-ol/") for j in jobs), jobs
-    assert {j["last_status"] for j in jobs} == {"FINISHED"}, jobs
+    assert {(j["last_status"], j["last_producer"]) for j in jobs} == {("FINISHED", "openlineage-spark")}, jobs
     orders = str(orders_landed.orders)
-    down = outputs.registry("lineage", "upstream", orders)
-    assert down["nodes"][0]["name"] == orders, down
+    action = next(j for j in jobs if j["job"] != f"spark-ol/{APP}")
+    shown = outputs.registry_text("runs", "show", action["last_run"])
+    assert f"file {orders}" in shown.split("outputs:")[1], shown
+    assert f"spark-ol/{APP}" in shown, "the action run does not name its application run as its parent"
 
     got = outputs.openlineage.wait_for(
         lambda evs: any(e["job"]["name"] == APP and e["eventType"] == "COMPLETE" for e in evs), 60)
@@ -37,7 +39,8 @@ def test_an_openlineage_spark_job_arrives_in_every_output(estate: Estate, output
     assert {(o["namespace"], o["name"]) for o in written} == {("file", orders)}, written
     assert any("schema" in o.get("facets", {}) for o in written)
 
-    records = outputs.datahub()
-    assert any(r["entityType"] == "dataset" and orders in r["entityUrn"] for r in records), \
-        "no DataHub dataset for the Spark output"
-    assert any(r["entityType"] == "dataJob" and APP in r["entityUrn"] for r in records)
+    def arrived(records: list[dict[str, Any]]) -> bool:
+        return any(r["entityType"] == "dataset" and orders in r["entityUrn"] for r in records) and \
+            any(r["entityType"] == "dataJob" and APP in r["entityUrn"] for r in records)
+
+    assert arrived(outputs.datahub(arrived)), "no DataHub dataset for the Spark output, or no dataJob for its job"

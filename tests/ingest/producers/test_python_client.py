@@ -9,6 +9,7 @@ DataHub.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import uuid
 from typing import Any
 
@@ -63,6 +64,8 @@ def _check_outputs(outputs: Outputs, job: str, ok: str, bad: str) -> None:
     shown = outputs.registry("jobs", "show", job)
     statuses = {r["run_id"]: r["status"] for r in shown["runs"]}
     assert statuses == {ok: "FINISHED", bad: "FAILED"}, shown
+    listed = {j["job"]: j for j in outputs.registry("jobs", "list")}
+    assert listed[f"orders-service/{job}"]["last_producer"] == "example.com", listed[f"orders-service/{job}"]
     text = outputs.registry_text("runs", "show", bad)
     assert "ValueError: no amount in row 7" in text and "shop.public.orders" in text, text
 
@@ -76,9 +79,13 @@ def _check_outputs(outputs: Outputs, job: str, ok: str, bad: str) -> None:
     starts = [e for e in mine if e["run"]["runId"] == ok and e["eventType"] == "START"]
     assert starts[0]["run"]["facets"].get("acme_batch") == ACME, starts[0]["run"]["facets"]
 
-    records = outputs.datahub()
-    jobs = {r["entityUrn"] for r in records if r["entityType"] == "dataJob" and job in r["entityUrn"]}
-    assert jobs, f"no DataHub dataJob for {job}"
+    def failed_in_datahub(records: list[dict[str, Any]]) -> bool:
+        return any(r["aspectName"] == "dataProcessInstanceRunEvent" and job in json.dumps(r)
+                   and (r["aspect"]["json"].get("result") or {}).get("type") == "FAILURE" for r in records)
+
+    records = outputs.datahub(failed_in_datahub)
+    assert failed_in_datahub(records), f"no failed run of {job} in DataHub"
+    assert any(r["entityType"] == "dataJob" and job in r["entityUrn"] for r in records), f"no dataJob for {job}"
     assert any(r["entityType"] == "dataset" and "shop.public.orders" in r["entityUrn"] for r in records)
 
 
