@@ -314,8 +314,8 @@ def run(bootstrap: str, tmp: pathlib.Path, seconds: float, concurrency: int, arr
     load = Load(client, tmp)
     # Sized so that each row lasts about ``seconds`` on this machine.
     warm, warm_msgs = bodies(500, 1)
-    one, one_msgs = bodies(int(4000 * seconds), 1)
-    arrays, array_msgs = bodies(int(25_000 * seconds) // array * array, array)
+    one, one_msgs = bodies(int(3000 * seconds), 1)
+    arrays, array_msgs = bodies(int(6000 * seconds) // array * array, array)
     half = TARGET_EVENTS_PER_S / 2
     paced, paced_msgs = bodies(int(half * min(seconds, 6)), 1)
     result: dict[str, Any] = {"events_from": str(CORPUS.relative_to(ROOT)), "load_average_before":
