@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +19,9 @@ import pytest
 
 from .conftest import AIRFLOW_VENV, EXAMPLES, Estate, Outputs, SparkRun, producer_venv, run_logged, tail
 
-pytestmark = [pytest.mark.producers, pytest.mark.integration, pytest.mark.spark, pytest.mark.slow]
+# the venv first (usefixtures come before a test's arguments): without it the module skips before the Spark job
+pytestmark = [pytest.mark.producers, pytest.mark.integration, pytest.mark.spark, pytest.mark.slow,
+              pytest.mark.usefixtures("airflow_venv")]
 
 NAMESPACE = "airflow-test"
 DAG = "orders_dag"
@@ -29,11 +33,15 @@ class DagRun:
     log: str
 
 
-@pytest.fixture(scope="module")
-def dag_run(estate: Estate, orders_landed: SparkRun) -> DagRun:
-    import sys
+# session-scoped: pytest sets up wider scopes first, and this must come before the estate
+@pytest.fixture(scope="session")
+def airflow_venv() -> pathlib.Path:
+    return producer_venv(AIRFLOW_VENV, "Airflow")
 
-    venv = producer_venv(AIRFLOW_VENV, "Airflow")
+
+@pytest.fixture(scope="module")
+def dag_run(airflow_venv: pathlib.Path, estate: Estate, orders_landed: SparkRun) -> DagRun:
+    venv = airflow_venv
     home = estate.base / "airflow"
     home.mkdir()
     env = estate.env(AIRFLOW_HOME=str(home), AIRFLOW__CORE__LOAD_EXAMPLES="false",

@@ -21,7 +21,9 @@ import pytest
 
 from .conftest import DBT_VENV, EXAMPLES, Estate, Outputs, SparkRun, producer_venv, run_logged, tail
 
-pytestmark = [pytest.mark.producers, pytest.mark.integration, pytest.mark.spark, pytest.mark.slow]
+# the venv first (usefixtures come before a test's arguments): without it the module skips before the Spark job
+pytestmark = [pytest.mark.producers, pytest.mark.integration, pytest.mark.spark, pytest.mark.slow,
+              pytest.mark.usefixtures("dbt_venv")]
 
 NAMESPACE = "dbt-test"  # the artifacts way's; the structured logs' is NAMESPACE + "-logs"
 PROJECT = "lineagewire_orders"
@@ -37,9 +39,15 @@ class DbtRun:
     db: pathlib.Path
 
 
+# session-scoped: pytest sets up wider scopes first, and this must come before the estate
+@pytest.fixture(scope="session")
+def dbt_venv() -> pathlib.Path:
+    return producer_venv(DBT_VENV, "dbt")
+
+
 @pytest.fixture(scope="module")
-def dbt_run(estate: Estate, orders_landed: SparkRun) -> DbtRun:
-    venv = producer_venv(DBT_VENV, "dbt")
+def dbt_run(dbt_venv: pathlib.Path, estate: Estate, orders_landed: SparkRun) -> DbtRun:
+    venv = dbt_venv
     project = estate.base / "dbt_project"
     shutil.copytree(EXAMPLES / "dbt_project", project)
     db = estate.base / "orders.duckdb"
