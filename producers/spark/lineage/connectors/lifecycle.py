@@ -329,20 +329,10 @@ def rename_v1(ctx: Extraction, node: PlanNode) -> None:
     database = option(new.database()) or option(old.database()) or catalog.getCurrentDatabase()
     jvm = internals.active_jvm()
     new = jvm.org.apache.spark.sql.catalyst.TableIdentifier(str(new.table()), jvm.scala.Option.apply(database))
-    watcher = watch_catalog(ctx)
-    taken = watcher.take_change("RENAME", str(database), str(new.table())) if watcher is not None else None
-    if taken is not None:  # read when it happened: whatever ran since does not matter
-        jtable = taken[0]
-        if str(jtable.tableType().name()) == "VIEW":
-            return
-        ds = catalog_table_dataset(ctx, jtable)
-    else:
-        if bool(catalog.tableExists(old)):
-            return  # the rename did not happen (the new name was taken): the action failed
-        ds = _session_table(ctx, new)
-        if ds is None:
-            return
-        jtable = catalog.getTableMetadata(new)
+    renamed = _renamed(ctx, catalog, old, new, str(database))
+    if renamed is None:
+        return
+    ds, jtable = renamed
     if str(jtable.tableType().name()) == "MANAGED":
         namespace, name = file_dataset_id(str(catalog.defaultTablePath(old).toString()))
     else:
@@ -350,6 +340,20 @@ def rename_v1(ctx: Extraction, node: PlanNode) -> None:
     previous: DatasetId = {"namespace": namespace, "name": name}
     ds["previous_identifier"] = previous
     _changed(ctx, ds, "RENAME", _operation(node))
+
+
+def _renamed(ctx: Extraction, catalog: Any, old: Any, new: Any, database: str) -> tuple[Dataset, Any] | None:
+    """The table a RENAME made and its JVM ``CatalogTable``, as the watcher read it when it happened (whatever ran
+    since does not matter), else as the catalog has it now; None for a view or a rename that did not happen."""
+    watcher = watch_catalog(ctx)
+    taken = watcher.take_change("RENAME", database, str(new.table())) if watcher is not None else None
+    if taken is not None:
+        jtable = taken[0]
+        return None if str(jtable.tableType().name()) == "VIEW" else (catalog_table_dataset(ctx, jtable), jtable)
+    if bool(catalog.tableExists(old)):
+        return None  # the rename did not happen (the new name was taken): the action failed
+    ds = _session_table(ctx, new)
+    return None if ds is None else (ds, catalog.getTableMetadata(new))
 
 
 def drop_v1(ctx: Extraction, node: PlanNode) -> None:
