@@ -141,3 +141,21 @@ def test_with_kafka_down_and_the_outbox_full_the_answer_is_503_so_the_producer_k
         answer = post(url, ol_event("full"))
     assert answer.status == 503
     assert "outbox" in answer.json()["error"]
+
+
+def test_a_retried_post_publishes_the_same_event_ids_with_the_real_translation(settings: Settings,
+                                                                               tmp_path: pathlib.Path):
+    """A producer that retries (its answer was lost) posts the same event again: the translation derives the ids
+    from the event, so the copies carry the same ids and consumers drop the second."""
+    from lineagewire.producers.ingest.server import serve
+    from lineagewire.producers.ingest.settings import IngestSettings
+
+    event = ol_event("retried", "COMPLETE")
+    with serve(IngestSettings(port=0, outbox_dir=str(tmp_path / "outbox")), settings) as url:
+        first, again = post(url, event), post(url, gzipped(event), headers={"Content-Encoding": "gzip"})
+    assert (first.status, again.status) == (201, 201)
+    total = messages_on(settings, settings.topics.jobs)
+    got = read_topic(settings, settings.topics.jobs, total)
+    ids = [e["header"]["event_id"] for e in got]
+    assert total >= 2 and len(got) == total and all(ids.count(i) == 2 for i in ids), ids
+    assert {e["header"]["run_id"] for e in got} == {event["run"]["runId"]}
