@@ -114,6 +114,11 @@ def test_dbt_models_arrive_with_their_status_parent_and_lineage(estate: Estate, 
     revenue = [n["name"] for n in outputs.registry("lineage", "downstream", "--namespace", _duckdb(dbt_run),
                                                    f"{dbt_run.db.stem}.main.customer_revenue")["nodes"]]
     assert f"{dbt_run.db.stem}.main.big_customers" in revenue, revenue
+    # and at column level, as dbt-ol's columnLineage says (big_customers.revenue is customer_revenue.revenue)
+    column = outputs.registry("lineage", "upstream", "--namespace", _duckdb(dbt_run),
+                              f"{dbt_run.db.stem}.main.big_customers", "--column", "revenue")["nodes"]
+    assert (f"{dbt_run.db.stem}.main.customer_revenue", "revenue", 1) in {(n["name"], n["field"], n["depth"])
+                                                                          for n in column}, column
 
     got = outputs.openlineage.wait_for(
         lambda evs: sum(e["job"]["namespace"] == NAMESPACE and e["eventType"] in ("COMPLETE", "FAIL")
