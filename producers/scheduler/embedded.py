@@ -76,6 +76,7 @@ class EmbeddedWorkflowScheduler(FiringLoop, WorkflowScheduler):
         self.catalog = catalog
         self.inputs = DbInputs(lambda: self._db) if inputs is True else (inputs or None)
         self._upstream_due = None
+        self._round_reasons = None
         self.url = url
         self.sink = sink if sink is not None else ListSink()
         self.options = options or SchedulerOptions()

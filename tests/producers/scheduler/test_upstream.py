@@ -75,9 +75,9 @@ def make(clock: Clock, db_url: str, inputs: FakeInputs) -> Iterator[Any]:
     catalog = TableCatalog(parse_tables(TABLES))
     made: list[EmbeddedWorkflowScheduler] = []
 
-    def make(sink: ListSink | None = None) -> EmbeddedWorkflowScheduler:
+    def make(sink: ListSink | None = None, lead: float = 0) -> EmbeddedWorkflowScheduler:
         s = EmbeddedWorkflowScheduler(catalog, url=db_url, sink=sink or ListSink(), clock=clock, inputs=inputs,
-                                      options=SchedulerOptions(misfire_grace=5, retry_backoff=1))
+                                      options=SchedulerOptions(misfire_grace=5, retry_backoff=1, lead=lead))
         s.open()
         made.append(s)
         return s
@@ -239,6 +239,21 @@ def test_a_held_refresh_is_announced_once_and_runs_once_on_recovery(make, clock,
     assert kind_of(cmd) == "RefreshCommand" and cmd["command_id"] == r.command_id
     assert s.refresh(r.command_id).status == "QUEUED" and s.refresh(r.command_id).hold_reasons == []
     assert s.tick() == 0
+
+
+def test_a_fire_claimed_ahead_is_checked_when_claimed(make, clock, inputs) -> None:
+    sink = ListSink()
+    s = make(sink, lead=2)
+    s.create_periodic("mart.daily")
+    inputs.holding = [reason()]
+    clock.now = dt.datetime(2026, 1, 1, 5, 59, 59, tzinfo=UTC)
+    assert s.tick() == 0
+    (r,) = s.refreshes(table="mart.daily")
+    assert r.status == "HELD" and [kind_of(e) for e in sink.events] == ["RefreshHeld"]
+    clock.advance(seconds=1)
+    assert s.tick() == 0 and len(sink.events) == 1  # the nominal time came: still held, nothing sent
+    inputs.holding = []
+    assert s.tick() == 1 and sink.events[-1]["command_id"] == r.command_id
 
 
 def test_force_publishes_the_held_refresh_and_a_forced_one_is_never_held(make, clock, inputs) -> None:
