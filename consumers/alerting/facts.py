@@ -672,8 +672,14 @@ class Facts:
                 old = dropped  # dropped and created again by this run: only its columns may have changed
             made = Change(key, obs.namespace, obs.job, run.run_id, obs.at, dict(js.tags))
             change = _change_made(made, ds, fields, old, prev)
-            if change is not None:
+            if change is not None and not (run.ingested and self._made_final(change)):
                 self._add_change(change)
+
+    def _made_final(self, change: Change) -> bool:
+        """Did ``change``'s run make the same change final already? Every event of an OpenLineage run repeats its
+        outputs and their lifecycle change (a DROP on its START and its COMPLETE): reported once, at the end."""
+        return any(c.settled and c.writer_run == change.writer_run and c.ident == change.ident
+                   for c in self.changes.get(change.dataset, []))
 
     def _restore_changes(self, key: str, fields: dict[str, str] | None, life: str | None, obs: Observation,
                          run: RunState) -> dict[str, str] | None:

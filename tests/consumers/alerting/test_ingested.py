@@ -266,3 +266,19 @@ def _writing(job: str, seconds: float) -> list[dict[str, Any]]:
         ev["outputs"][0]["name"] = job
         out.append(ev)
     return out
+
+
+def test_a_drop_that_every_event_of_an_ingested_run_repeats_breaks_its_readers_once() -> None:
+    e = engine({"name": "breaking", "kind": "breaking_change"})
+    feed(e, dbt_run(0, 1) + ingested(*reader_of_customers("report", "orders", 10)))
+    run_id = str(uuid.uuid4())
+    events = [ol("dbt_model_start.json", seconds=100, run_id=run_id),
+              ol("dbt_model_start.json", "RUNNING", seconds=100.5, run_id=run_id),
+              ol("dbt_model_complete.json", seconds=101, run_id=run_id)]
+    for ev in events:  # as openlineage-spark reports a DROP TABLE: on each event of the run
+        ev["outputs"][0]["facets"]["lifecycleStateChange"] = {
+            "_producer": ev["producer"], "lifecycleStateChange": "DROP",
+            "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/LifecycleStateChangeDatasetFacet.json"}
+    # the RUNNING arrives after the end too
+    fired = firing(feed(e, ingested(events[0], events[2], events[1])))
+    assert [(s.labels["change"], s.annotations["breaking_count"]) for s in fired] == [("DROP", "1")]
