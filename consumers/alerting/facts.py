@@ -531,15 +531,20 @@ class Facts:
         still dates its start and leaves their status."""
         spec = event["spec"]
         js.set_tags(spec.get("tags") or {})
-        self._note_job_run(js, run, event.get("status") or "CREATED", at)
-        # sinks declared at creation are written by the run (a streaming query's, a job that names them)
-        for ds in (event.get("lineage") or {}).get("sinks") or []:
-            self.writes.wrote(ds, (run.namespace, run.job), run.run_id, at, finished=False, partition=run.partition)
+        # an OpenLineage START read after its run's later events: the job keeps their status
+        if not (run.ingested and run.status is not None):
+            self._note_job_run(js, run, event.get("status") or "CREATED", at)
+        self._observe_sinks(event, at, run)
         run.job_type = spec.get("job_type") or "BATCH"
         run.created = min(run.created, at)
         run.started = True
         if run.status is None:
             run.status = event.get("status") or "CREATED"
+
+    def _observe_sinks(self, event: dict[str, Any], at: dt.datetime, run: RunState) -> None:
+        """Sinks declared at creation are written by the run (a streaming query's, a job that names them)."""
+        for ds in (event.get("lineage") or {}).get("sinks") or []:
+            self.writes.wrote(ds, (run.namespace, run.job), run.run_id, at, finished=False, partition=run.partition)
 
     def _observe_action(self, event: dict[str, Any], obs: Observation, run: RunState, js: JobState) -> None:
         """An action's lineage: what it read, its outputs' schemas, and the changes its writes made."""

@@ -282,3 +282,16 @@ def test_a_drop_that_every_event_of_an_ingested_run_repeats_breaks_its_readers_o
     # the RUNNING arrives after the end too
     fired = firing(feed(e, ingested(events[0], events[2], events[1])))
     assert [(s.labels["change"], s.annotations["breaking_count"]) for s in fired] == [("DROP", "1")]
+
+
+def test_a_start_read_after_its_runs_failure_leaves_the_job_failed() -> None:
+    facts = Facts()
+    run_id = str(uuid.uuid4())
+    for ev in ingested(ol("dbt_model_fail.json", run_id=run_id), ol("dbt_model_fail.json", "START", run_id=run_id,
+                                                                      seconds=-1)):
+        facts.observe(ev)
+    js = facts.jobs[("dbt", "jaffle_shop.main.broken_model")]
+    # what dataset_stale says of the writer of a stale input: it failed, and why (not "CREATED")
+    assert (js.last_run, js.last_status) == (run_id, "FAILED")
+    assert js.last_error is not None and 'column "nope" not found' in js.last_error
+    assert facts.runs[run_id].created == dt.datetime(2026, 11, 20, 9, 5, 0, 500000, tzinfo=dt.UTC)
