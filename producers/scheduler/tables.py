@@ -47,6 +47,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from . import holds
 from .cron import CronSchedule, zone
 from .exceptions import CronError, TableDeclarationError, UnknownTableError
 from .limits import MAX_CATCHUP_CAP, MAX_CRON, MAX_TABLE, MAX_ZONE
@@ -67,9 +68,9 @@ __all__ = [
 MISFIRE_POLICIES = ("skip", "fire_once", "catch_up")
 TRIGGERS = ("upstream",)
 #: the contract's HoldCondition symbols a table may hold on (OTHER is only what old readers see of new ones)
-HOLD_CONDITIONS = ("UPSTREAM_FAILED", "UPSTREAM_RUNNING", "BREAKING_CHANGE", "INPUT_STALE")
-#: staleness is left out: an input late by its own promise is that input's alert, not a reason to keep old numbers
-DEFAULT_HOLD_ON = ("UPSTREAM_FAILED", "UPSTREAM_RUNNING", "BREAKING_CHANGE")
+HOLD_CONDITIONS: tuple[str, ...] = holds.CONDITIONS
+#: all but staleness (``holds.DEFAULT_HOLD_ON``), in the order reasons are listed
+DEFAULT_HOLD_ON = tuple(c for c in holds.CONDITIONS if c in holds.DEFAULT_HOLD_ON)
 #: the longest debounce, floor or ceiling (a year): longer overflows nothing but means "never"
 MAX_DURATION = 366 * 86_400.0
 #: longest text per field of a declaration (characters); docs/scheduler.md lists them
