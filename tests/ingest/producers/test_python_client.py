@@ -106,13 +106,13 @@ def test_the_python_client_over_its_kafka_transport(estate: Estate, outputs: Out
                             group_id=f"ingest-{uuid.uuid4().hex[:6]}") as (proc, log):
             ok, bad = _emit({"type": "kafka", "topic": ol_topic, "flush": True,
                              "config": {"bootstrap.servers": settings.bootstrap_servers}}, job)
-            # the reader publishes, then commits: the run's last event on lineage.jobs says it has read them all
+            # the failed run's FAIL is the last event the client sent: once the registry has it, the reader has
+            # passed every event on (a partition of one: in order)
             wait_for(lambda: proc.poll() is not None or _in_registry(outputs, job, bad), timeout=90)
             assert proc.poll() is None, log.read_text()[-3000:]
     finally:
         delete_topics(settings, [ol_topic], timeout=20)
     _check_outputs(outputs, job, ok, bad)
-
 
 
 def _in_registry(outputs: Outputs, job: str, run_id: str) -> bool:
