@@ -131,7 +131,7 @@ else
 endif
 
 bench: kafka-jars
-	for b in codec roundtrip activation emitter lineage delivery consumers scheduler scheduler_ha datahub alerting archive registry impact ui; do \
+	for b in codec roundtrip activation emitter lineage delivery consumers scheduler scheduler_ha datahub alerting archive registry impact ui ingest; do \
 	  test -f bench/$$b.py && $(BIN)/python -m bench.$$b || exit 1; done
 
 # docs/settings.md from the settings models and the commands' options (tests/core/test_settings_doc.py checks it).

@@ -79,6 +79,7 @@ MODELS: list[tuple[str, str]] = [
     ("Job registry (`consume registry`, `jobs`, `runs`, `lineage`, `registry serve`, `ui`)",
      "lineagewire.consumers.audit.registry_cli:RegistrySettings"),
     ("Web UI (`ui`)", "lineagewire.consumers.audit.ui.cli:UISettings"),
+    ("OpenLineage in (`ingest openlineage` flags)", "lineagewire.producers.ingest.settings:IngestSettings"),
 ]
 
 #: variables of the process rather than of a service: "module:attribute" of the name -> what it sets

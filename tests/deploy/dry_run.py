@@ -14,6 +14,7 @@ extras is imported. Only the long-running part is replaced, at the one place eac
 * ``scheduler serve``: ``scheduler.service.serve`` returns instead of starting uvicorn (the service, its
   database and its Kafka producer are made first);
 * ``ui``: ``uvicorn.run`` returns (the app is built on the registry's database first).
+* ``ingest openlineage``: ``uvicorn.run`` returns (the receiver's app and its Kafka publisher are built first).
 
 It prints ``dry-run reached <where>`` when it got there, so the test knows the command did not stop early;
 a command that reaches neither is an error here (exit 3), not a silent pass.
@@ -66,7 +67,7 @@ def main(argv: list[str]) -> int:
     _stub_runtime()
     if "scheduler" in argv:
         _stub_scheduler()
-    if "ui" in argv:
+    if "ui" in argv or "ingest" in argv:
         _stub_uvicorn()
     from lineagewire.cli import main as lineagewire_main
 

@@ -177,7 +177,8 @@ def test_each_consuming_service_has_a_consumer_group_of_its_own() -> None:
 
 def test_the_dockerfile_stages_install_what_the_parser_reads() -> None:
     """The parser the next test depends on, on the real Dockerfile and on today's one-line form."""
-    assert STAGES["service"].pip == [[".[consumers,openlineage,datahub,alerting,audit,s3,registry,postgres,scheduler]"]]
+    assert STAGES["service"].pip == [
+        [".[consumers,openlineage,datahub,alerting,audit,s3,registry,postgres,scheduler,ingest]"]]
     assert STAGES["service"].workdir == "/app" and STAGES["service"].python == "3.11"
     assert STAGES["spark"].pip == [[".[consumers,spark]", "pyspark>=4.0,<5"]]
     old = dockerfile_stages('FROM python:3.11-slim\nWORKDIR /app\nCOPY . /app\n'
@@ -259,7 +260,8 @@ def test_each_command_runs_in_a_virtualenv_installed_as_its_image(name: str, ven
     needs_db = "@db:5432/" in repr(svc)
     assert command[0] == "lineagewire", f"{name}: {command}"
     # A dry run parses the same options as --help does and goes on; --help alone where there is none.
-    dry_runnable = "consume" in command or {"scheduler", "serve"} <= set(command) or command[1:2] == ["ui"]
+    dry_runnable = "consume" in command or {"scheduler", "serve"} <= set(command) or command[1:2] == ["ui"] \
+        or command[1:3] == ["ingest", "openlineage"]
     if not dry_runnable or (needs_db and compose_db is None):
         helped = _run(venv, [str(venv / "bin" / command[0]), *command[1:], "--help"], env, tmp_path)
         assert helped.returncode == 0 and "Usage:" in helped.stdout, f"{name}: {' '.join(command)} --help\n" \
