@@ -21,6 +21,7 @@ import importlib.util
 import json
 import logging
 import os
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -110,11 +111,36 @@ def run(ingest: IngestSettings, settings: Settings, *, log_level: str = "warning
         return None
     app = build(ingest, settings)
     tune_gc()
-    try:
-        uvicorn.run(app, **options)
-    finally:
-        app.sink.close()
+    server = uvicorn.Server(uvicorn.Config(app, **options))
+    with _stop_signals_noted(server):
+        try:
+            server.run()
+        finally:
+            app.sink.close()
+    if not server.started and not server.should_exit:
+        raise ConfigError(f"the OpenLineage receiver could not serve on {ingest.host}:{ingest.port} (see uvicorn's "
+                          "error above); expected a free port on an address of this machine")
     return app
+
+
+@contextlib.contextmanager
+def _stop_signals_noted(server: Any) -> Iterator[None]:
+    """SIGINT and SIGTERM stop ``server`` and are otherwise only noted, while it serves and the sink flushes.
+
+    uvicorn handles the signal while it serves (it stops), then raises it again once it has stopped, under the
+    handlers that were in place before it started: Python's would end the process there (SIGTERM: killed;
+    SIGINT: KeyboardInterrupt), before the sink is flushed and the command reports. These let ``run`` return,
+    so a stop is a clean exit 0 with nothing in flight lost; one that comes before uvicorn listens stops it too."""
+    def stop(sig: int, _frame: Any) -> None:
+        log.debug("signal %d: the receiver stops, flushes and exits", sig)
+        server.should_exit = True
+
+    noted = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in noted.items():
+            signal.signal(sig, handler)
 
 
 def worker_app() -> ReceiverApp:

@@ -60,3 +60,31 @@ def _answers(url: str) -> bool:
         return post(url, b"", method="GET", path="/healthz").status == 200
     except OSError:
         return False
+
+
+def test_one_receiver_process_stops_on_sigterm_after_flushing_and_exits_0(
+        settings: Settings, tmp_path: pathlib.Path) -> None:
+    # uvicorn raises the SIGTERM it handled again once it stopped: the command must still flush, report and exit 0
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LINEAGEWIRE_") or k == "LINEAGEWIRE_HOME"}
+    env.update(LINEAGEWIRE_KAFKA__BOOTSTRAP_SERVERS=settings.bootstrap_servers,
+               LINEAGEWIRE_KAFKA__TOPICS__JOBS=settings.topics.jobs, LINEAGEWIRE_INGEST__PORT=str(port),
+               LINEAGEWIRE_INGEST__OUTBOX_DIR=str(tmp_path / "ob"))
+    proc = subprocess.Popen([sys.executable, "-m", "lineagewire", "ingest", "openlineage"], cwd=tmp_path, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: _answers(url), timeout=60, every=0.1)
+        taken = [post(url, ol_event("one-process", "START")) for _ in range(3)]
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        err = proc.communicate(timeout=10)[1]
+    assert [a.status for a in taken] == [201] * 3
+    assert proc.returncode == 0, err[-2000:]
+    # the stopped line comes after the sink closed: every message (JobCreated + RUNNING per START) confirmed by
+    # Kafka, none left behind in the outbox
+    assert "stopped; 3 request(s) taken, 0 refused; {'delivered': 6, 'spooled': 0, 'in_outbox': 0}" in err, err[-2000:]
+    assert len(read_topic(settings, settings.topics.jobs, 6)) == 6
