@@ -57,6 +57,7 @@ from lineagewire.schemas.events import (
 from lineagewire.schemas.openlineage import DERIVED, STATUS_OF_EVENT_TYPE, diff, origin_text, regenerate
 
 from .exceptions import TranslationError
+from .file_reads import relocate_file_reads
 
 __all__ = ["INGEST_NAMESPACE", "OpenLineageTranslator", "sequence_of", "static_run_id"]
 
@@ -97,11 +98,11 @@ class OpenLineageTranslator:
             raise TranslationError("$", f"got {type(event).__name__}; expected a JSON object (an OpenLineage event)")
         try:
             if "run" in event:
-                return _Event(event, "RunEvent").run_event()
+                return _Event(relocate_file_reads(event), "RunEvent").run_event()
             if "dataset" in event:
                 return _Event(event, "DatasetEvent").static_event()
             if "job" in event:
-                return _Event(event, "JobEvent").static_event()
+                return _Event(relocate_file_reads(event), "JobEvent").static_event()
         except TranslationError:
             raise
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:

@@ -74,21 +74,20 @@ def _only_run(outputs: Outputs, job: str) -> str:
     return runs[0]["run_id"]  # type: ignore[no-any-return]
 
 
-# First in the module: a session fixture's teardown error lands on the session's last test, where an xfail
-# would take it for the expected failure.
-@pytest.mark.xfail(strict=True, reason="openlineage-dbt names dbt-duckdb's source by its relation "
-                   "(duckdb:///…/orders.duckdb orders.main.orders), not by its external location, the Parquet "
-                   "folder openlineage-spark wrote (file /…/lake/orders): nothing maps one to the other yet")
 def test_the_dbt_model_reading_the_spark_output_is_downstream_of_the_spark_job(outputs: Outputs,
                                                                               orders_landed: SparkRun,
                                                                               dbt_run: DbtRun) -> None:
     """openlineage-spark names the Parquet folder (file, /…/lake/orders); openlineage-dbt names dbt-duckdb's
-    source by its relation (duckdb:///…/orders.duckdb, orders.main.orders), though the source's external
-    location is that folder: unless one of them is mapped to the other, the graph breaks between Spark and dbt."""
+    source by its relation (duckdb:///…/orders.duckdb, orders.main.orders), and the SQL reads the folder
+    (read_parquet): the translation names the input as the folder, so the graph goes on from Spark to dbt."""
     outputs.settle()
     nodes = outputs.registry("lineage", "downstream", str(orders_landed.orders))["nodes"]
     names = [n["name"] for n in nodes]
     assert f"{dbt_run.db.stem}.main.customer_revenue" in names, names
+    # and at column level: dbt's column lineage named the table function (read_parquet), now the folder
+    column = outputs.registry("lineage", "upstream", "--namespace", _duckdb(dbt_run),
+                              f"{dbt_run.db.stem}.main.customer_revenue", "--column", "revenue")["nodes"]
+    assert (str(orders_landed.orders), "amount", 1) in {(n["name"], n["field"], n["depth"]) for n in column}, column
 
 
 def test_dbt_models_arrive_with_their_status_parent_and_lineage(estate: Estate, outputs: Outputs,
