@@ -483,8 +483,8 @@ class Facts:
         return js
 
     def observe(self, event: dict[str, Any], partition: str | None = None) -> Observation | None:
-        """Fold ``event`` (read from ``partition``, when known) in; None when the run has seen this sequence number
-        already (a redelivery)."""
+        """Fold ``event`` (read from ``partition``, when known) in; None when the run has folded it in already (a
+        redelivery: the same sequence number, or for an ingested event the same id)."""
         h = event["header"]
         kind = kind_of(event)
         at = event.get("transition_time") or h["event_time"]
@@ -497,7 +497,7 @@ class Facts:
 
     def _observe_run(self, event: dict[str, Any], kind: str, js: JobState, at: dt.datetime,
                      partition: str | None) -> Observation | None:
-        """Fold in an event of a run (not a refresh command); None for a sequence number it has seen."""
+        """Fold in an event of a run (not a refresh command); None for an event it has folded in already."""
         h = event["header"]
         ns, name, run_id = h["job_namespace"], h["job_name"], h["run_id"]
         run = self.runs.get(run_id)
