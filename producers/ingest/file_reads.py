@@ -57,17 +57,19 @@ def relocate_file_reads(ev: dict[str, Any]) -> dict[str, Any]:
     if not inputs or not isinstance(inputs, list) or query is None or not _MENTION.search(query):
         return ev
     scanned = _scan(query)
-    if scanned is None:
-        return ev
-    reads, tables = scanned
-    renamed = _pair(inputs, reads, tables)
+    renamed = _pair(inputs, *scanned) if scanned is not None else None
     if not renamed:
         return ev
-    # column lineage may name the function instead of the relation: only a function read once is unambiguous
+    return _rewritten(ev, renamed, _by_function(scanned[0], renamed))  # type: ignore[index]
+
+
+def _by_function(reads: list[_Read], renamed: dict[Target, list[Target]]) -> ByFunction:
+    """Column lineage may name the table function instead of the relation: a function called once, whose read was
+    paired, in the namespace of a paired input."""
     functions = [r.function for r in reads]
-    by_function = {(ns, r.function): r.targets for r in reads for ns in {ns for ns, _name in renamed}
-                   if functions.count(r.function) == 1 and r.targets in renamed.values()}
-    return _rewritten(ev, renamed, by_function)
+    namespaces = {ns for ns, _name in renamed}
+    return {(ns, r.function): r.targets for r in reads for ns in namespaces
+            if functions.count(r.function) == 1 and r.targets in renamed.values()}
 
 
 def _query(job: Any) -> str | None:
@@ -107,11 +109,17 @@ def _read(func: Any) -> _Read | None:
     name = (func.name if isinstance(func, exp.Anonymous) else func.sql_name()).lower()
     if name not in FILE_FUNCTIONS:
         return None
+    targets = [dataset_id(_folder(p)) for p in _paths(func) if _located(p)]
+    return _Read(name, targets) if targets else None
+
+
+def _paths(func: Any) -> list[str]:
+    """The path or list of paths a file function is called with (its first argument)."""
+    from sqlglot import exp
+
     first = func.this if isinstance(func.this, exp.Expression) else next(iter(func.expressions), None)
     literals = first.expressions if isinstance(first, exp.Array) else [first]
-    paths = [lit.this for lit in literals if isinstance(lit, exp.Literal) and lit.is_string]
-    targets = [dataset_id(_folder(p)) for p in paths if _located(p)]
-    return _Read(name, targets) if targets else None
+    return [lit.this for lit in literals if isinstance(lit, exp.Literal) and lit.is_string]
 
 
 def _located(path: str) -> bool:
@@ -138,14 +146,19 @@ def _folder_name(name: str) -> str:
     return name.rstrip("/").rsplit("/", 1)[-1].split(".", 1)[0].lower()
 
 
+def _ident(d: Any) -> Target | None:
+    if isinstance(d, dict) and isinstance(d.get("namespace"), str) and isinstance(d.get("name"), str):
+        return d["namespace"], d["name"]
+    return None
+
+
 def _pair(inputs: list[Any], reads: list[_Read], tables: set[str]) -> dict[Target, list[Target]]:
     """(namespace, name) of each input the SQL reads in place -> the datasets it reads."""
-    left = [(d["namespace"], d["name"]) for d in inputs if isinstance(d, dict) and isinstance(d.get("namespace"), str)
-            and isinstance(d.get("name"), str) and _table_of(d["name"]) not in tables]
+    left = [i for i in map(_ident, inputs) if i is not None and _table_of(i[1]) not in tables]
     free = list(reads)
     renamed: dict[Target, list[Target]] = {}
     for ident in list(left):
-        read = next((r for r in free if any(_folder_name(n) == _table_of(ident[1]) for _ns, n in r.targets)), None)
+        read = _read_of_folder(free, _table_of(ident[1]))
         if read is not None:
             renamed[ident] = read.targets
             free.remove(read)
@@ -155,10 +168,16 @@ def _pair(inputs: list[Any], reads: list[_Read], tables: set[str]) -> dict[Targe
     return renamed
 
 
+def _read_of_folder(reads: list[_Read], table: str) -> _Read | None:
+    """The read of a folder named as the table (dbt-duckdb's ``external_location`` says ``{name}``)."""
+    return next((r for r in reads if any(_folder_name(n) == table for _ns, n in r.targets)), None)
+
+
 def _rewritten(ev: dict[str, Any], renamed: dict[Target, list[Target]], by_function: ByFunction) -> dict[str, Any]:
     inputs: list[Any] = []
     for d in ev["inputs"]:
-        targets = renamed.get((d.get("namespace"), d.get("name"))) if isinstance(d, dict) else None
+        ident = _ident(d)
+        targets = renamed.get(ident) if ident is not None else None
         inputs += [d] if targets is None else [_as_file(d, t, ev.get("producer")) for t in targets]
     outputs = [_mapped_output(d, renamed, by_function) if isinstance(d, dict) else d
                for d in ev.get("outputs") or []]
@@ -169,7 +188,8 @@ def _as_file(d: dict[str, Any], target: Target, producer: Any) -> dict[str, Any]
     """The input ``d`` named ``target``, its first name a symlink (kept first among the symlinks it had)."""
     facets = dict(d.get("facets") or {})
     first = next((f.get("_producer") for f in facets.values() if isinstance(f, dict)), None)
-    symlinks = facets.get("symlinks") if isinstance(facets.get("symlinks"), dict) else {
+    had = facets.get("symlinks")
+    symlinks: dict[str, Any] = had if isinstance(had, dict) else {
         "_producer": first or producer, "_schemaURL": FACET_URLS["symlinks"], "identifiers": []}
     facets["symlinks"] = {**symlinks, "identifiers": [
         {"namespace": d["namespace"], "name": d["name"], "type": "TABLE"}, *(symlinks.get("identifiers") or [])]}
@@ -179,9 +199,9 @@ def _as_file(d: dict[str, Any], target: Target, producer: Any) -> dict[str, Any]
 def _mapped_output(d: dict[str, Any], renamed: dict[Target, list[Target]], by_function: ByFunction
                    ) -> dict[str, Any]:
     facets = d.get("facets")
-    lineage = facets.get("columnLineage") if isinstance(facets, dict) else None
-    if not isinstance(lineage, dict):
+    if not isinstance(facets, dict) or not isinstance(facets.get("columnLineage"), dict):
         return d
+    lineage: dict[str, Any] = facets["columnLineage"]
     fields = lineage.get("fields")
     mapped = dict(lineage)
     if isinstance(fields, dict):
@@ -190,7 +210,7 @@ def _mapped_output(d: dict[str, Any], renamed: dict[Target, list[Target]], by_fu
                             for name, spec in fields.items()}
     if isinstance(lineage.get("dataset"), list):
         mapped["dataset"] = _mapped_inputs(lineage["dataset"], renamed, by_function)
-    return {**d, "facets": {**facets, "columnLineage": mapped}}  # type: ignore[dict-item]
+    return {**d, "facets": {**facets, "columnLineage": mapped}}
 
 
 def _mapped_inputs(fields: list[Any], renamed: dict[Target, list[Target]], by_function: ByFunction) -> list[Any]:
@@ -199,8 +219,7 @@ def _mapped_inputs(fields: list[Any], renamed: dict[Target, list[Target]], by_fu
         if not isinstance(f, dict):
             out.append(f)
             continue
-        ns, name = f.get("namespace"), f.get("name")
-        targets = renamed.get((ns, name)) or (
-            by_function.get((ns, name.lower())) if isinstance(ns, str) and isinstance(name, str) else None)
+        ident = _ident(f)
+        targets = None if ident is None else renamed.get(ident) or by_function.get((ident[0], ident[1].lower()))
         out += [f] if not targets else [{**f, "namespace": ns, "name": n} for ns, n in targets]
     return out
