@@ -42,6 +42,8 @@ _FACET_PLACES = (("run", "facets"), ("job", "facets"), ("dataset", "facets"))
 _DATASET_FACETS = (("inputs", ("facets", "inputFacets")), ("outputs", ("facets", "outputFacets")))
 #: formats taken as any string (see the module docstring)
 _LENIENT_FORMATS = {"uri": lambda _value: True}
+#: facet URLs remembered at most (producers send a few; a client inventing one per event must not grow it)
+_MAX_URLS = 4096
 #: errors named per event at most: the first ones tell the producer what to fix
 _MAX_ERRORS = 10
 
@@ -86,6 +88,7 @@ class SpecValidator:
 
         self._events = {kind: compiled(f"{_SPEC_ID}#/$defs/{kind}") for kind in EVENT_KINDS}
         self._facets: dict[str, Any] = {}
+        self._by_url: dict[str, Any] = {}
         for d in docs[1:]:
             name = d["$id"].rsplit("/", 1)[-1].removesuffix(".json")
             if name in d.get("$defs", {}):
@@ -109,15 +112,17 @@ class SpecValidator:
         return [f"{m} (spec {kind})" for m in found[:_MAX_ERRORS]]
 
     def _facets_valid(self, event: dict[str, Any]) -> bool:
-        return all(v.is_valid(facet) for _where, v, facet in self._named_facets(event))
+        # the common case: no paths formatted
+        return all(v.is_valid(facet) for _where, v, facet in self._named_facets(event, paths=False))
 
-    def _named_facets(self, event: dict[str, Any]) -> list[tuple[str, Any, Any]]:
-        """(path, validator, facet) of every facet of ``event`` that names a spec facet."""
+    def _named_facets(self, event: dict[str, Any], *, paths: bool = True) -> list[tuple[str, Any, Any]]:
+        """(path, validator, facet) of every facet of ``event`` that names a spec facet (path "" unless
+        ``paths``)."""
         found: list[tuple[str, Any, Any]] = []
         for owner, key in _FACET_PLACES:
             part = event.get(owner)
             if isinstance(part, dict):
-                self._collect(found, f"{owner}/{key}", part.get(key))
+                self._collect(found, f"{owner}/{key}" if paths else "", part.get(key), paths)
         for side, keys in _DATASET_FACETS:
             datasets = event.get(side)
             if not isinstance(datasets, list):
@@ -125,16 +130,30 @@ class SpecValidator:
             for i, ds in enumerate(datasets):
                 if isinstance(ds, dict):
                     for key in keys:
-                        self._collect(found, f"{side}/{i}/{key}", ds.get(key))
+                        self._collect(found, f"{side}/{i}/{key}" if paths else "", ds.get(key), paths)
         return found
 
-    def _collect(self, found: list[tuple[str, Any, Any]], where: str, facets: Any) -> None:
+    def _collect(self, found: list[tuple[str, Any, Any]], where: str, facets: Any, paths: bool) -> None:
         if not isinstance(facets, dict):
             return
         for key, facet in facets.items():
-            validator = self._facets.get(_facet_name(facet) or "")
+            validator = self._facet_validator(facet)
             if validator is not None and not facet.get("_deleted"):
-                found.append((f"{where}/{key}", validator, facet))
+                found.append((f"{where}/{key}" if paths else "", validator, facet))
+
+    def _facet_validator(self, facet: Any) -> Any:
+        """The validator of the spec facet ``facet``'s ``_schemaURL`` names, if any; by URL, since a producer's
+        facets name the same few URLs in every event."""
+        url = facet.get("_schemaURL") if isinstance(facet, dict) else None
+        if not isinstance(url, str):
+            return None
+        try:
+            return self._by_url[url]
+        except KeyError:
+            validator = self._facets.get(_facet_name(facet) or "")
+            if len(self._by_url) < _MAX_URLS:
+                self._by_url[url] = validator
+            return validator
 
 
 def _path(parts: Any, lead: str = "") -> str:

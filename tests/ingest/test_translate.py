@@ -314,3 +314,19 @@ def test_a_value_that_is_not_an_event_is_refused() -> None:
         TRANSLATOR.translate([])  # type: ignore[arg-type]
     with pytest.raises(TranslationError, match="has none of run, job, dataset"):
         TRANSLATOR.translate({"eventTime": "2026-11-20T00:00:00Z", "producer": "https://x"})
+
+
+def test_event_ids_are_the_uuid5_of_the_event_digest_and_slot() -> None:
+    # the ids are made without uuid.UUID (a few µs per contract event): they must stay uuid5's, forever
+    import hashlib
+    import uuid
+
+    from lineagewire.producers.ingest.translate import INGEST_NAMESPACE
+
+    ev = corpus("dbt_model_start")
+    run, job = ev["run"], ev["job"]
+    identity = json.dumps((run["runId"], ev["eventType"], ev["eventTime"], job["namespace"], job["name"], None,
+                           None))
+    digest = hashlib.sha256(identity.encode()).hexdigest()
+    assert [e["header"]["event_id"] for e in TRANSLATOR.translate(ev)] == [
+        str(uuid.uuid5(INGEST_NAMESPACE, f"{digest}/{slot}")) for slot in range(3)]
