@@ -40,6 +40,8 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import orjson
+
 from lineagewire.schemas import action_lineage, dataset, header, job_created, job_spec, job_status_changed
 from lineagewire.schemas.events import (
     ColumnLineage,
@@ -54,7 +56,14 @@ from lineagewire.schemas.events import (
     SchemaField,
     Transformation,
 )
-from lineagewire.schemas.openlineage import DERIVED, STATUS_OF_EVENT_TYPE, diff, origin_text, regenerate
+from lineagewire.schemas.openlineage import (
+    DERIVED,
+    ORIGIN_VERSION,
+    STATUS_OF_EVENT_TYPE,
+    diff,
+    origin_text,
+    regenerate,
+)
 
 from .exceptions import TranslationError
 from .file_reads import relocate_file_reads
@@ -206,9 +215,23 @@ class _Event:
             event["header"]["openlineage"] = DERIVED
         last = out[-1]
         facet_producer = _facet_producer(self.ev)
-        last["header"]["openlineage"] = origin_text(
+        last["header"]["openlineage"] = _origin_text(
             self.kind, diff(self.ev, regenerate(last, self.kind, facet_producer)), facet_producer)
         return out
+
+
+def _origin_text(kind: str, patch: Any, facet_producer: str | None) -> str:
+    """``origin_text``'s JSON, written by orjson (a tenth of the time of ``json.dumps`` with sorted keys: about
+    10 µs of every event). The same text for the same patch, and ``origin_text``'s for the corpus (the tests
+    compare them); a float may be spelt otherwise (``1e16`` for ``1e+16``), the same JSON value. What orjson does
+    not write (an integer past 64 bits, a lone surrogate) goes to ``origin_text``."""
+    found: dict[str, Any] = {"v": ORIGIN_VERSION, "kind": kind, "patch": patch}
+    if facet_producer is not None:
+        found["facetProducer"] = facet_producer
+    try:
+        return orjson.dumps(found, option=orjson.OPT_SORT_KEYS).decode()
+    except orjson.JSONEncodeError:
+        return origin_text(kind, patch, facet_producer)
 
 
 # -- fields ------------------------------------------------------------------------------------------
