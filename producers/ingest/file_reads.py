@@ -18,6 +18,7 @@ whose SQL sqlglot cannot parse, is given back as it came (the same object).
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from typing import Any
@@ -63,7 +64,7 @@ def relocate_file_reads(ev: dict[str, Any]) -> dict[str, Any]:
     return _rewritten(ev, renamed, _by_function(scanned[0], renamed))  # type: ignore[index]
 
 
-def _by_function(reads: list[_Read], renamed: dict[Target, list[Target]]) -> ByFunction:
+def _by_function(reads: tuple[_Read, ...], renamed: dict[Target, list[Target]]) -> ByFunction:
     """Column lineage may name the table function instead of the relation: a function called once, whose read was
     paired, in the namespace of a paired input."""
     functions = [r.function for r in reads]
@@ -79,9 +80,11 @@ def _query(job: Any) -> str | None:
     return query if isinstance(query, str) else None
 
 
-def _scan(query: str) -> tuple[list[_Read], set[str]] | None:
+@functools.lru_cache(maxsize=256)
+def _scan(query: str) -> tuple[tuple[_Read, ...], frozenset[str]] | None:
     """The file reads of ``query`` and the (lower-case) names of the tables it names; None when it does not
-    parse as DuckDB SQL."""
+    parse as DuckDB SQL. Remembered for the last queries: a run's START and COMPLETE carry the same SQL, and
+    parsing it takes about half a millisecond."""
     import sqlglot
     from sqlglot import exp
     from sqlglot.errors import SqlglotError
@@ -100,7 +103,7 @@ def _scan(query: str) -> tuple[list[_Read], set[str]] | None:
                 reads.append(read)
         elif table.name:
             tables.add(table.name.lower())
-    return reads, tables
+    return tuple(reads), frozenset(tables)
 
 
 def _read(func: Any) -> _Read | None:
@@ -152,7 +155,7 @@ def _ident(d: Any) -> Target | None:
     return None
 
 
-def _pair(inputs: list[Any], reads: list[_Read], tables: set[str]) -> dict[Target, list[Target]]:
+def _pair(inputs: list[Any], reads: tuple[_Read, ...], tables: frozenset[str]) -> dict[Target, list[Target]]:
     """(namespace, name) of each input the SQL reads in place -> the datasets it reads."""
     left = [i for i in map(_ident, inputs) if i is not None and _table_of(i[1]) not in tables]
     free = list(reads)
