@@ -30,7 +30,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import logging
-import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -38,7 +37,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import sqlalchemy as sa
 from sqlalchemy.exc import SQLAlchemyError
 
-from lineagewire.consumers.runtime import ConsumerRuntime, Handler, OutputError, Record, RetryPolicy, RunStats
+from lineagewire.consumers.runtime import Handler, OutputError, Record, RetryPolicy
 from lineagewire.db import insert_ignore
 from lineagewire.schemas import kind_of, utcnow
 
@@ -46,6 +45,7 @@ from .holds import HEALTH_OF, conditions, when
 from .sqlreads import QueryInputsError, normalize_table, query_reads, query_tables
 from .store import Micros, metadata
 from .tables import MaterializedTable
+from .tracking import Tracker
 
 if TYPE_CHECKING:
     from lineagewire.config import Settings
@@ -755,46 +755,23 @@ def writes_after(conn: sa.Connection, table: MaterializedTable, after: dt.dateti
 # -- the tracker ---------------------------------------------------------------------------------
 
 
-class InputTracker:
-    """Runs ``InputsHandler`` on ``ConsumerRuntime`` in a background thread, and answers for its database.
+class InputTracker(Tracker):
+    """Runs ``InputsHandler`` on ``ConsumerRuntime`` in a background thread (``tracking.Tracker``), and answers for
+    its database.
 
     ``engine``: the scheduler's database, already upgraded (``EmbeddedWorkflowScheduler.open`` does it).
-    ``metrics_port``: /metrics (with the consumer lag) and /healthz on 127.0.0.1 (0 = any free port, None = off).
-    ``retry``: backoff while the database is unavailable (default: retry until it is back).
     """
+
+    what = "input tracking"
 
     def __init__(self, settings: Settings, engine: sa.Engine, *, group_id: str = "lineagewire-scheduler-inputs",
                  metrics_port: int | None = None, retry: RetryPolicy | None = None,
                  consumer_config: dict[str, Any] | None = None, clock: Callable[[], dt.datetime] = utcnow,
                  retention: dt.timedelta = dt.timedelta(days=7)) -> None:
+        super().__init__(settings, InputsHandler(engine, clock=clock, retention=retention), group_id=group_id,
+                         thread_name="lineagewire-scheduler-inputs", metrics_port=metrics_port, retry=retry,
+                         consumer_config=consumer_config)
         self.engine = engine
-        self.handler = InputsHandler(engine, clock=clock, retention=retention)
-        self.runtime = ConsumerRuntime(settings, self.handler, topics=[settings.topics.jobs], group_id=group_id,
-                                       retry=retry or RetryPolicy(initial=0.5, maximum=30.0),
-                                       metrics_port=metrics_port, consumer_config=consumer_config)
-        self._thread: threading.Thread | None = None
-        self._failed: BaseException | None = None
-
-    def start(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="lineagewire-scheduler-inputs", daemon=True)
-            self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            self.runtime.run()
-        except BaseException as exc:  # noqa: BLE001 - logged; /health shows the tracker stopped
-            self._failed = exc
-            log.exception("input tracking on %s stopped", ", ".join(self.runtime.topics))
-
-    def stop(self, timeout: float = 60.0) -> None:
-        """Finish the event in hand (or leave it uncommitted if the database is still down), commit, stop."""
-        if self._thread is not None:
-            self.runtime.stop()
-            self._thread.join(timeout)
-            if self._thread.is_alive():
-                log.warning("input tracking did not stop within %.0fs", timeout)
-            self._thread = None
 
     # -- reads ------------------------------------------------------------------------------------
 
@@ -810,14 +787,6 @@ class InputTracker:
     # -- state ------------------------------------------------------------------------------------
 
     @property
-    def applied(self) -> int:
-        return self.handler.applied
-
-    @property
-    def stats(self) -> RunStats:
-        return self.runtime.stats
-
-    @property
     def lag(self) -> int:
         """Messages of ``lineage.jobs`` not handled yet, over this member's partitions (the metric's sum)."""
         total = 0.0
@@ -826,14 +795,3 @@ class InputTracker:
                 total += sum(s.value for s in metric.samples)
         return int(total)
 
-    @property
-    def alive(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
-    @property
-    def failed(self) -> BaseException | None:
-        return self._failed
-
-    @property
-    def metrics_address(self) -> tuple[str, int] | None:
-        return self.runtime.metrics_address

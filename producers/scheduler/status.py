@@ -22,15 +22,15 @@ share the group: the database is shared, the partitions are split.
 from __future__ import annotations
 
 import logging
-import threading
 from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
 from lineagewire.config import Settings
-from lineagewire.consumers.runtime import ConsumerRuntime, Handler, OutputError, Record, RetryPolicy, RunStats
+from lineagewire.consumers.runtime import Handler, OutputError, Record, RetryPolicy
 
 from .embedded import EmbeddedWorkflowScheduler
+from .tracking import Tracker
 
 log = logging.getLogger(__name__)
 
@@ -61,56 +61,14 @@ class StatusHandler(Handler):
         return 1
 
 
-class StatusTracker:
-    """Runs ``StatusHandler`` on ``ConsumerRuntime`` in a background thread.
+class StatusTracker(Tracker):
+    """Runs ``StatusHandler`` on ``ConsumerRuntime`` in a background thread (``tracking.Tracker``)."""
 
-    ``metrics_port``: /metrics and /healthz of the runtime on 127.0.0.1 (0 = any free port, None = off).
-    ``retry``: backoff while the database is unavailable (default: retry until it is back).
-    """
+    what = "refresh status tracking"
 
     def __init__(self, settings: Settings, scheduler: EmbeddedWorkflowScheduler, *,
                  group_id: str = "lineagewire-scheduler-status", metrics_port: int | None = None,
                  retry: RetryPolicy | None = None, consumer_config: dict[str, Any] | None = None) -> None:
-        self.handler = StatusHandler(scheduler)
-        self.runtime = ConsumerRuntime(settings, self.handler, topics=[settings.topics.jobs], group_id=group_id,
-                                       retry=retry or RetryPolicy(initial=0.5, maximum=30.0),
-                                       metrics_port=metrics_port, consumer_config=consumer_config)
-        self._thread: threading.Thread | None = None
-        self._failed: BaseException | None = None
-
-    def start(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="lineagewire-scheduler-status", daemon=True)
-            self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            self.runtime.run()
-        except BaseException as exc:  # noqa: BLE001 - logged; /health shows the tracker stopped
-            self._failed = exc
-            log.exception("refresh status tracking on %s stopped", ", ".join(self.runtime.topics))
-
-    def stop(self, timeout: float = 60.0) -> None:
-        """Finish the event in hand (or leave it uncommitted if the database is still down), commit, stop."""
-        if self._thread is not None:
-            self.runtime.stop()
-            self._thread.join(timeout)
-            if self._thread.is_alive():
-                log.warning("refresh status tracking did not stop within %.0fs", timeout)
-            self._thread = None
-
-    @property
-    def applied(self) -> int:
-        return self.handler.applied
-
-    @property
-    def stats(self) -> RunStats:
-        return self.runtime.stats
-
-    @property
-    def alive(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
-    @property
-    def metrics_address(self) -> tuple[str, int] | None:
-        return self.runtime.metrics_address
+        super().__init__(settings, StatusHandler(scheduler), group_id=group_id,
+                         thread_name="lineagewire-scheduler-status", metrics_port=metrics_port, retry=retry,
+                         consumer_config=consumer_config)
