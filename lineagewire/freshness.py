@@ -38,13 +38,13 @@ import re
 import zoneinfo
 from collections.abc import Iterable
 from typing import Any
-from urllib.parse import urlsplit
 
 import yaml
 from croniter import croniter
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .exceptions import ConfigError
+from .schemas.naming import file_dataset_id
 
 __all__ = [
     "Promise", "Promises", "dataset_id", "load_promises", "parse_duration", "parse_promises",
@@ -52,8 +52,6 @@ __all__ = [
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h|d|w)?\s*$")
 _UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0, None: 1.0}
-_OBJECT_STORES = {"s3": "s3", "s3a": "s3", "s3n": "s3", "gs": "gs"}
-_NO_LEADING_SLASH = {"s3", "gs", "abfs", "abfss", "wasb", "wasbs"}
 #: the longest freshness accepted (a year): larger values overflow date arithmetic
 MAX_SECONDS = 366 * 86_400.0
 
@@ -76,21 +74,9 @@ def parse_duration(value: Any, what: str = "duration") -> float:
 
 
 def dataset_id(uri: str) -> tuple[str, str]:
-    """``(namespace, name)`` of a path or URI as the emitter names it (``file:/tmp/x`` is ``file`` +
-    ``/tmp/x``, ``s3a://b/k`` is ``s3://b`` + ``k``); the emitter's own naming is in
-    ``lineagewire.producers.spark.lineage.naming``, which the core may not import."""
-    text = "file:" + uri if uri.startswith("/") else uri
-    parts = urlsplit(text)
-    scheme = parts.scheme.lower()
-    path = parts.path or "/"
-    if len(path) > 1:
-        path = path.rstrip("/")
-    if scheme in ("", "file"):
-        return "file", path
-    scheme = _OBJECT_STORES.get(scheme, scheme)
-    if scheme in _NO_LEADING_SLASH:
-        return f"{scheme}://{parts.netloc}", path.lstrip("/")
-    return f"{scheme}://{parts.netloc.rsplit('@', 1)[-1]}", path
+    """``(namespace, name)`` of a path or URI as the emitter names it (``file:/tmp/x`` is ``file`` + ``/tmp/x``,
+    ``s3a://b/k`` is ``s3://b`` + ``k``): the contract's ``file_dataset_id``, which the emitter uses too."""
+    return file_dataset_id(uri)
 
 
 def _is_uri(text: str) -> bool:

@@ -15,12 +15,12 @@ import datetime as dt
 import json
 from collections.abc import Iterable
 from typing import Any
-from urllib.parse import urlsplit
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from lineagewire.exceptions import ConfigError
+from lineagewire.schemas.naming import file_dataset_id
 
 from . import registry_model as m
 from . import run_diff as rd
@@ -29,8 +29,6 @@ from .registry_producer import producer_info, producer_label
 __all__ = ["DEFAULT_DEPTH", "NotFoundError", "child_runs", "compute_run_diff", "dataset_detail", "dataset_lifecycle",
            "job_history", "job_runs", "lineage", "list_jobs", "resolve_dataset", "run_detail", "run_diff"]
 
-_OBJECT_STORES = {"s3": "s3", "s3a": "s3", "s3n": "s3", "gs": "gs", "abfs": "abfs", "abfss": "abfss",
-                  "wasb": "wasb", "wasbs": "wasbs"}
 _CHUNK = 500
 #: hops ``lineage`` follows unless told otherwise: enough for the usual question (what does this feed, and
 #: what do those feed), bounded so that a wide graph answers in milliseconds, not with most of the graph
@@ -50,23 +48,16 @@ def _utc(value: Any) -> str | None:
 
 
 def _candidates(text: str, namespace: str | None) -> list[tuple[str, str]]:
-    """(namespace, name) pairs ``text`` may mean, following the OpenLineage naming the emitter uses."""
+    """(namespace, name) pairs ``text`` may mean: a path or URI named as the emitter names it (for a scheme it does
+    not know, with and without the path's leading slash)."""
     if namespace is not None:
         return [(namespace, text)]
-    out: list[tuple[str, str]] = []
-    if text.startswith("/"):
-        out.append(("file", text.rstrip("/") or "/"))
-    elif "://" in text or text.startswith("file:"):
-        parts = urlsplit(text)
-        scheme, path = parts.scheme.lower(), parts.path.rstrip("/") or "/"
-        if scheme == "file":
-            out.append(("file", path))
-        elif scheme in _OBJECT_STORES:
-            out.append((f"{_OBJECT_STORES[scheme]}://{parts.netloc}", path.lstrip("/")))
-        else:
-            out.append((f"{scheme}://{parts.netloc.rsplit('@', 1)[-1]}", path))
-            out.append((f"{scheme}://{parts.netloc.rsplit('@', 1)[-1]}", path.lstrip("/")))
-    return out
+    if not (text.startswith("/") or "://" in text or text.startswith("file:")):
+        return []
+    ns, name = file_dataset_id(text)
+    if ns != "file" and name.startswith("/"):
+        return [(ns, name), (ns, name.lstrip("/"))]
+    return [(ns, name)]
 
 
 def resolve_dataset(conn: Connection, text: str, namespace: str | None = None) -> tuple[int, str, str]:

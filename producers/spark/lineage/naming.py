@@ -21,35 +21,13 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
+# Files and folders are named as every part names them (the contract's naming: the ingested OpenLineage events,
+# the freshness promises and the registry's look-ups agree with the emitter by importing the same function).
+from lineagewire.schemas.naming import file_dataset_id, normalize_uri
+
 __all__ = ["file_dataset_id", "jdbc_dataset_id", "kafka_namespace", "normalize_uri"]
 
-_OBJECT_STORES = {"s3": "s3", "s3a": "s3", "s3n": "s3", "gs": "gs"}
-_AZURE = {"abfs", "abfss", "wasb", "wasbs"}
 _JDBC_SCHEMES = {"postgresql": "postgres", "mariadb": "mysql"}
-
-
-def normalize_uri(uri: str) -> str:
-    """A path or URI as Spark prints it, with 'file' for scheme-less absolute paths."""
-    if uri.startswith("/"):
-        return "file:" + uri
-    return uri
-
-
-def file_dataset_id(uri: str) -> tuple[str, str]:
-    """(namespace, name) of a file or folder given as Spark's Path string (``file:/tmp/x``, ``s3a://b/k``)."""
-    parts = urlsplit(normalize_uri(uri))
-    scheme = parts.scheme.lower()
-    path = parts.path or "/"
-    if len(path) > 1:
-        path = path.rstrip("/")
-    if scheme in ("", "file"):
-        return "file", path
-    if scheme in _OBJECT_STORES:
-        return f"{_OBJECT_STORES[scheme]}://{parts.netloc}", path.lstrip("/")
-    if scheme in _AZURE:
-        return f"{scheme}://{parts.netloc}", path.lstrip("/")
-    host = parts.netloc.rsplit("@", 1)[-1]
-    return f"{scheme}://{host}", path
 
 
 def jdbc_dataset_id(url: str, table: str) -> tuple[str, str]:
