@@ -103,6 +103,7 @@ def test_a_failure_halfway_through_install_leaves_nothing_registered(spark, monk
 
     def refuse(manager: Any, listener: Any) -> None:
         # By now the query listener (and the SparkListener, unless its classes are still compiling) is in.
+        seen["ready"] = hooks.spark_listener_ready.is_set()  # set once the SparkListener is on the bus
         seen["heard"] = _actions_heard(spark, hooks, recorder)
         seen["listeners"] = _bus_listeners(spark)
         raise RuntimeError("no streaming listener today")
@@ -112,7 +113,9 @@ def test_a_failure_halfway_through_install_leaves_nothing_registered(spark, monk
         hooks.install()
     assert seen["heard"] == 1, f"the query listener was not registered before the failure: {seen}"
     assert hooks.spark_listener_ready.wait(120), "the SparkListener's compile did not finish"
-    if hooks.spark_listener_kind is not None:
+    if seen["ready"] and hooks.spark_listener_kind is not None:
+        # Its classes compiled in time (on a busy machine they may not: then it is registered after the failure,
+        # and the check below says that one is undone too).
         assert seen["listeners"] == listeners_before + 1
     assert _bus_listeners(spark) == listeners_before, "a SparkListener of ours is left on Spark's listener bus"
     assert _actions_heard(spark, hooks, recorder) == 0, "the query listener is still registered"
