@@ -154,8 +154,10 @@ class Writes:
 
     def _succeeded(self, st: WriteState, run_id: str, job: JobKey, at: dt.datetime) -> FreshWrite:
         previous = st.last_success
-        if previous is None or at >= previous:
-            st.last_success, st.last_run, st.last_job = at, run_id, job
+        if previous is not None and at < previous:
+            # a late event of an older write: the dataset is no fresher, and what fired on it stays fired
+            return FreshWrite(st, previous, {})
+        st.last_success, st.last_run, st.last_job = at, run_id, job
         fired = self.fired.pop(st.dataset, {})
         if fired:
             self.dirty.add(("fired", st.dataset))

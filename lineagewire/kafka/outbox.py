@@ -52,6 +52,11 @@ class OutboxEntry:
 class Outbox:
     """A bounded spool folder; see the module docstring. Thread-safe."""
 
+    #: fsync each record and the folder before ``put`` returns: for a caller that acknowledges what it spooled
+    #: (the OpenLineage receiver's 2xx), so that a host crash right after cannot lose it. The emitter's outbox
+    #: does not: it holds a job's events while Kafka is down, and a sync per event would slow the job.
+    sync = False
+
     def __init__(self, folder: str | os.PathLike[str], max_bytes: int = 64 << 20) -> None:
         base = pathlib.Path(folder)
         try:
@@ -123,8 +128,13 @@ class Outbox:
             self._entries[name] = len(data)
         tmp = self.folder / (name + ".tmp")
         try:
-            tmp.write_bytes(data)
+            if self.sync:
+                _write_synced(tmp, data)
+            else:
+                tmp.write_bytes(data)
             os.replace(tmp, self.folder / name)
+            if self.sync:
+                _sync_folder(self.folder)
         except OSError:
             with self._mutex:
                 self._entries.pop(name, None)
@@ -355,3 +365,22 @@ class OutboxPublisher:
             log.warning("%d message(s) not acknowledged by %s within %.1fs; they wait in outbox %s for the next "
                         "start", left, self.settings.bootstrap_servers, timeout, self.outbox.folder)
         self.outbox.close()
+
+
+def _write_synced(path: pathlib.Path, data: bytes) -> None:
+    with path.open("wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _sync_folder(folder: pathlib.Path) -> None:
+    """Make a rename in ``folder`` durable (a no-op where folders cannot be opened, as on Windows)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

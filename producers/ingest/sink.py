@@ -43,7 +43,10 @@ __all__ = ["DurableSink", "StrictOutbox"]
 
 class StrictOutbox(Outbox):
     """An ``Outbox`` whose ``put`` raises ``NotStored`` when full, instead of answering None: the outbox's
-    publisher would send such a message unspooled, and the receiver must not acknowledge what it cannot keep."""
+    publisher would send such a message unspooled, and the receiver must not acknowledge what it cannot keep. Each
+    record is on disk (fsync) before the receiver answers for it."""
+
+    sync = True
 
     def put(self, topic: str, key: bytes, value: bytes) -> OutboxEntry | None:
         entry = super().put(topic, key, value)
@@ -186,12 +189,14 @@ class DurableSink:
         try:
             if batch.failed:
                 permanent = [d for _i, d in batch.failed if d is not None and d.permanent]
+                passing = sorted(i for i, d in batch.failed if d is None or not d.permanent)
+                if passing:  # kept before any answer: a 4xx is not retried, so these must not depend on a retry
+                    self._start_outage(batch.failed[0][1])
+                    self._spool_all(batch.messages, passing)
                 if permanent:
                     raise IngestRejected(413, f"Kafka refused {len(permanent)} of the request's {len(batch.messages)}"
                                          f" message(s) for good ({permanent[0]}); expected messages within the "
                                          "topic's max.message.bytes (the others were stored)")
-                self._start_outage(batch.failed[0][1])
-                self._spool_all(batch.messages, sorted(i for i, _d in batch.failed))
         except IngestRejected as exc:
             batch.future.set_exception(exc)
         else:

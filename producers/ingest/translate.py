@@ -237,12 +237,19 @@ def _origin_text(kind: str, patch: Any, facet_producer: str | None) -> str:
 # -- fields ------------------------------------------------------------------------------------------
 
 def _identity(ev: dict[str, Any]) -> str:
-    """What makes an OpenLineage event the same event: its run, type, time and job (or dataset). A producer that
-    sends it again (a retry, a replayed topic) sends the same; two events of one run differ in type or time."""
+    """What makes an OpenLineage event the same event: its run, type, time and job (or dataset), and the datasets it
+    names. A producer that sends it again (a retry, a replayed topic) sends the same; two events of one run differ
+    in type or time, or (two RUNNING events in one millisecond) in what they read and wrote."""
     run, job, ds = ev.get("run") or {}, ev.get("job") or {}, ev.get("dataset") or {}
     parts = (run.get("runId"), ev.get("eventType"), ev.get("eventTime"), job.get("namespace"), job.get("name"),
-             ds.get("namespace"), ds.get("name"))
+             ds.get("namespace"), ds.get("name"), _names(ev.get("inputs")), _names(ev.get("outputs")))
     return json.dumps(parts)
+
+
+def _names(datasets: Any) -> list[str] | None:
+    if not isinstance(datasets, list) or not datasets:
+        return None  # none named: the identity of events without datasets is as it always was
+    return [f"{d.get('namespace')}/{d.get('name')}" for d in datasets if isinstance(d, dict)]
 
 
 def _facet_producer(ev: dict[str, Any]) -> str | None:

@@ -191,6 +191,15 @@ class Claims:
                       .values(upstream_seen=covers))
         return True
 
+    def supersede(self, command_id: str, attempt: int, now: dt.datetime, why: str) -> bool:
+        """CANCELED, with ``why``, for one HELD attempt that a newer refresh of its table makes pointless; False when
+        it is not HELD any more (another instance released or superseded it first)."""
+        with self._engine().begin() as c:
+            done = c.execute(refreshes.update().where(refreshes.c.command_id == command_id,
+                                                      refreshes.c.attempt == attempt, refreshes.c.status == "HELD")
+                             .values(status="CANCELED", ended_at=now, error=why, next_retry_at=None))
+        return bool(done.rowcount)
+
     def finish(self, command_id: str, attempt: int, status: str, now: dt.datetime, *,
                error: str | None = None) -> None:
         """Set a final status on one attempt (no retry)."""

@@ -471,7 +471,11 @@ class FiringLoop:
             where = sa.and_(where, refreshes.c.table_name == table)
         batch: list[dict[str, Any]] = []
         context: dict[str, tuple[Any, MaterializedTable]] = {}
-        for r in self.claims.with_workflows(where, self.options.batch_size):
+        rows = list(self.claims.with_workflows(where, self.options.batch_size))
+        newest: dict[str, Any] = {}
+        for r in rows:
+            newest[r.table_name] = max(newest.get(r.table_name, r.nominal_time), r.nominal_time)
+        for r in rows:
             try:
                 ctx = (WorkflowRef(r.workflow_id, r.wf_name, r.wf_tz), self.catalog.get(r.table_name))
             except UnknownTableError as exc:
@@ -481,11 +485,24 @@ class FiringLoop:
             if why:
                 self._still_held(r, ctx, why, now)
                 continue
+            if not (force or r.force) and self._superseded(r, ctx[1], newest[r.table_name], now):
+                continue
             row = self._released(r, now, force=force or bool(r.force))
             if row is not None:
                 batch.append(row)
                 context[r.command_id] = ctx
         return self._publish(batch, context, now)
+
+    def _superseded(self, r: Any, table: MaterializedTable, newest: Any, now: dt.datetime) -> bool:
+        """An older HELD refresh of a table without partitions, released with a newer one: the newer one rewrites
+        the whole table, so the older one is CANCELED instead of run too (a table held through five hourly fires
+        refreshes once on recovery). A partitioned table's held fires each write their own partitions: all run."""
+        if table.partition_fields or r.nominal_time >= newest:
+            return False
+        if self.claims.supersede(r.command_id, r.attempt, now,
+                                 f"superseded: released with the newer held refresh of {newest.isoformat()}"):
+            log.info("held refresh %s of %s superseded by the newer one", r.command_id, r.table_name)
+        return True
 
     def _reasons(self, table: MaterializedTable, now: dt.datetime) -> list[dict[str, Any]]:
         """What holds ``table``'s refreshes now: asked once per round and table (10,000 fires of 100 tables ask

@@ -325,8 +325,9 @@ def test_event_ids_are_the_uuid5_of_the_event_digest_and_slot() -> None:
 
     ev = corpus("dbt_model_start")
     run, job = ev["run"], ev["job"]
+    names = [[f"{d['namespace']}/{d['name']}" for d in ev[side]] or None for side in ("inputs", "outputs")]
     identity = json.dumps((run["runId"], ev["eventType"], ev["eventTime"], job["namespace"], job["name"], None,
-                           None))
+                           None, *names))
     digest = hashlib.sha256(identity.encode()).hexdigest()
     assert [e["header"]["event_id"] for e in TRANSLATOR.translate(ev)] == [
         str(uuid.uuid5(INGEST_NAMESPACE, f"{digest}/{slot}")) for slot in range(3)]
@@ -343,3 +344,12 @@ def test_the_openlineage_text_is_what_origin_text_writes() -> None:
         text = TRANSLATOR.translate(ev)[-1]["header"]["openlineage"]
         found = json.loads(text)
         assert text == origin_text(found["kind"], found["patch"], found.get("facetProducer")), text
+
+
+def test_two_events_of_a_run_in_one_millisecond_that_name_other_datasets_are_two_events() -> None:
+    ev = corpus("dbt_model_start")
+    other = json.loads(json.dumps(ev))
+    other["outputs"] = [{"namespace": "duckdb://x", "name": "other.main.table"}]
+    ids = {e["header"]["event_id"] for e in TRANSLATOR.translate(ev)}
+    assert ids.isdisjoint(e["header"]["event_id"] for e in TRANSLATOR.translate(other))
+    assert ids == {e["header"]["event_id"] for e in TRANSLATOR.translate(json.loads(json.dumps(ev)))}  # a retry

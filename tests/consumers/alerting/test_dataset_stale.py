@@ -257,3 +257,20 @@ def test_write_states_and_fired_alerts_survive_a_save_and_load_of_the_facts() ->
     assert again.check(at(H + 180)) == []  # fired already, for this window
     (cleared,) = feed_engine(again, [pending.end(H + 200)])  # the pending write counts when its run ends
     assert not cleared.firing and cleared.fingerprint == fired.fingerprint
+
+
+def test_a_late_event_of_an_older_write_neither_freshens_nor_clears() -> None:
+    from lineagewire.consumers.alerting.writes import Writes
+
+    writes = Writes()
+    ds = {"namespace": "file", "name": "/lake/orders", "symlinks": []}
+    job = ("spark", "orders")
+    t0 = dt.datetime(2026, 1, 1, 10, tzinfo=dt.UTC)
+    first = writes.wrote(ds, job, "run-2", t0, finished=True, partition=None)
+    assert first is not None and first.state.last_success == t0
+    writes.fired["file//lake/orders"] = {"dataset_stale": {"dataset": "/lake/orders"}}  # paged after run-2
+    late = writes.wrote(ds, job, "run-1", t0 - dt.timedelta(hours=2), finished=True, partition=None)
+    assert late is not None and late.fired == {} and late.state.last_success == t0 and late.state.last_run == "run-2"
+    assert "file//lake/orders" in writes.fired  # still paged: only a newer write clears it
+    newer = writes.wrote(ds, job, "run-3", t0 + dt.timedelta(hours=1), finished=True, partition=None)
+    assert newer is not None and newer.fired == {"dataset_stale": {"dataset": "/lake/orders"}}

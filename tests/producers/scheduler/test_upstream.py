@@ -241,6 +241,27 @@ def test_a_held_refresh_is_announced_once_and_runs_once_on_recovery(make, clock,
     assert s.tick() == 0
 
 
+def test_a_table_held_through_several_fires_refreshes_once_on_recovery(make, clock, inputs) -> None:
+    # mart.daily has no partitions: each refresh rewrites the whole table, so only the newest held fire runs.
+    sink = ListSink()
+    s = make(sink)
+    w = s.create_periodic("mart.daily")
+    inputs.holding = [reason()]
+    for day in (1, 2, 3):
+        clock.now = dt.datetime(2026, 1, day, 6, tzinfo=UTC)
+        assert s.tick() == 0
+    held = s.refreshes(workflow_id=w.id)
+    assert sorted(r.status for r in held) == ["HELD"] * 3
+    inputs.holding = []
+    clock.advance(seconds=10)
+    assert s.tick() == 1 and s.tick() == 0
+    (cmd,) = [e for e in sink.events if kind_of(e) == "RefreshCommand"]
+    assert cmd["nominal_time"] == dt.datetime(2026, 1, 3, 6, tzinfo=UTC)
+    by_time = {r.nominal_time.day: r for r in s.refreshes(workflow_id=w.id)}
+    assert by_time[3].status == "QUEUED"
+    assert by_time[1].status == by_time[2].status == "CANCELED" and "superseded" in by_time[1].error
+
+
 def test_a_fire_claimed_ahead_is_checked_when_claimed(make, clock, inputs) -> None:
     sink = ListSink()
     s = make(sink, lead=2)
