@@ -277,7 +277,10 @@ class InputsHandler(Handler):
                 elif kind == "JobStatusChangedEvent":
                     done = _apply_status(conn, event)
                 elif kind == "ActionLineageEvent":
-                    done = _apply_action(conn, event, self.clock(), self._known, seen)
+                    now = self.clock()
+                    done = _apply_action(conn, event, now, self._known, seen)
+                    if done:
+                        _restamp(conn, event, now, self.clock())
                 else:
                     return 0
         except SQLAlchemyError as exc:
@@ -352,6 +355,17 @@ def _apply_action(conn: sa.Connection, event: Mapping[str, Any], now: dt.datetim
     if event["header"].get("schedule") is not None:
         _record_reads(conn, event, run, at)
     return done
+
+
+def _restamp(conn: sa.Connection, event: Mapping[str, Any], provisional: dt.datetime, now: dt.datetime) -> None:
+    """Stamp the writes this transaction stored with the time right before it commits: an upstream fire covers the
+    writes ``recorded_at`` up to ``planner.SETTLE`` ago and moves its cursor past them, so a write must not be
+    stamped earlier than it becomes visible (a stamp taken before a wait for the database's lock would be)."""
+    w = input_writes.c
+    conn.execute(input_writes.update()
+                 .where(w.run_id == _fit(event["header"]["run_id"], 200), w.action_id == _fit(event["action_id"], 200),
+                        w.recorded_at == provisional)
+                 .values(recorded_at=now))
 
 
 def _ensure_dataset(conn: sa.Connection, ds: Mapping[str, Any], now: dt.datetime, known: set[str],

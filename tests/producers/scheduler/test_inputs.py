@@ -287,3 +287,16 @@ def test_unresolved_and_unparseable_queries_resolve_what_they_can(engine: sa.Eng
         [ref] = resolve_inputs(MaterializedTable("mart.x", "SELECT id FROM raw.nowhere"), conn)
         assert (ref.namespace, ref.name, ref.table, ref.known) == ("", "raw.nowhere", "raw.nowhere", False)
         assert resolve_inputs(MaterializedTable("mart.y", "SELEKT"), conn) == []
+
+
+def test_a_write_is_stamped_when_its_transaction_ends_not_when_it_began(engine: sa.Engine) -> None:
+    # An upstream fire moves its cursor past writes stamped up to planner.SETTLE ago: a stamp taken at the start of
+    # a transaction that then waited (for the database's lock) could fall behind a cursor already past it.
+    ticks = iter([T0, T0 + dt.timedelta(seconds=5)] * 10)
+    h = InputsHandler(engine, clock=lambda: next(ticks))
+    _created, write, _finished = ingest_run("r1", 0, [("id", "int")])
+    assert h.handle(Record("jobs", 0, 1, None, 0, write)) == 1
+    with engine.connect() as conn:
+        (stored,) = writes_after(conn, DAILY, None)
+        assert stored.recorded_at == T0 + dt.timedelta(seconds=5)
+        assert writes_after(conn, DAILY, T0 + dt.timedelta(seconds=1)) == [stored]
