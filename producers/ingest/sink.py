@@ -188,19 +188,24 @@ class DurableSink:
             return  # the waiter timed out and spooled them itself
         try:
             if batch.failed:
-                permanent = [d for _i, d in batch.failed if d is not None and d.permanent]
-                passing = sorted(i for i, d in batch.failed if d is None or not d.permanent)
-                if passing:  # kept before any answer: a 4xx is not retried, so these must not depend on a retry
-                    self._start_outage(batch.failed[0][1])
-                    self._spool_all(batch.messages, passing)
-                if permanent:
-                    raise IngestRejected(413, f"Kafka refused {len(permanent)} of the request's {len(batch.messages)}"
-                                         f" message(s) for good ({permanent[0]}); expected messages within the "
-                                         "topic's max.message.bytes (the others were stored)")
+                self._keep_failed(batch)
         except IngestRejected as exc:
             batch.future.set_exception(exc)
         else:
             batch.future.set_result(None)
+
+    def _keep_failed(self, batch: _Batch) -> None:
+        """Spool the messages Kafka failed for now, then refuse (413) the request if it refused any for good: the
+        spooling comes first, as a producer does not retry a 4xx and would lose what only waited."""
+        permanent = [d for _i, d in batch.failed if d is not None and d.permanent]
+        passing = sorted(i for i, d in batch.failed if d is None or not d.permanent)
+        if passing:
+            self._start_outage(batch.failed[0][1])
+            self._spool_all(batch.messages, passing)
+        if permanent:
+            raise IngestRejected(413, f"Kafka refused {len(permanent)} of the request's {len(batch.messages)}"
+                                 f" message(s) for good ({permanent[0]}); expected messages within the "
+                                 "topic's max.message.bytes (the others were stored)")
 
     def _start_outage(self, d: Delivery | None) -> None:
         if not self._outage:

@@ -476,22 +476,29 @@ class FiringLoop:
         for r in rows:
             newest[r.table_name] = max(newest.get(r.table_name, r.nominal_time), r.nominal_time)
         for r in rows:
-            try:
-                ctx = (WorkflowRef(r.workflow_id, r.wf_name, r.wf_tz), self.catalog.get(r.table_name))
-            except UnknownTableError as exc:
-                self.claims.finish(r.command_id, r.attempt, "FAILED", now, error=str(exc))
-                continue
-            why = [] if force or r.force else self._reasons(ctx[1], now)
-            if why:
-                self._still_held(r, ctx, why, now)
-                continue
-            if not (force or r.force) and self._superseded(r, ctx[1], newest[r.table_name], now):
-                continue
-            row = self._released(r, now, force=force or bool(r.force))
-            if row is not None:
-                batch.append(row)
-                context[r.command_id] = ctx
+            released = self._release_one(r, newest[r.table_name], now, force=force or bool(r.force))
+            if released is not None:
+                batch.append(released[0])
+                context[r.command_id] = released[1]
         return self._publish(batch, context, now)
+
+    def _release_one(self, r: Any, newest: Any, now: dt.datetime, *,
+                     force: bool) -> tuple[dict[str, Any], tuple[Any, MaterializedTable]] | None:
+        """One HELD refresh: still held (announced, reasons kept), superseded by a newer one of its table, or
+        released by this instance (its claim row to publish, and its context)."""
+        try:
+            ctx = (WorkflowRef(r.workflow_id, r.wf_name, r.wf_tz), self.catalog.get(r.table_name))
+        except UnknownTableError as exc:
+            self.claims.finish(r.command_id, r.attempt, "FAILED", now, error=str(exc))
+            return None
+        why = [] if force else self._reasons(ctx[1], now)
+        if why:
+            self._still_held(r, ctx, why, now)
+            return None
+        if not force and self._superseded(r, ctx[1], newest, now):
+            return None
+        row = self._released(r, now, force=force)
+        return None if row is None else (row, ctx)
 
     def _superseded(self, r: Any, table: MaterializedTable, newest: Any, now: dt.datetime) -> bool:
         """An older HELD refresh of a table without partitions, released with a newer one: the newer one rewrites
